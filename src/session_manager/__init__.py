@@ -1,0 +1,63 @@
+"""agent-session-manager: durable local memory for long-running LLM agents.
+
+>>> from session_manager import SessionManager
+>>> mgr = SessionManager(agent_id="researcher", db_path="./sessions.db")  # doctest: +SKIP
+>>> session = mgr.start_session(goal="Survey 2026 sparse attention methods")  # doctest: +SKIP
+>>> mgr.record_decision(session.id, text="prioritise papers with code releases")  # doctest: +SKIP
+>>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
+from .errors import (
+    BudgetTooSmall,
+    EmbedderMismatch,
+    EventNotFound,
+    InvalidFilter,
+    InvalidInput,
+    InvalidPayload,
+    ModelNotAvailable,
+    PermissionDenied,
+    SchemaTooNew,
+    SessionClosed,
+    SessionManagerError,
+    SessionNotFound,
+    StoreBusy,
+)
+from .events import Event, Hit, Session
+from .manager import SessionManager
+from .protocols import Embedder, Summarizer, TokenCounter
+from .restore import ReportItem, RestoredContext, RestoreReport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetTooSmall",
+    "Embedder",
+    "EmbedderMismatch",
+    "Event",
+    "EventNotFound",
+    "HashEmbedder",
+    "Hit",
+    "InvalidFilter",
+    "InvalidInput",
+    "InvalidPayload",
+    "MiniLMEmbedder",
+    "ModelNotAvailable",
+    "PermissionDenied",
+    "ReportItem",
+    "RestoreReport",
+    "RestoredContext",
+    "SchemaTooNew",
+    "SentenceTransformerEmbedder",
+    "Session",
+    "SessionClosed",
+    "SessionManager",
+    "SessionManagerError",
+    "SessionNotFound",
+    "StoreBusy",
+    "Summarizer",
+    "TokenCounter",
+    "__version__",
+]

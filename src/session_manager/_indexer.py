@@ -1,0 +1,159 @@
+"""The embedding side of the one write path: drain the outbox into the vector projection.
+
+``record()`` only appends the event and its outbox row; this module turns outbox rows into
+vectors, in batches, from a background thread (so callers never wait for the model) or from
+the caller's thread when a search needs its own scope caught up first (read-your-writes) or
+``flush()`` is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .embed import LoadedEmbedder
+from .errors import EmbedderMismatch
+from .index.vectors import encode_vector
+from .store.sqlite import SqliteStore
+
+__all__ = ["Indexer"]
+
+log = logging.getLogger("session_manager.indexer")
+
+_REINDEX_HINT = (
+    "Rebuild the vectors with the new embedder: `asm reindex --db {path}` or "
+    "SessionManager.reindex(); or construct the SessionManager with the embedder the store "
+    "was built with."
+)
+
+
+class Indexer:
+    """Embeds pending events and keeps the store's embedder identity honest."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        embedder: LoadedEmbedder,
+        *,
+        batch_size: int = 64,
+        poll_seconds: float = 1.0,
+        check: bool = True,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.poll_seconds = poll_seconds
+        self.last_error: BaseException | None = None
+        self._lock = threading.Lock()  # one batch at a time per process: no duplicate work
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if check:
+            self.check_identity()
+
+    # -- embedder identity -----------------------------------------------------------------
+
+    def _mismatch(self, stored: dict[str, str | None]) -> EmbedderMismatch:
+        hint = _REINDEX_HINT.format(path=self.store.path)
+        return EmbedderMismatch(
+            f"The store {str(self.store.path)!r} holds vectors made by embedder "
+            f"{stored['name']!r} (dim {stored['dim']}), but this SessionManager uses "
+            f"{self.embedder.name!r} (dim {self.embedder.dim or 'unknown'}). Vectors of "
+            f"different embedders cannot be compared. {hint}"
+        )
+
+    def _stored_identity(self, read: Any) -> dict[str, str | None]:
+        return {key: read(f"embedder_{key}") for key in ("name", "dim", "fingerprint")}
+
+    def check_identity(self) -> None:
+        """Raise :class:`EmbedderMismatch` now, at open, rather than at the first batch."""
+        stored = self._stored_identity(self.store.meta)
+        if stored["name"] is None:
+            return
+        if stored["name"] != self.embedder.name or (
+            self.embedder.dim is not None and stored["dim"] != str(self.embedder.dim)
+        ):
+            raise self._mismatch(stored)
+
+    def _register(self, conn: sqlite3.Connection, dim: int) -> None:
+        def read(key: str) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+
+        stored = self._stored_identity(read)
+        mine = {"name": self.embedder.name, "dim": str(dim), "fingerprint": self.embedder.fingerprint}
+        if stored["name"] is None:
+            for key, value in mine.items():
+                self.store.set_meta(conn, f"embedder_{key}", value)
+        elif stored != mine:
+            raise self._mismatch(stored)
+
+    # -- embedding -------------------------------------------------------------------------
+
+    def embed_batch(self, partitions: Sequence[str] | None = None, *, force: bool = False) -> int:
+        """Embed one batch of pending events; return how many were done (0: nothing left)."""
+        with self._lock:
+            rows = self.store.claim_pending(self.batch_size, partitions, force=force)
+            if not rows:
+                return 0
+            vectors = self.embedder.embed([content for _, _, content in rows])
+            dim = int(vectors.shape[1])
+            self.store.store_vectors(
+                [(seq, part, encode_vector(vec)) for (seq, part, _), vec in zip(rows, vectors)],
+                register=lambda conn: self._register(conn, dim),
+            )
+            return len(rows)
+
+    def catch_up(self, partitions: Sequence[str]) -> None:
+        """Embed everything still pending in ``partitions`` (a search's read-your-writes)."""
+        while self.store.pending_count(partitions) and self.embed_batch(partitions):
+            pass
+
+    def flush(self) -> None:
+        """Embed every pending event in the store, whoever recorded it."""
+        while self.embed_batch(force=True):
+            pass
+
+    def query_vector(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+        vectors = self.embedder.embed([text])
+        return vectors[0]
+
+    # -- background worker -----------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="session-manager-indexer", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        # Poll even without a wake-up: other processes' events and the leftovers of a crashed
+        # process are caught up too (their outbox claims expire).
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+            try:
+                while not self._stop.is_set() and self.embed_batch():
+                    pass
+                self.last_error = None
+            except Exception as exc:  # keep the worker alive; searches re-raise in the caller
+                if self.last_error is None or type(exc) is not type(self.last_error):
+                    log.warning("embedding worker: %s", exc)
+                self.last_error = exc
+                self._stop.wait(self.poll_seconds)

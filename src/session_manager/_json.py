@@ -1,0 +1,75 @@
+"""Canonical JSON for payloads and metadata, with errors that name the offending path.
+
+Canonical means: sorted keys, no insignificant whitespace, UTF-8 (no ASCII escaping), and
+no NaN or Infinity (which are not JSON and break other readers of the log).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidInput, InvalidPayload
+
+__all__ = ["check_text", "dumps", "loads"]
+
+
+def check_text(value: str, what: str) -> None:
+    """Reject strings SQLite and UTF-8 cannot store: lone surrogates (e.g. from bad decoding)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{what} holds a lone surrogate {value[exc.start]!r} at character {exc.start}; "
+            "it is not valid Unicode. Decode the source with errors='replace' or fix the text."
+        ) from None
+
+
+def _walk(value: Any, path: str, what: str) -> None:
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidPayload(
+                f"{what} holds {value!r} at {path}; JSON has no NaN or Infinity. "
+                "Replace it with null or a string."
+            )
+        return
+    if isinstance(value, str):
+        check_text(value, f"{what} at {path}")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidPayload(
+                    f"{what} has a non-string key {key!r} at {path}; JSON object keys are "
+                    "strings. Convert the key with str()."
+                )
+            check_text(key, f"{what} key at {path}")
+            _walk(item, f"{path}.{key}", what)
+        return
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        for index, item in enumerate(value):
+            _walk(item, f"{path}[{index}]", what)
+        return
+    raise InvalidPayload(
+        f"{what} holds a {type(value).__name__} at {path}, which is not JSON-serialisable. "
+        "Convert it to a dict, list, str, number, bool or None first."
+    )
+
+
+def dumps(value: Any, what: str = "payload") -> str:
+    """Validate ``value`` and return its canonical JSON text.
+
+    >>> dumps({"b": 1, "a": [1.5, "x"]})
+    '{"a":[1.5,"x"],"b":1}'
+    """
+    _walk(value, "$", what)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads(text: str | None) -> Any:
+    """Decode JSON stored by :func:`dumps` (None stays None)."""
+    return None if text is None else json.loads(text)

@@ -1,0 +1,83 @@
+"""Gather restore() candidates from the store; the packing itself is I/O-free (restore.py).
+
+Sections, in their order of claim on the budget (DESIGN.md §4):
+1. pinned — the goal and every open pending step;
+2. important — events with importance ≥ 0.7 and unresolved errors, best ``rank_score`` first;
+3. recent — the latest events of the session;
+4. relevant — older events found by hybrid search for ``query`` (default: the goal plus the
+   open pending steps) within the session.
+Events pulled in as relevant get one more recall, like search results.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._time import now_us, from_us
+from .errors import InvalidInput
+from .events import Session
+from .protocols import Summarizer
+from .restore import RestoreCandidates, RestoredContext, pack, rank_score
+
+if TYPE_CHECKING:
+    from .manager import SessionManager
+
+__all__ = ["restore_session"]
+
+IMPORTANCE_THRESHOLD = 0.7
+RECENT_CANDIDATES = 200
+IMPORTANT_CANDIDATES = 200
+RELEVANT_CANDIDATES = 20
+
+
+def restore_session(
+    mgr: SessionManager,
+    session: Session,
+    max_tokens: int,
+    query: str | None,
+    tokenizer: Any,
+    summarizer: Summarizer | None,
+) -> RestoredContext:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
+    store, scope = mgr._store, mgr.scope
+    base, params = store.event_filter_sql(scope, session_id=session.id)
+    pinned = store.select_events(
+        f"{base} AND (e.kind = 'goal' OR (e.kind = 'pending' AND e.status = 'open'))", params
+    )
+    important = store.select_events(
+        f"{base} AND e.kind NOT IN ('goal', 'pending') AND (e.importance >= ? "
+        "OR (e.kind = 'error' AND e.status = 'unresolved'))",
+        [*params, IMPORTANCE_THRESHOLD],
+        order="e.created_us DESC, e.seq DESC",
+        limit=IMPORTANT_CANDIDATES,
+    )
+    now = from_us(now_us())
+    important.sort(key=lambda event: rank_score(event, now), reverse=True)
+    recent = store.select_events(
+        f"{base} AND e.kind != 'goal'", params,
+        order="e.created_us DESC, e.seq DESC", limit=RECENT_CANDIDATES,
+    )  # fmt: skip
+    recent.reverse()
+    total = int(store.read(f"SELECT count(*) FROM events e JOIN sessions s ON s.id = e.session_id WHERE {base}", params)[0][0])
+
+    taken = {event.seq for event in (*pinned, *important, *recent)}
+    relevant: list[tuple[Any, float]] = []
+    if total > len(taken):
+        text = query or " ".join([session.goal, *(e.content for e in pinned if e.kind == "pending")])
+        hits = mgr._searcher.search(
+            text[:2_000], RELEVANT_CANDIDATES, session_id=session.id, count_recall=False,
+            exclude=frozenset(taken),
+        )  # fmt: skip
+        relevant = [(hit.event, hit.score) for hit in hits]
+
+    context = pack(
+        RestoreCandidates(
+            session=session, pinned=pinned, important=important, recent=recent,
+            relevant=relevant, total_events=total,
+        ),
+        max_tokens, tokenizer, summarizer, now,
+    )  # fmt: skip
+    recalled = set(context.report.included_ids("relevant"))
+    store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
+    return context

@@ -1,0 +1,136 @@
+"""Search over one agent's scope: semantic (exact cosine), keyword (FTS5 BM25), or hybrid.
+
+Hybrid fuses the two rankings with reciprocal rank fusion. Each search first embeds whatever
+is still pending in the partitions it reads (read-your-writes), and counts one recall for
+every event it returns (restore ranks frequently recalled events higher).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ._indexer import Indexer
+from ._scope import Scope, partition_of
+from ._time import to_us
+from .errors import InvalidInput
+from .events import Hit, validate_kind
+from .index.keyword import fts_query, reciprocal_rank_fusion
+from .index.vectors import VectorCache, VectorQuery
+from .store.sqlite import SqliteStore
+
+__all__ = ["Searcher"]
+
+_MODES = ("hybrid", "semantic", "keyword")
+# How deep each ranking goes before fusion: fusion needs more than k candidates per list to
+# reward events that both rankings like, and 50 costs nothing at these sizes.
+_FUSION_DEPTH = 50
+_QUERY_CACHE_SIZE = 256
+
+
+class Searcher:
+    def __init__(self, store: SqliteStore, indexer: Indexer, scope: Scope) -> None:
+        self.store = store
+        self.indexer = indexer
+        self.scope = scope
+        self.vectors = VectorCache(store)
+        self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
+
+    def search(
+        self,
+        query: str,
+        k: int,
+        *,
+        mode: str = "hybrid",
+        session_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        include_shared: bool = True,
+        count_recall: bool = True,
+        exclude: frozenset[int] = frozenset(),
+    ) -> list[Hit]:
+        if mode not in _MODES:
+            raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"k must be a positive integer, got {k!r}.")
+        kinds = [validate_kind(kind) for kind in kinds] if kinds else None
+        since_us = None if since is None else to_us(since, "since")
+        until_us = None if until is None else to_us(until, "until")
+        where_sql, params = self.store.event_filter_sql(
+            self.scope, session_id=session_id, kinds=kinds, since_us=since_us,
+            until_us=until_us, where=where, include_shared=include_shared,
+        )  # fmt: skip
+        depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
+        rankings: list[list[tuple[int, float]]] = []
+        if mode in ("semantic", "hybrid"):
+            rankings.append(
+                self._semantic(
+                    query, depth, session_id, kinds, since_us, until_us, where_sql, params,
+                    where is not None, include_shared,
+                )  # fmt: skip
+            )
+        if mode in ("keyword", "hybrid"):
+            fts = fts_query(query)
+            rankings.append(self.store.keyword_search(fts, where_sql, params, depth) if fts else [])
+        rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
+        if mode == "hybrid":
+            ranked = reciprocal_rank_fusion([[seq for seq, _ in r] for r in rankings], k)
+        else:
+            ranked = rankings[0][:k]
+        events = self.store.events_by_seq([seq for seq, _ in ranked])
+        hits = [Hit(events[seq], score) for seq, score in ranked if seq in events]
+        if count_recall:
+            self.store.bump_recall([hit.event.seq for hit in hits])
+        return hits
+
+    def _semantic(
+        self,
+        query: str,
+        depth: int,
+        session_id: str | None,
+        kinds: Sequence[str] | None,
+        since_us: int | None,
+        until_us: int | None,
+        where_sql: str,
+        params: list[Any],
+        has_where: bool,
+        include_shared: bool,
+    ) -> list[tuple[int, float]]:
+        if session_id is not None:
+            session = self.store.session(session_id, self.scope)
+            if session is None:
+                return []
+            partitions = [(partition_of(session.agent_id, session.shared_pool), False)]
+        else:
+            own_pools = self.store.own_pools(self.scope.agent_id)
+            partitions = self.scope.partitions(own_pools, include_shared=include_shared)
+        self.indexer.catch_up([name for name, _ in partitions])
+        allowed = None
+        if has_where:
+            allowed = np.asarray(self.store.select_seqs(where_sql, params), dtype=np.int64)
+        filters = VectorQuery(
+            session_id=session_id,
+            kinds=frozenset(kinds) if kinds else None,
+            since_us=since_us,
+            until_us=until_us,
+            allowed_seqs=allowed,
+        )
+        return self.vectors.search(
+            self._query_vector(query), partitions, self.scope.agent_id, depth, filters
+        )
+
+    def _query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+        cached = self._query_cache.get(query)
+        if cached is None:
+            cached = self._query_cache[query] = self.indexer.query_vector(query)
+            if len(self._query_cache) > _QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
+        else:
+            self._query_cache.move_to_end(query)
+        return cached

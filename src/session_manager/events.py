@@ -1,0 +1,138 @@
+"""The data model: sessions, events and search hits.
+
+Plain frozen dataclasses with no I/O, shared by every backend, the restore packer and the
+CLI. Timestamps are timezone-aware UTC ``datetime`` objects; payloads and metadata are the
+decoded form of canonical JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .errors import InvalidInput
+
+__all__ = [
+    "DEFAULT_IMPORTANCE",
+    "KINDS",
+    "MESSAGE_ROLES",
+    "SESSION_STATUSES",
+    "Event",
+    "Hit",
+    "Session",
+    "validate_kind",
+]
+
+#: Built-in event kinds and the importance each gets when the caller gives none.
+#: Importance is 0..1; restore() treats events at or above 0.7 as "important".
+DEFAULT_IMPORTANCE: Mapping[str, float] = {
+    "goal": 1.0,
+    "decision": 0.8,
+    "error": 0.7,
+    "fact": 0.6,
+    "pending": 0.6,
+    "summary": 0.6,
+    "step": 0.5,
+    "tool_output": 0.4,
+    "message": 0.3,
+}
+
+KINDS: frozenset[str] = frozenset(DEFAULT_IMPORTANCE)
+
+#: Importance given to custom kinds that have no default of their own.
+CUSTOM_KIND_IMPORTANCE = 0.5
+
+SESSION_STATUSES: tuple[str, ...] = ("active", "completed", "failed", "abandoned")
+MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
+
+# Custom kinds are namespaced so that a typo of a built-in kind ("decison") is an error
+# rather than silently a new kind: "x:anything" or "custom:anything".
+_CUSTOM_KIND = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.\-]{1,64}$")
+
+
+def validate_kind(kind: str) -> str:
+    """Return ``kind`` if it is a built-in kind or a namespaced custom kind.
+
+    >>> validate_kind("decision")
+    'decision'
+    >>> validate_kind("custom:plan")
+    'custom:plan'
+    """
+    if not isinstance(kind, str) or not (kind in KINDS or _CUSTOM_KIND.match(kind)):
+        known = ", ".join(sorted(KINDS))
+        raise InvalidInput(
+            f"Unknown event kind {kind!r}. Use one of {known}, "
+            "or a namespaced custom kind such as 'custom:plan'."
+        )
+    return kind
+
+
+@dataclass(frozen=True)
+class Session:
+    """One run of one agent towards one goal.
+
+    >>> session = mgr.start_session(goal="Survey 2026 sparse attention methods")  # doctest: +SKIP
+    >>> session.status  # doctest: +SKIP
+    'active'
+    """
+
+    id: str
+    agent_id: str
+    goal: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    user_id: str | None = None
+    shared_pool: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == "active"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a session's log.
+
+    ``content`` is the text that is searched and rendered; ``payload`` holds structured
+    detail (tool input and output, the result of a step, ...). ``status`` is the mutable
+    part of an otherwise immutable event: ``open``/``done``/``cancelled`` for pending steps,
+    ``unresolved``/``resolved`` for errors, ``None`` for everything else.
+
+    >>> event = mgr.record_fact(session.id, "The API rate limit is 60 requests/min")  # doctest: +SKIP
+    >>> event.kind, event.importance  # doctest: +SKIP
+    ('fact', 0.6)
+    """
+
+    id: str
+    session_id: str
+    agent_id: str
+    kind: str
+    content: str
+    created_at: datetime
+    payload: Any = None
+    importance: float = 0.5
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    token_count: int = 0
+    recall_count: int = 0
+    seq: int = 0  # storage order in this database; not stable across export/import
+
+    @property
+    def role(self) -> str | None:
+        """The speaker of a ``message`` event (user / assistant / system / tool)."""
+        role = self.metadata.get("role")
+        return role if isinstance(role, str) else None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the full event and its score (higher is better)."""
+
+    event: Event
+    score: float

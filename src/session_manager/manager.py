@@ -1,0 +1,640 @@
+"""The :class:`SessionManager` façade: the whole public API of the library in one object.
+
+A handful of primitives do the work — :meth:`SessionManager.record` (the single write path),
+:meth:`~SessionManager.events`, :meth:`~SessionManager.search` and
+:meth:`~SessionManager.restore` — and the conveniences (``record_step``, ``add_message``, ...)
+are thin layers over ``record``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from . import _json
+from ._ids import new_id
+from ._indexer import Indexer
+from ._scope import Scope, partition_of
+from ._search import Searcher
+from ._time import now_us, to_us
+from .embed import load_embedder
+from .errors import (
+    EmbedderMismatch,
+    EventNotFound,
+    InvalidInput,
+    PermissionDenied,
+    SessionClosed,
+    SessionNotFound,
+)
+from .events import (
+    CUSTOM_KIND_IMPORTANCE,
+    DEFAULT_IMPORTANCE,
+    MESSAGE_ROLES,
+    SESSION_STATUSES,
+    Event,
+    Hit,
+    Session,
+    validate_kind,
+)
+from .protocols import Embedder, Summarizer, TokenCounter
+from .restore import RestoredContext
+from .store.sqlite import SESSION_COLUMNS, SqliteStore, row_to_session
+from .tokens import tokenizer_for
+
+__all__ = ["SessionManager"]
+
+SearchMode = Literal["hybrid", "semantic", "keyword"]
+_DEFAULT_STATUS = {"pending": "open", "error": "unresolved"}
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, got {type(value).__name__} {value!r:.60}.")
+    _json.check_text(value, what)
+    if not value.strip():
+        raise InvalidInput(f"{what} is empty; give the text to store (e.g. what the agent did).")
+    return value
+
+
+def _identifier(value: Any, what: str) -> str:
+    text = _text(value, what)
+    if len(text) > 200 or text != text.strip():
+        raise InvalidInput(f"{what} {text!r:.60} must be ≤ 200 characters with no outer spaces.")
+    return text
+
+
+class SessionManager:
+    """Durable memory for one agent: an event log, a semantic index and budgeted restore.
+
+    >>> from session_manager import SessionManager
+    >>> mgr = SessionManager(agent_id="researcher", db_path="./sessions.db")  # doctest: +SKIP
+    >>> session = mgr.start_session(goal="Survey 2026 sparse attention methods")  # doctest: +SKIP
+    >>> mgr.record_step(session.id, step="queried arxiv", result={"papers": 12})  # doctest: +SKIP
+    >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
+
+    Parameters:
+        agent_id: the agent whose memory this is; every read and write is scoped to it.
+        db_path: the SQLite file (created with its folder's permission if missing).
+        embedder: ``None`` for all-MiniLM-L6-v2 on onnxruntime, or any embedder object or
+            ``list[str] -> vectors`` callable.
+        model: the model family whose tokenizer counts restore budgets ("gpt-4o", "gpt-4",
+            "claude-3-5-sonnet", ...), or a ``str -> int`` token counter.
+        subscribe: shared pools this agent may read.
+        summarizer: optional ``(text, max_tokens) -> str`` used by restore for oversize events.
+        background: embed in a background thread (default); ``False`` embeds only on
+            ``flush()`` and before searches.
+        reindex: when the store's vectors were made by another embedder, rebuild them with
+            this one (blocking) instead of raising :class:`EmbedderMismatch`.
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        db_path: str | os.PathLike[str] = "sessions.db",
+        *,
+        embedder: Embedder | None = None,
+        model: str | TokenCounter = "gpt-4o",
+        subscribe: Iterable[str] = (),
+        summarizer: Summarizer | None = None,
+        background: bool = True,
+        batch_size: int = 64,
+        reindex: bool = False,
+    ) -> None:
+        self.agent_id = _identifier(agent_id, "agent_id")
+        if isinstance(subscribe, str):
+            subscribe = (subscribe,)
+        pools = frozenset(_identifier(pool, "subscribed pool") for pool in subscribe)
+        self.scope = Scope(self.agent_id, pools)
+        self.model = model
+        self.summarizer = summarizer
+        self.db_path = os.fspath(db_path)
+        self._store = SqliteStore(db_path)
+        try:
+            loaded = load_embedder(embedder)
+            try:
+                self._indexer = Indexer(self._store, loaded, batch_size=batch_size)
+            except EmbedderMismatch:
+                if not reindex:
+                    raise
+                self._indexer = Indexer(self._store, loaded, batch_size=batch_size, check=False)
+                self.reindex()
+        except BaseException:
+            self._store.close()
+            raise
+        self._searcher = Searcher(self._store, self._indexer, self.scope)
+        if background:
+            self._indexer.start()
+            self._indexer.notify()  # catch up whatever a crashed process left behind
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the background worker and close the database (pending embeddings stay queued)."""
+        self._indexer.stop()
+        self._store.close()
+
+    def __enter__(self) -> SessionManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SessionManager(agent_id={self.agent_id!r}, db_path={self.db_path!r})"
+
+    @property
+    def embedder_name(self) -> str:
+        return self._indexer.embedder.name
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def start_session(
+        self,
+        goal: str,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        shared_pool: str | None = None,
+    ) -> Session:
+        """Open a new active session; its goal is recorded as the session's first event.
+
+        >>> session = mgr.start_session("Fix the flaky login test", user_id="u1")  # doctest: +SKIP
+        """
+        goal = _text(goal, "goal")
+        if user_id is not None:
+            user_id = _identifier(user_id, "user_id")
+        if shared_pool is not None:
+            shared_pool = _identifier(shared_pool, "shared_pool")
+        meta_json = _json.dumps(dict(metadata or {}), "session metadata")
+        session_id, now = new_id(), now_us()
+        with self._store.atomic() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
+                "created_us, updated_us) VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+                (session_id, self.agent_id, user_id, goal, shared_pool, meta_json, now, now),
+            )
+            self._insert(conn, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None)
+        self._indexer.notify()
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: str) -> Session:
+        """The session, if this agent owns it or subscribed to its pool."""
+        session = self._store.session(session_id, self.scope)
+        if session is None:
+            raise SessionNotFound(
+                f"Session {session_id!r} does not exist for agent {self.agent_id!r}. "
+                "List sessions with `asm sessions` or SessionManager.list_sessions()."
+            )
+        return session
+
+    def list_sessions(
+        self,
+        status: str | None = None,
+        user_id: str | None = None,
+        since: datetime | str | None = None,
+        limit: int | None = 100,
+        *,
+        include_shared: bool = True,
+    ) -> list[Session]:
+        """Visible sessions, most recently active first."""
+        clause, params = self.scope.sql("s", include_shared=include_shared)
+        parts = [clause]
+        if status is not None:
+            parts.append("s.status = ?")
+            params.append(self._check_status(status))
+        if user_id is not None:
+            parts.append("s.user_id = ?")
+            params.append(user_id)
+        if since is not None:
+            parts.append("s.updated_us >= ?")
+            params.append(to_us(since, "since"))
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {' AND '.join(parts)} "
+        sql += "ORDER BY s.updated_us DESC, s.id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [row_to_session(row) for row in self._store.read(sql, params)]
+
+    @staticmethod
+    def _check_status(status: str) -> str:
+        if status not in SESSION_STATUSES:
+            raise InvalidInput(
+                f"Unknown session status {status!r}; use one of {', '.join(SESSION_STATUSES)}."
+            )
+        return status
+
+    def end_session(self, session_id: str, status: str = "completed") -> Session:
+        """Close a session (completed / failed / abandoned); it then takes no new events."""
+        if self._check_status(status) == "active":
+            raise InvalidInput("end_session needs a final status: completed, failed or abandoned.")
+        with self._store.atomic() as conn:
+            self._owned(conn, session_id)
+            conn.execute(
+                "UPDATE sessions SET status = ?, updated_us = ? WHERE id = ?",
+                (status, now_us(), session_id),
+            )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete a session and its events from the log and every index; return the count."""
+        with self._store.atomic() as conn:
+            self._owned(conn, session_id, allow_closed=True)
+            count = conn.execute(
+                "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            self._store.bump_generation(conn)
+        return int(count)
+
+    def _owned(
+        self, conn: Any, session_id: str, *, allow_closed: bool = False
+    ) -> tuple[str, str | None]:
+        """Check this agent may write the session; return (status, shared_pool)."""
+        found = self._store.owner_of(conn, session_id) if isinstance(session_id, str) else None
+        if found is None or not self.scope.can_read(found[0], found[2]):
+            raise SessionNotFound(
+                f"Session {session_id!r} does not exist for agent {self.agent_id!r}. "
+                "List sessions with `asm sessions` or SessionManager.list_sessions()."
+            )
+        owner, status, pool = found
+        if owner != self.agent_id:
+            raise PermissionDenied(
+                f"Session {session_id!r} belongs to agent {owner!r}; agent {self.agent_id!r} "
+                f"can read it through pool {pool!r} but never write it. Record into a session "
+                "of your own (start_session)."
+            )
+        if status != "active" and not allow_closed:
+            raise SessionClosed(
+                f"Session {session_id!r} is {status}; it takes no new events. "
+                "Start a new session for further work."
+            )
+        return status, pool
+
+    # -- the write path --------------------------------------------------------------------
+
+    def record(
+        self,
+        session_id: str,
+        kind: str,
+        content: str,
+        payload: Any = None,
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | str | None = None,
+    ) -> Event:
+        """Append one event to a session's log: the single write path.
+
+        The event is durable when this returns; its embedding is computed in the background
+        (searches still see it at once). ``kind`` is a built-in kind or a namespaced custom
+        kind ("custom:plan"); ``importance`` defaults per kind; ``created_at`` may be a past
+        time (UTC) when importing history.
+
+        >>> mgr.record(session.id, "fact", "The staging DB is read-only on Sundays")  # doctest: +SKIP
+        """
+        prepared = self._prepare(kind, content, payload, importance, tags, metadata, created_at)
+        with self._store.atomic() as conn:
+            _, pool = self._owned(conn, session_id)
+            event = self._insert(conn, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind))
+        self._indexer.notify()
+        return event
+
+    def _prepare(
+        self,
+        kind: str,
+        content: str,
+        payload: Any,
+        importance: float | None,
+        tags: Sequence[str] | None,
+        metadata: Mapping[str, Any] | None,
+        created_at: datetime | str | None,
+    ) -> tuple[str, str, str | None, float, tuple[str, ...], dict[str, Any], int]:
+        """Validate everything before the transaction opens, so bad input writes nothing."""
+        validate_kind(kind)
+        content = _text(content, "content")
+        payload_json = None if payload is None else _json.dumps(payload, "payload")
+        if importance is None:
+            importance = DEFAULT_IMPORTANCE.get(kind, CUSTOM_KIND_IMPORTANCE)
+        if (
+            isinstance(importance, bool)
+            or not isinstance(importance, int | float)
+            or not math.isfinite(importance)
+            or not 0 <= importance <= 1
+        ):
+            raise InvalidInput(f"importance must be a number from 0 to 1, got {importance!r}.")
+        if isinstance(tags, str):
+            raise InvalidInput(f"tags must be a list of strings, got the string {tags!r}.")
+        tag_tuple = tuple(_identifier(tag, "tag") for tag in (tags or ()))
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
+        meta = dict(metadata or {})
+        _json.dumps(meta, "metadata")
+        when = now_us() if created_at is None else to_us(created_at)
+        return kind, content, payload_json, float(importance), tag_tuple, meta, when
+
+    def _insert(
+        self,
+        conn: Any,
+        session_id: str,
+        pool: str | None,
+        kind: str,
+        content: str,
+        payload_json: str | None,
+        importance: float,
+        tags: tuple[str, ...],
+        metadata: dict[str, Any],
+        created_us: int,
+        status: str | None,
+    ) -> Event:
+        event_id = new_id()
+        tokens = self._tokenizer().count(content)
+        if payload_json is not None:
+            tokens += self._tokenizer().count(payload_json)
+        partition = partition_of(self.agent_id, pool)
+        cursor = conn.execute(
+            "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, "
+            "tags, metadata, status, created_us, token_count, partition) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                event_id, session_id, self.agent_id, kind, content, payload_json, importance,
+                _json.dumps(list(tags)), _json.dumps(metadata), status, created_us, tokens,
+                partition,
+            ),
+        )  # fmt: skip
+        seq = int(cursor.lastrowid or 0)
+        conn.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, partition))
+        conn.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (now_us(), session_id))
+        return Event(
+            id=event_id, session_id=session_id, agent_id=self.agent_id, kind=kind,
+            content=content, payload=_json.loads(payload_json), importance=importance,
+            tags=tags, metadata=metadata, status=status, created_at=_from_us(created_us),
+            token_count=tokens, seq=seq,
+        )  # fmt: skip
+
+    def _tokenizer(self) -> Any:
+        return tokenizer_for(self.model)
+
+    # -- conveniences ----------------------------------------------------------------------
+
+    def record_step(
+        self,
+        session_id: str,
+        step: str,
+        result: Any = None,
+        tool: str | None = None,
+        input: Any = None,
+        **options: Any,
+    ) -> Event:
+        """Record a completed step, with the tool it used, its input and its result."""
+        payload = {
+            key: value
+            for key, value in (("tool", tool), ("input", input), ("result", result))
+            if value is not None
+        }
+        metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
+        return self.record(
+            session_id, "step", step, payload or None, metadata=metadata, **options
+        )
+
+    def record_decision(self, session_id: str, text: str, **options: Any) -> Event:
+        """Record a decision the agent took (important by default)."""
+        return self.record(session_id, "decision", text, **options)
+
+    def record_fact(self, session_id: str, text: str, **options: Any) -> Event:
+        """Record a fact the agent learned."""
+        return self.record(session_id, "fact", text, **options)
+
+    def record_error(
+        self, session_id: str, text: str, resolved: bool = False, **options: Any
+    ) -> Event:
+        """Record an error; unresolved errors are kept in view by restore until resolved."""
+        event = self.record(session_id, "error", text, **options)
+        return self.resolve_error(event.id) if resolved else event
+
+    def resolve_error(self, error_id: str) -> Event:
+        """Mark an error event resolved."""
+        return self._set_status(error_id, "error", ("unresolved",), "resolved")
+
+    def record_tool_output(
+        self, session_id: str, output: Any, tool: str | None = None, **options: Any
+    ) -> Event:
+        """Record a tool's output: text is stored as content, anything else as JSON payload.
+
+        JSON output is also flattened into searchable text ("key: value; ...") so that
+        semantic and keyword search reach inside it.
+        """
+        metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
+        if isinstance(output, str):
+            return self.record(session_id, "tool_output", output, metadata=metadata, **options)
+        _json.dumps(output, "tool output")  # a clear error before flattening anything
+        content = _flatten(output) or (f"{tool} output" if tool else "tool output")
+        metadata["derived_content"] = True
+        return self.record(
+            session_id, "tool_output", content, output, metadata=metadata, **options
+        )
+
+    def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
+        """Record a conversation turn (role: user / assistant / system / tool)."""
+        if role not in MESSAGE_ROLES:
+            raise InvalidInput(f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}.")
+        metadata = {**options.pop("metadata", {}), "role": role}
+        return self.record(session_id, "message", content, metadata=metadata, **options)
+
+    def add_pending(self, session_id: str, text: str, **options: Any) -> Event:
+        """Queue a step to do later; restore always shows open pending steps."""
+        return self.record(session_id, "pending", text, **options)
+
+    def complete_pending(self, pending_id: str, result: Any = None) -> Event:
+        """Mark a pending step done and record the step that did it; return that step."""
+        pending = self._pending(pending_id)
+        payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
+        prepared = self._prepare("step", pending.content, payload, None, None, None, None)
+        with self._store.atomic() as conn:
+            _, pool = self._owned(conn, pending.session_id)
+            if not self._claim_status(conn, pending, "done"):
+                raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
+            step = self._insert(conn, pending.session_id, pool, *prepared, None)
+            self._merge_metadata(conn, pending, {"completed_by": step.id})
+        self._indexer.notify()
+        return step
+
+    def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
+        """Cancel an open pending step."""
+        pending = self._pending(pending_id)
+        with self._store.atomic() as conn:
+            self._owned(conn, pending.session_id)
+            if not self._claim_status(conn, pending, "cancelled"):
+                raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
+            if reason:
+                self._merge_metadata(conn, pending, {"cancel_reason": _text(reason, "reason")})
+        return self.get_event(pending_id)
+
+    def _pending(self, pending_id: str) -> Event:
+        pending = self.get_event(pending_id)
+        if pending.kind != "pending":
+            raise InvalidInput(f"Event {pending_id!r} is a {pending.kind}, not a pending step.")
+        if pending.status != "open":
+            raise InvalidInput(f"Pending step {pending_id!r} is already {pending.status}.")
+        return pending
+
+    @staticmethod
+    def _claim_status(conn: Any, event: Event, status: str) -> bool:
+        cursor = conn.execute(
+            "UPDATE events SET status = ? WHERE id = ? AND status = ?",
+            (status, event.id, event.status),
+        )
+        return bool(cursor.rowcount)
+
+    @staticmethod
+    def _merge_metadata(conn: Any, event: Event, extra: dict[str, Any]) -> None:
+        conn.execute(
+            "UPDATE events SET metadata = ? WHERE id = ?",
+            (_json.dumps({**event.metadata, **extra}), event.id),
+        )
+
+    def _set_status(self, event_id: str, kind: str, before: tuple[str, ...], after: str) -> Event:
+        event = self.get_event(event_id)
+        if event.kind != kind or event.status not in before:
+            raise InvalidInput(f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}.")
+        with self._store.atomic() as conn:
+            self._owned(conn, event.session_id, allow_closed=True)
+            self._claim_status(conn, event, after)
+        return self.get_event(event_id)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_event(self, event_id: str) -> Event:
+        """One event by id, if this agent may see it."""
+        event = self._store.event(event_id, self.scope) if isinstance(event_id, str) else None
+        if event is None:
+            raise EventNotFound(
+                f"Event {event_id!r} does not exist for agent {self.agent_id!r}."
+            )
+        return event
+
+    def events(
+        self,
+        session_id: str,
+        kinds: Sequence[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """A session's events in order (by time, then recording order)."""
+        self.get_session(session_id)
+        where, params = self._store.event_filter_sql(
+            self.scope,
+            session_id=session_id,
+            kinds=[validate_kind(kind) for kind in kinds] if kinds else None,
+            since_us=None if since is None else to_us(since, "since"),
+            until_us=None if until is None else to_us(until, "until"),
+        )
+        return self._store.select_events(where, params, limit=limit)
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        session_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        include_shared: bool = True,
+    ) -> list[Hit]:
+        """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or
+        ``keyword``. Every returned event's recall count grows by one.
+
+        >>> hits = mgr.search("did we turn off 2FA anywhere?", k=3)  # doctest: +SKIP
+        >>> hits[0].event.content, round(hits[0].score, 3)  # doctest: +SKIP
+        """
+        if session_id is not None:
+            self.get_session(session_id)
+        return self._searcher.search(
+            _text(query, "query"), k, mode=mode, session_id=session_id, kinds=kinds,
+            where=where, since=since, until=until, include_shared=include_shared,
+        )  # fmt: skip
+
+    def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
+        """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
+        return self.search(query, k, mode="semantic", **filters)
+
+    def restore(
+        self,
+        session_id: str,
+        max_tokens: int,
+        query: str | None = None,
+        model: str | TokenCounter | None = None,
+        *,
+        summarizer: Summarizer | None = None,
+    ) -> RestoredContext:
+        """Rebuild prompt context for a session within ``max_tokens`` (see docs/restore.md)."""
+        from ._restoring import restore_session
+
+        return restore_session(
+            self, self.get_session(session_id), max_tokens, query,
+            tokenizer_for(model if model is not None else self.model),
+            summarizer or self.summarizer,
+        )  # fmt: skip
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Block until every pending event in the store has its embedding."""
+        self._indexer.flush()
+
+    def pending_embeddings(self) -> int:
+        """How many events still wait for their embedding (all agents)."""
+        return self._store.pending_count()
+
+    def reindex(self) -> int:
+        """Drop every vector and re-embed the whole log with this manager's embedder.
+
+        Use it after changing the embedder. Returns the number of events queued.
+        """
+        with self._store.atomic() as conn:
+            conn.execute("DELETE FROM vectors")
+            conn.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
+            conn.execute(
+                "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
+            )
+            conn.execute("UPDATE outbox SET claimed_until = 0")
+            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+            self._store.bump_generation(conn)
+            count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        self.flush()
+        return int(count)
+
+
+def _from_us(value: int) -> datetime:
+    from ._time import from_us
+
+    return from_us(value)
+
+
+def _flatten(value: Any, prefix: str = "", limit: int = 4_000) -> str:
+    """``{"a": {"b": 1}, "c": [2]}`` → ``"a.b: 1; c: 2"``: JSON made searchable as text."""
+    parts: list[str] = []
+    size = 0
+
+    def walk(item: Any, path: str) -> None:
+        nonlocal size
+        if size > limit:
+            return
+        if isinstance(item, Mapping):
+            for key, sub in item.items():
+                walk(sub, f"{path}.{key}" if path else str(key))
+        elif isinstance(item, list | tuple):
+            for sub in item:
+                walk(sub, path)
+        elif item is not None:
+            text = f"{path}: {item}" if path else str(item)
+            parts.append(text)
+            size += len(text) + 2
+
+    walk(value, prefix)
+    return "; ".join(parts)[:limit]

@@ -1,0 +1,355 @@
+"""Shrinking text and JSON to a token budget without an LLM.
+
+Both summarisers are pure and bounded: they look only at a slice of their input that is
+proportional to the budget, so a megabyte-sized tool output costs about as much as a
+small one, and they call ``count`` a bounded number of times (a binary search over a
+short schedule of settings). Every result is verified with ``count`` before it is returned.
+
+* :func:`summarize_json` keeps the JSON valid and its shape recognisable: keys are kept as
+  long as possible, long strings keep head and tail around ``…[1,234 chars omitted]…``,
+  long arrays keep their first items and end with ``"…[480 more items]"``, deep nesting
+  collapses to ``"{…12 keys}"`` / ``"[…7 items]"``.
+* :func:`summarize_text` keeps head and tail around ``…[3,456 chars omitted]…``, cutting at
+  whitespace where it can and never between a character and its combining marks.
+* :func:`user_summary` runs a user-supplied :class:`~session_manager.protocols.Summarizer`
+  (e.g. an LLM call) and accepts its output only when it fits (and, for JSON, parses).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["dumps", "json_preview", "summarize_json", "summarize_text", "user_summary"]
+
+Count = Callable[[str], int]
+
+# A token rarely spans more than 16 characters outside long runs of spaces or dashes, so
+# text longer than 16 chars per budgeted token is treated as too big without counting it.
+# A wrong guess only makes a summary shorter than it had to be, never over budget.
+_CHARS_PER_TOKEN_CEILING = 16
+_MAX_TEXT_PROBES = 14
+
+
+def dumps(value: Any) -> str:
+    """Compact one-line JSON, as rendered by restore().
+
+    U+2028/U+2029/U+0085 are escaped because ``str.splitlines()`` treats them as line
+    breaks; the result is therefore a single line for any reader.
+
+    >>> dumps({"a": [1, 2], "b": "é"})
+    '{"a":[1,2],"b":"é"}'
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if "\u2028" in text or "\u2029" in text or "\x85" in text:
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        text = text.replace("\x85", "\\u0085")
+    return text
+
+
+# ---------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Limits:
+    max_str: int  # characters kept per string (head + tail)
+    max_items: int  # array items kept
+    max_keys: int  # object keys kept; higher than max_items so keys survive longest
+    max_depth: int  # containers deeper than this collapse to a marker
+
+
+# Gentlest first. Keys outlive items and depth goes last, so the shape stays visible.
+_SCHEDULE: tuple[_Limits, ...] = tuple(
+    _Limits(s, i, k, d)
+    for s, i, k, d in [
+        (4000, 200, 400, 32),
+        (2000, 100, 200, 24),
+        (1000, 50, 128, 16),
+        (500, 25, 96, 12),
+        (240, 12, 64, 8),
+        (120, 8, 48, 6),
+        (64, 5, 32, 5),
+        (40, 3, 24, 4),
+        (24, 2, 16, 3),
+        (16, 1, 12, 2),
+        (10, 1, 8, 1),
+        (6, 0, 4, 1),
+        (0, 0, 0, 0),  # harshest: the whole value becomes one marker
+    ]
+)
+
+
+def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
+    """Compact JSON for ``value`` that parses and counts at most ``max_tokens``, or None.
+
+    The value is pruned *before* it is serialised (only what a setting keeps is visited),
+    and the gentlest setting of a fixed schedule that fits is found by binary search, so a
+    5 MB payload costs a few milliseconds and at most five calls of ``count``.
+
+    >>> from session_manager.tokens import tokenizer_for
+    >>> count = tokenizer_for("gpt-4o").count
+    >>> big = {"query": "sparse attention", "results": [{"title": "x" * 500}] * 300}
+    >>> out = summarize_json(big, 60, count)
+    >>> json.loads(out)["query"], count(out) <= 60
+    ('sparse attention', True)
+    """
+    if max_tokens <= 0:
+        return None
+    node_cap = 2 * max_tokens + 16  # every kept JSON value costs about a token or more
+    char_cap = max_tokens * _CHARS_PER_TOKEN_CEILING + 64
+
+    def attempt(level: int) -> str | None:
+        text = dumps(_prune(value, _SCHEDULE[level], node_cap))
+        if len(text) > char_cap or count(text) > max_tokens:
+            return None
+        return text
+
+    # Binary search for the gentlest fitting level; more pruning never makes the text
+    # longer (cuts are only made when they shorten), so "fits" is monotone in the level.
+    lo, hi = 0, len(_SCHEDULE) - 1
+    best = attempt(hi)
+    if best is None:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        found = attempt(mid)
+        if found is not None:
+            best, hi = found, mid
+        else:
+            lo = mid + 1
+    return best
+
+
+def json_preview(value: Any, max_nodes: int) -> str:
+    """The gentlest summary of ``value`` (at most ``max_nodes`` values), without counting.
+
+    Used to hand a bounded version of a huge payload to a user summariser.
+
+    >>> json_preview({"ids": list(range(1000))}, 11)
+    '{"ids":[0,1,2,3,4,5,6,7,8,9,"…[990 more items]"]}'
+    """
+    return dumps(_prune(value, _SCHEDULE[0], max_nodes))
+
+
+def _prune(value: Any, lim: _Limits, node_cap: int) -> Any:
+    """A reduced copy of ``value``, built breadth first so upper levels survive longest."""
+    holder: list[Any] = [None]
+    budget = node_cap
+    queue: deque[tuple[Any, Any, Any, int]] = deque([(value, holder, 0, 0)])
+    while queue:
+        src, parent, slot, depth = queue.popleft()
+        if isinstance(src, (dict, list, tuple)) and not src:
+            parent[slot] = {} if isinstance(src, dict) else []
+        elif isinstance(src, dict):
+            if depth >= lim.max_depth or budget <= 0 or lim.max_keys == 0:
+                parent[slot] = (
+                    {"…": f"{len(src)} keys omitted"} if depth == 0 else f"{{…{len(src)} keys}}"
+                )
+                continue
+            keep = min(len(src), lim.max_keys, budget)
+            budget -= keep
+            obj: dict[str, Any] = {}
+            parent[slot] = obj
+            for i, (key, item) in enumerate(src.items()):
+                if i >= keep:
+                    break
+                name = _cut_key(str(key), lim.max_str, obj)
+                obj[name] = None  # placeholder keeps insertion order
+                queue.append((item, obj, name, depth + 1))
+            if len(src) > keep:
+                obj["…" if "…" not in obj else "…more"] = f"{len(src) - keep} more keys"
+        elif isinstance(src, (list, tuple)):
+            if depth >= lim.max_depth or budget <= 0:
+                parent[slot] = (
+                    [f"…[{len(src)} items omitted]"] if depth == 0 else f"[…{len(src)} items]"
+                )
+                continue
+            keep = min(len(src), lim.max_items, budget)
+            budget -= keep
+            arr: list[Any] = [None] * keep
+            parent[slot] = arr
+            for i in range(keep):
+                queue.append((src[i], arr, i, depth + 1))
+            if len(src) > keep:
+                arr.append(f"…[{len(src) - keep} more items]")
+        elif isinstance(src, str):
+            parent[slot] = _cut_string(src, lim.max_str)
+        elif src is None or isinstance(src, (bool, int, float)):
+            parent[slot] = src
+        else:  # not JSON (never from the log); keep it readable and bounded
+            parent[slot] = _cut_string(str(src)[: 2 * lim.max_str + 64], lim.max_str)
+    return holder[0]
+
+
+def _cut_string(text: str, max_chars: int) -> str:
+    """Head and tail of ``text`` around a marker, if that is actually shorter."""
+    if len(text) <= max_chars:
+        return text
+    head_len = _safe_cut(text, (max_chars + 1) // 2)
+    tail_start = _safe_cut(text, len(text) - max_chars // 2)
+    omitted = tail_start - head_len
+    marker = f"…[{omitted:,} chars omitted]…"
+    if len(marker) >= omitted:  # cutting would not save anything
+        return text
+    return text[:head_len] + marker + text[tail_start:]
+
+
+def _cut_key(key: str, max_chars: int, taken: dict[str, Any]) -> str:
+    # Keys are what tell a reader the shape, so they get a generous floor of 48 chars.
+    name = _cut_string(key, max(max_chars, 48))
+    n = 2
+    while name in taken:  # two long keys may share head and tail
+        name = f"{name}#{n}"
+        n += 1
+    return name
+
+
+def _safe_cut(text: str, index: int) -> int:
+    """Move a cut point left so it does not separate a character from what joins it.
+
+    Python strings index code points, so surrogate pairs are never split; combining marks,
+    variation selectors and zero-width joiners would still be orphaned by a naive cut.
+    """
+    index = max(0, min(index, len(text)))
+    for _ in range(8):  # bounded: a pathological run of marks is cut anyway
+        if index <= 0 or index >= len(text) or not _joins_previous(text[index]):
+            break
+        index -= 1
+    return index
+
+
+def _joins_previous(char: str) -> bool:
+    code = ord(char)
+    return (
+        unicodedata.combining(char) != 0
+        or code in (0x200C, 0x200D)
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin-tone modifiers
+        or 0xDC00 <= code <= 0xDFFF  # lone low surrogate (surrogateescape input)
+        or unicodedata.category(char) in ("Mn", "Me", "Mc")
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------
+
+
+def summarize_text(text: str, max_tokens: int, count: Count) -> str | None:
+    """Head and tail of ``text`` around ``…[N chars omitted]…``, counting <= ``max_tokens``.
+
+    Returns ``text`` itself when it already fits, and None when not even the bare marker
+    fits. Only ``16 * max_tokens`` characters from each end are ever looked at.
+
+    >>> from session_manager.tokens import tokenizer_for
+    >>> count = tokenizer_for("gpt-4o").count
+    >>> out = summarize_text("word " * 10_000 + "THE END", 20, count)
+    >>> out.startswith("word word"), out.endswith("THE END"), count(out) <= 20
+    (True, True, True)
+    """
+    if max_tokens <= 0:
+        return None
+    window = max_tokens * _CHARS_PER_TOKEN_CEILING + 64
+    if len(text) <= window and count(text) <= max_tokens:
+        return text
+    # Half from each end, never overlapping.
+    half_max = min(len(text) // 2, window // 2)
+
+    def build(k: int) -> str:
+        head_end = _soft_cut(text, k, backwards=True)
+        tail_start = _soft_cut(text, len(text) - k, backwards=False)
+        if tail_start <= head_end:  # only when k is near len/2: nothing sensible to cut
+            head_end = tail_start = _safe_cut(text, len(text) // 2)
+        omitted = tail_start - head_end
+        return f"{text[:head_end]}…[{omitted:,} chars omitted]…{text[tail_start:]}"
+
+    if count(build(0)) > max_tokens:
+        return None
+    # Largest k that fits, by a bounded binary search seeded with a ratio guess.
+    sample = text[:2048] + text[-2048:]
+    chars_per_token = max(1.0, len(sample) / max(1, count(sample)))
+    lo, hi = 0, half_max
+    guess = min(hi, int(max_tokens * chars_per_token / 2 * 0.9))
+    best = build(0)
+    probes = 0
+    while lo < hi and probes < _MAX_TEXT_PROBES:
+        mid = guess if probes == 0 and guess > lo else (lo + hi + 1) // 2
+        candidate = build(mid)
+        probes += 1
+        if count(candidate) <= max_tokens:
+            best, lo = candidate, mid
+        else:
+            hi = mid - 1
+        if hi - lo <= max(2, lo // 64):  # within ~1.5%: more probes buy nothing visible
+            break
+    return best
+
+
+def _soft_cut(text: str, index: int, *, backwards: bool) -> int:
+    """Prefer a cut at whitespace within a few characters of ``index``."""
+    index = max(0, min(index, len(text)))
+    if 0 < index < len(text):
+        if backwards:
+            space = text.rfind(" ", max(0, index - 24), index)
+            nl = text.rfind("\n", max(0, index - 24), index)
+            pos = max(space, nl)
+            if pos > 0:
+                return pos
+        else:
+            candidates = [
+                p
+                for p in (text.find(" ", index, index + 24), text.find("\n", index, index + 24))
+                if p != -1
+            ]
+            if candidates:
+                return min(candidates) + 1
+    return _safe_cut(text, index)
+
+
+# ---------------------------------------------------------------------------------------
+# User summarisers
+# ---------------------------------------------------------------------------------------
+
+
+def user_summary(
+    summarizer: Callable[[str, int], str],
+    text: str,
+    max_tokens: int,
+    count: Count,
+    *,
+    as_json: bool = False,
+) -> tuple[str | None, str]:
+    """Run a user summariser and check its answer: ``(result or None, reason)``.
+
+    The result is accepted only if it is a string that counts <= ``max_tokens`` and, when
+    ``as_json``, parses as JSON (it is then re-serialised compactly on one line). An
+    exception from the summariser is reported in the reason instead of failing the restore,
+    so a timed-out LLM call degrades to the built-in summary.
+
+    >>> count = len
+    >>> user_summary(lambda text, n: text[:n], "abcdefgh", 4, count)
+    ('abcd', 'summarised by user summariser')
+    >>> user_summary(lambda text, n: text, "abcdefgh", 4, count)[0] is None
+    True
+    """
+    try:
+        out = summarizer(text, max_tokens)
+    except Exception as exc:  # the built-in fallback is always available
+        return None, f"user summariser failed ({type(exc).__name__}); built-in summary used"
+    if not isinstance(out, str):
+        return None, "user summariser returned no string; built-in summary used"
+    if as_json:
+        try:
+            out = dumps(json.loads(out))
+        except ValueError:
+            return None, "user summary was not valid JSON; built-in summary used"
+    if len(out) > max_tokens * _CHARS_PER_TOKEN_CEILING * 8 or count(out) > max_tokens:
+        return None, "user summary was over budget; built-in summary used"
+    return out, "summarised by user summariser"

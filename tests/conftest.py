@@ -1,0 +1,53 @@
+"""Shared fixtures: real SQLite files in tmp_path, the fast deterministic embedder by default."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from session_manager import SessionManager
+from session_manager.testing import HashEmbedder
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("ASM_SHARED_DIR", REPO.parent / "shared"))
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "sessions.db"
+
+
+@pytest.fixture
+def make_manager(db_path: Path) -> Iterator[object]:
+    """Factory: ``make_manager(agent_id, **options)`` with the hash embedder, closed after."""
+    opened: list[SessionManager] = []
+
+    def make(agent_id: str = "researcher", **options: object) -> SessionManager:
+        options.setdefault("embedder", HashEmbedder())
+        options.setdefault("db_path", db_path)
+        mgr = SessionManager(agent_id=agent_id, **options)  # type: ignore[arg-type]
+        opened.append(mgr)
+        return mgr
+
+    yield make
+    for mgr in opened:
+        mgr.close()
+
+
+@pytest.fixture
+def mgr(make_manager: object) -> SessionManager:
+    return make_manager()  # type: ignore[operator,no-any-return]
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child processes: they import the package from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    return env
+
+
+PYTHON = sys.executable
