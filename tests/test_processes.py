@@ -93,24 +93,25 @@ def test_sigkill_loses_no_acknowledged_event(db_path: Path) -> None:
     rng = random.Random(1234)
     acknowledged: list[str] = []
     for _ in range(4):
-        child = subprocess.Popen(
+        with subprocess.Popen(
             [PYTHON, "-c", textwrap.dedent(CRASHY_WRITER), str(db_path)],
             stdout=subprocess.PIPE, text=True, env=child_env(),
-        )  # fmt: skip
-        assert child.stdout is not None
-        deadline = time.monotonic() + rng.uniform(0.5, 2.0)
-        started = False
-        for line in child.stdout:
-            kind, value = line.split()
-            if kind == "ack":
-                acknowledged.append(value)
-            started = started or kind == "session"
-            if started and time.monotonic() > deadline:
-                break
-        os.kill(child.pid, signal.SIGKILL)
-        rest = child.stdout.read()  # acks already written before the kill still count
-        acknowledged.extend(line.split()[1] for line in rest.splitlines() if line.startswith("ack "))
-        child.wait()
+        ) as child:  # fmt: skip
+            assert child.stdout is not None
+            deadline = time.monotonic() + rng.uniform(0.5, 2.0)
+            started = False
+            for line in child.stdout:
+                kind, value = line.split()
+                if kind == "ack":
+                    acknowledged.append(value)
+                started = started or kind == "session"
+                if started and time.monotonic() > deadline:
+                    break
+            os.kill(child.pid, signal.SIGKILL)
+            rest = child.stdout.read()  # acks written before the kill still count
+            acknowledged.extend(
+                line.split()[1] for line in rest.splitlines() if line.startswith("ack ")
+            )
     assert len(acknowledged) > 100
 
     with sqlite3.connect(db_path) as conn:

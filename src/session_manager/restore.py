@@ -7,9 +7,10 @@ what was included, summarised or dropped and why.
 Claim order on the budget: (1) the goal and open pending steps, (2) important events and
 unresolved errors in the given order, (3) recent events, newest first, (4) relevant older
 events by score. Each section is printed chronologically. An event too large for what is
-left is summarised (JSON stays valid JSON) when at least :data:`MIN_USEFUL_TOKENS` are left,
-otherwise dropped. Finally the whole text is counted exactly and, while it is over budget
-(BPE counts of pieces do not add up exactly), the lowest-priority block is dropped.
+left is summarised (JSON stays valid JSON) into at most :data:`SUMMARY_SHARE` of what is
+left when at least :data:`MIN_USEFUL_TOKENS` are left, otherwise dropped. Finally the whole
+text is counted exactly and, while it is over budget (BPE counts of pieces do not add up
+exactly), the lowest-priority block is dropped: relevant first, then the oldest recent, ...
 
 Rendered shape (one block per event; a payload, if any, on one line of compact JSON)::
 
@@ -19,6 +20,9 @@ Rendered shape (one block per event; a payload, if any, on one line of compact J
     ## Recent
     - [2026-11-22 10:40 UTC] step (tool: web_search): searched arXiv
       payload: {"query":"sparse attention","hits":12}
+
+A ``tool_output`` whose content is only the flattened copy of its JSON payload
+(``metadata["derived_content"]``) is rendered by its payload alone.
 
 Continuation lines of multi-line content are indented by four spaces, so content can never
 forge a ``"  payload: "`` line; :func:`json_fragments` returns every payload for checking.
@@ -34,12 +38,21 @@ from typing import Any
 
 from .errors import BudgetTooSmall, InvalidInput
 from .events import Event, Session
-from .summarize import dumps, json_preview, summarize_json, summarize_text, user_summary
+from .summarize import (
+    bounded_text,
+    dumps,
+    json_preview,
+    json_size_hint,
+    summarize_json,
+    summarize_text,
+    user_summary,
+)
 from .tokens import Tokenizer
 
 __all__ = [
     "MIN_USEFUL_TOKENS",
     "PAYLOAD_PREFIX",
+    "SUMMARY_SHARE",
     "ReportItem",
     "RestoreCandidates",
     "RestoreReport",
@@ -51,6 +64,8 @@ __all__ = [
 
 #: Below this many tokens left, an event that does not fit is dropped, not summarised.
 MIN_USEFUL_TOKENS = 24
+#: The largest share of the tokens left that one summarised event may take (not the goal).
+SUMMARY_SHARE = 0.5
 #: The goal is kept at least this long (in tokens) or restore() raises BudgetTooSmall.
 GOAL_MIN_TOKENS = 24
 PAYLOAD_PREFIX = "  payload: "
@@ -198,8 +213,7 @@ class _Block:
     tokens: int
     action: str
     reason: str
-    rank: int = 0  # claim order: the highest is trimmed first
-    synthetic: bool = False  # the goal taken from Session.goal: no report item
+    rank: int = 0  # claim order: the highest is trimmed first; the goal (0) never is
 
 
 @dataclass
@@ -212,6 +226,7 @@ class _Packer:
     items: dict[str, ReportItem] = field(default_factory=dict)
     seen_sections: set[str] = field(default_factory=set)
     floor: int = 1  # tokens of the smallest possible block (a bare header)
+    user_cache: dict[tuple[str, bool], str] = field(default_factory=dict)
 
     @property
     def left(self) -> int:
@@ -238,19 +253,19 @@ class _Packer:
     def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[_Block | None, str]:
         if left <= 0:
             return None, "budget spent"
-        size = _too_big(event, left)
-        need = ""
-        if size is None:
+        need = _too_big(event, left)
+        if need is None:
             text = _render(event, _shown(event), _payload_json(event.payload))
             tokens = self.tok.count(text + "\n")
             if tokens <= left:
                 return _Block(event, section, text, tokens, "included", reason), ""
             need = f"{tokens:,} tokens"
-        else:
-            need = f"~{size:,}+ tokens"
         if left < MIN_USEFUL_TOKENS:
             return None, f"over budget: {need} > {left:,} left"
-        block = self.summarised(event, section, left)
+        # A summary takes at most half of what is left (the goal: all of it), so one huge
+        # event cannot crowd out every smaller one after it.
+        share = left if section == "goal" else max(MIN_USEFUL_TOKENS, int(left * SUMMARY_SHARE))
+        block = self.summarised(event, section, share)
         if block is None:
             return None, f"over budget: {need} > {left:,} left, and no summary fits"
         block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
@@ -280,12 +295,13 @@ class _Packer:
         self, event: Event, target: int, notes: list[str]
     ) -> tuple[str | None, str | None]:
         """Share ``target`` tokens between content and payload summaries."""
+        content = _shown(event)
         if event.payload is None:
-            return self.shrink_text(_shown(event), target, notes), None
+            return self.shrink_text(content, target, notes), None
         prefix = 4  # "\n  payload: " and the seams around it
         content_tokens = (
-            self.tok.count(_shown(event))
-            if len(_shown(event)) <= target * _CHARS_PER_TOKEN_CEILING
+            self.tok.count(content)
+            if len(content) <= target * _CHARS_PER_TOKEN_CEILING
             else target + 1
         )
         # Content keeps up to a third; the payload (usually the bulk) gets the rest.
@@ -295,19 +311,19 @@ class _Packer:
             self.shrink_json(event.payload, payload_budget, notes) if payload_budget > 0 else None
         )
         if payload is None:  # no JSON fits: spend everything on the content instead
-            return self.shrink_text(_shown(event), target, notes), None
+            return self.shrink_text(content, target, notes), None
         payload_used = self.tok.count(payload)
         content_budget = max(0, target - payload_used - prefix)
         if content_tokens <= content_budget:
-            return _shown(event), payload
-        return self.shrink_text(_shown(event), content_budget, notes), payload
+            return content, payload
+        # Better a bare "…" than losing a payload that fits.
+        return self.shrink_text(content, content_budget, notes) or "…", payload
 
     def shrink_text(self, text: str, budget: int, notes: list[str]) -> str | None:
         if not text:
             return ""
         if self.summarizer is not None:
-            out, why = user_summary(self.summarizer, _bounded(text, budget), budget, self.tok.count)
-            notes.append(why)
+            out = self.ask_user(text, budget, notes, as_json=False)
             if out is not None:
                 return out
         return summarize_text(text, budget, self.tok.count)
@@ -315,11 +331,25 @@ class _Packer:
     def shrink_json(self, value: Any, budget: int, notes: list[str]) -> str | None:
         if self.summarizer is not None:
             preview = json_preview(value, 8 * budget + 256)
-            out, why = user_summary(self.summarizer, preview, budget, self.tok.count, as_json=True)
-            notes.append(why)
+            out = self.ask_user(preview, budget, notes, as_json=True)
             if out is not None:
                 return out
         return summarize_json(value, budget, self.tok.count)
+
+    def ask_user(self, text: str, budget: int, notes: list[str], *, as_json: bool) -> str | None:
+        assert self.summarizer is not None
+        # A retry with a slightly smaller budget reuses the answer if it still fits: the
+        # user summariser may be a slow, paid LLM call.
+        key = (text, as_json)
+        cached = self.user_cache.get(key)
+        if cached is not None and self.tok.count(cached) <= budget:
+            return cached
+        source = text if as_json else bounded_text(text, max(64 * budget, 4096))
+        out, why = user_summary(self.summarizer, source, budget, self.tok.count, as_json=as_json)
+        notes.append(why)
+        if out is not None:
+            self.user_cache[key] = out
+        return out
 
     def record(self, event: Event, section: str, action: str, reason: str, tokens: int) -> None:
         self.items[event.id] = ReportItem(event.id, event.kind, section, action, reason, tokens)
@@ -434,7 +464,6 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
     p.seen_sections.add("goal")
     p.used = count(head + block.text)  # exact: the goal alone is a valid final text
     block.rank = 0
-    block.synthetic = synthetic
     p.blocks.append(block)
     if not synthetic:
         p.record(goal, "goal", block.action, block.reason, block.tokens)
@@ -508,7 +537,7 @@ def _label(event: Event) -> str:
         tool = event.metadata.get("tool")
         if tool is None and isinstance(event.payload, dict):
             tool = event.payload.get("tool")
-        return f"step (tool: {_oneline(str(tool))})" if tool is not None else kind
+        return f"{kind} (tool: {_oneline(str(tool))})" if tool is not None else kind
     if event.kind == "message":
         return f"message ({_oneline(event.role or 'unknown')})"
     if event.kind == "error":
@@ -537,59 +566,20 @@ def _payload_json(payload: Any) -> str | None:
     return None if payload is None else dumps(payload)
 
 
-def _too_big(event: Event, left: int) -> int | None:
-    """A cheap lower-bound size if ``event`` obviously cannot fit in ``left``, else None.
+def _too_big(event: Event, left: int) -> str | None:
+    """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None.
 
     Bounds the work: a multi-megabyte event is never serialised or counted in full.
     """
     if event.token_count // 2 > left:  # stored counts may come from another tokenizer
-        return event.token_count
+        return f"~{event.token_count:,} tokens"
     cap = left * _CHARS_PER_TOKEN_CEILING
-    if len(_shown(event)) > cap:
-        return len(_shown(event)) // _CHARS_PER_TOKEN_CEILING
-    chars = len(_shown(event)) + _json_size(event.payload, cap - len(_shown(event)), 2 * left + 16)
-    return chars // _CHARS_PER_TOKEN_CEILING if chars > cap else None
-
-
-def _json_size(value: Any, cap: int, max_nodes: int) -> int:
-    """Approximate serialised size of ``value``; more than ``cap`` once it is too big.
-
-    Stops as soon as the size passes ``cap`` or more than ``max_nodes`` values are seen
-    (each JSON value costs about a token), so huge payloads are never walked in full.
-    """
-    if value is None:
-        return 0
-    size, nodes, stack = 0, 1, [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            size += len(item) + 3
-        elif isinstance(item, dict):
-            nodes += len(item)
-            if nodes > max_nodes:
-                return cap + 1 + size
-            size += 2 + sum(len(str(key)) + 4 for key in item)
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            nodes += len(item)
-            if nodes > max_nodes:
-                return cap + 1 + size
-            size += 2
-            stack.extend(item)
-        else:
-            size += 6
-        if size > cap:
-            return size
-    return size
-
-
-def _bounded(text: str, budget: int) -> str:
-    """Head and tail of a huge text for a user summariser (which may be an LLM)."""
-    limit = max(64 * budget, 4096)
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}…[{len(text) - 2 * half:,} chars omitted]…{text[-half:]}"
+    content = _shown(event)
+    if len(content) > cap:
+        return f"{len(content):,} chars"
+    if len(content) + json_size_hint(event.payload, cap - len(content), 2 * left + 16) > cap:
+        return f"more than {cap:,} chars"
+    return None
 
 
 def _chrono(event: Event) -> tuple[datetime, str]:

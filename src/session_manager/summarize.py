@@ -24,7 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["dumps", "json_preview", "summarize_json", "summarize_text", "user_summary"]
+__all__ = [
+    "bounded_text",
+    "dumps",
+    "json_preview",
+    "json_size_hint",
+    "summarize_json",
+    "summarize_text",
+    "user_summary",
+]
 
 Count = Callable[[str], int]
 
@@ -65,24 +73,36 @@ class _Limits:
 
 
 # Gentlest first. Keys outlive items and depth goes last, so the shape stays visible.
-_SCHEDULE: tuple[_Limits, ...] = tuple(
-    _Limits(s, i, k, d)
-    for s, i, k, d in [
-        (4000, 200, 400, 32),
-        (2000, 100, 200, 24),
-        (1000, 50, 128, 16),
-        (500, 25, 96, 12),
-        (240, 12, 64, 8),
-        (120, 8, 48, 6),
-        (64, 5, 32, 5),
-        (40, 3, 24, 4),
-        (24, 2, 16, 3),
-        (16, 1, 12, 2),
-        (10, 1, 8, 1),
-        (6, 0, 4, 1),
-        (0, 0, 0, 0),  # harshest: the whole value becomes one marker
-    ]
-)
+_ANCHORS = [
+    (4000, 200, 400, 32),
+    (2000, 100, 200, 24),
+    (1000, 50, 128, 16),
+    (500, 25, 96, 12),
+    (240, 12, 64, 8),
+    (120, 8, 48, 6),
+    (64, 5, 32, 5),
+    (40, 3, 24, 4),
+    (24, 2, 16, 3),
+    (16, 1, 12, 2),
+    (10, 1, 8, 1),
+    (6, 0, 4, 1),
+    (0, 0, 0, 0),  # harshest: the whole value becomes one marker
+]
+
+
+def _schedule() -> tuple[_Limits, ...]:
+    # A geometric midpoint between neighbouring anchors halves the step from one setting
+    # to the next (a budget is used better) for one more count() call in the search.
+    levels: list[_Limits] = []
+    for a, b in zip(_ANCHORS, _ANCHORS[1:], strict=False):
+        levels.append(_Limits(*a))
+        mid = [int(round((x * y) ** 0.5)) if y else x // 2 for x, y in zip(a, b, strict=True)]
+        levels.append(_Limits(*mid))
+    levels.append(_Limits(*_ANCHORS[-1]))
+    return tuple(dict.fromkeys(levels))  # drop duplicates, keep order
+
+
+_SCHEDULE = _schedule()
 
 
 def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
@@ -90,7 +110,7 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
 
     The value is pruned *before* it is serialised (only what a setting keeps is visited),
     and the gentlest setting of a fixed schedule that fits is found by binary search, so a
-    5 MB payload costs a few milliseconds and at most five calls of ``count``.
+    5 MB payload costs a few milliseconds and at most six calls of ``count``.
 
     >>> from session_manager.tokens import tokenizer_for
     >>> count = tokenizer_for("gpt-4o").count
@@ -353,3 +373,55 @@ def user_summary(
     if len(out) > max_tokens * _CHARS_PER_TOKEN_CEILING * 8 or count(out) > max_tokens:
         return None, "user summary was over budget; built-in summary used"
     return out, "summarised by user summariser"
+
+
+# ---------------------------------------------------------------------------------------
+# Cheap size bounds
+# ---------------------------------------------------------------------------------------
+
+
+def json_size_hint(value: Any, cap: int, max_nodes: int) -> int:
+    """Approximate serialised size of ``value`` in chars; more than ``cap`` if too big.
+
+    Stops as soon as the size passes ``cap`` or more than ``max_nodes`` values are seen
+    (each JSON value costs about a token), so a huge payload is never walked in full.
+
+    >>> json_size_hint({"a": "xyz"}, 100, 10) <= 100
+    True
+    >>> json_size_hint(list(range(10**6)), 100, 50) > 100
+    True
+    """
+    if value is None:
+        return 0
+    size, nodes, stack = 0, 1, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) + 3
+        elif isinstance(item, (dict, list, tuple)):
+            nodes += len(item)
+            if nodes > max_nodes:
+                return cap + 1 + size
+            if isinstance(item, dict):
+                size += sum(len(str(key)) + 4 for key in item)
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+            size += 2
+        else:
+            size += 6
+        if size > cap:
+            return size
+    return size
+
+
+def bounded_text(text: str, limit: int) -> str:
+    """``text``, or its head and tail around a marker if it is longer than ``limit`` chars.
+
+    >>> bounded_text("abcdefghij", 4)
+    'ab…[6 chars omitted]…ij'
+    """
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}…[{len(text) - 2 * half:,} chars omitted]…{text[-half:]}"

