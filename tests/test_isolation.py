@@ -85,7 +85,9 @@ def test_pool_members_search_one_another(make_manager, world) -> None:  # type: 
 
 def test_own_pool_sessions_stay_visible_to_the_owner(world) -> None:  # type: ignore[no-untyped-def]
     alice, private, pooled, other_pool = world
-    sessions = {hit.event.session_id for hit in alice.search("quantum widget", k=50, mode="semantic")}
+    sessions = {
+        hit.event.session_id for hit in alice.search("quantum widget", k=50, mode="semantic")
+    }
     assert sessions == {private.id, pooled.id, other_pool.id}
 
 
@@ -100,7 +102,6 @@ def test_scoping_clause_is_built_in_one_place() -> None:
     offenders = [
         str(path.relative_to(root))
         for path in root.rglob("*.py")
-        if path.name != "_scope.py"
-        and re.search(r"agent_id\s*=\s*\?\s+OR", path.read_text())
+        if path.name != "_scope.py" and re.search(r"agent_id\s*=\s*\?\s+OR", path.read_text())
     ]
     assert offenders == []

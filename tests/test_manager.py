@@ -113,9 +113,21 @@ def test_tool_output_text_and_json(mgr: SessionManager) -> None:
     [
         (lambda m, s: m.record(s, "fact", "   "), InvalidInput, "empty"),
         (lambda m, s: m.record(s, "decison", "x"), InvalidInput, "Unknown event kind"),
-        (lambda m, s: m.record(s, "fact", "x", payload={"a": [1, float("nan")]}), InvalidPayload, r"\$\.a\[1\]"),
-        (lambda m, s: m.record(s, "fact", "x", payload={"a": float("inf")}), InvalidPayload, "Infinity"),
-        (lambda m, s: m.record(s, "fact", "x", payload={"when": datetime.now()}), InvalidPayload, r"datetime at \$\.when"),
+        (
+            lambda m, s: m.record(s, "fact", "x", payload={"a": [1, float("nan")]}),
+            InvalidPayload,
+            r"\$\.a\[1\]",
+        ),
+        (
+            lambda m, s: m.record(s, "fact", "x", payload={"a": float("inf")}),
+            InvalidPayload,
+            "Infinity",
+        ),
+        (
+            lambda m, s: m.record(s, "fact", "x", payload={"when": datetime.now()}),
+            InvalidPayload,
+            r"datetime at \$\.when",
+        ),
         (lambda m, s: m.record(s, "fact", "bad \ud800 text"), InvalidInput, "surrogate"),
         (lambda m, s: m.record(s, "fact", "x", payload={"k": "\udfff"}), InvalidInput, "surrogate"),
         (lambda m, s: m.record(s, "fact", "x", importance=1.5), InvalidInput, "importance"),
@@ -182,11 +194,19 @@ def test_search_sees_events_recorded_just_before(mgr: SessionManager) -> None:
 
 def test_where_filters(mgr: SessionManager) -> None:
     session = mgr.start_session("filters")
-    mgr.record_fact(session.id, "paper one on sparse attention", metadata={"year": 2024, "src": "arxiv"})
-    mgr.record_fact(session.id, "paper two on sparse attention", metadata={"year": 2026, "src": "acl"})
+    mgr.record_fact(
+        session.id, "paper one on sparse attention", metadata={"year": 2024, "src": "arxiv"}
+    )
+    mgr.record_fact(
+        session.id, "paper two on sparse attention", metadata={"year": 2026, "src": "acl"}
+    )
     mgr.record_fact(session.id, "paper three on sparse attention", metadata={"year": 2026})
+
     def contents(where: dict) -> set[str]:  # type: ignore[type-arg]
-        return {hit.event.content.split()[1] for hit in mgr.search("sparse attention", k=10, kinds=["fact"], where=where)}
+        return {
+            hit.event.content.split()[1]
+            for hit in mgr.search("sparse attention", k=10, kinds=["fact"], where=where)
+        }
 
     assert contents({"year": 2026}) == {"two", "three"}
     assert contents({"year": {"$gte": 2025, "$lt": 2027}}) == {"two", "three"}
@@ -222,7 +242,12 @@ def test_delete_session_reaches_every_index(mgr: SessionManager, db_path: Path) 
         contents = [h.event.content for h in mgr.search("llamas", k=10, mode=mode)]  # type: ignore[arg-type]
         assert "deleted fact about llamas" not in contents, mode
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'deleted'").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM events_fts WHERE events_fts MATCH 'deleted'"
+            ).fetchone()[0]
+            == 0
+        )
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 2
         assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 0
 
@@ -276,3 +301,15 @@ def test_context_manager_closes(db_path: Path) -> None:
         session = mgr.start_session("ctx")
     with pytest.raises(InvalidInput, match="closed"):
         mgr.get_session(session.id)
+
+
+def test_many_decisions_do_not_crowd_out_recent_turns(mgr: SessionManager) -> None:
+    session = mgr.start_session("long session with many decisions")
+    for i in range(300):
+        mgr.record_decision(session.id, f"decision {i}: prefer option {i % 7} for component {i}")
+    last = mgr.add_message(session.id, "user", "the very latest user turn")
+    context = mgr.restore(session.id, max_tokens=1500)
+    assert "the very latest user turn" in context.text
+    assert context.report.sections["important"] <= 1500 * 0.55
+    item = next(i for i in context.report.items if i.event_id == last.id)
+    assert item.section == "recent" and item.action == "included"

@@ -155,7 +155,10 @@ def test_four_processes_five_hundred_records_each(db_path: Path) -> None:
     children = [
         subprocess.Popen(
             [PYTHON, "-c", textwrap.dedent(CONCURRENT_WRITER), str(db_path), str(n)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
         )  # fmt: skip
         for n in range(4)
     ]

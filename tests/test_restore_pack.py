@@ -32,9 +32,15 @@ SESSION = Session("01JSESSION", "researcher", GOAL, "active", T0, T0)
 def ev(n: int, kind: str, content: str, payload: Any = None, **kw: Any) -> Event:
     kw.setdefault("importance", DEFAULT_IMPORTANCE.get(kind, 0.5))
     return Event(
-        f"01J{n:010d}", SESSION.id, "researcher", kind, content, T0 + timedelta(minutes=n),
-        payload=payload, **kw,
-    )  # fmt: skip
+        f"01J{n:010d}",
+        SESSION.id,
+        "researcher",
+        kind,
+        content,
+        T0 + timedelta(minutes=n),
+        payload=payload,
+        **kw,
+    )
 
 
 def candidates(
@@ -153,7 +159,7 @@ def event_specs(draw: st.DrawFn) -> list[Event]:
                 importance=draw(st.floats(0, 1)),
                 metadata=metadata,
                 token_count=draw(st.sampled_from([0, len(content) // 4])),
-            )  # fmt: skip
+            )
         )
     return events
 
@@ -230,8 +236,11 @@ def test_sections_are_chronological_and_important_beats_recent() -> None:
     assert set(ctx.report.included_ids("important")) == {e.id for e in c.important}
     order = list(ctx.text.split("\n\n"))
     assert [part.split("\n")[0] for part in order] == [
-        "## Goal", "## Pending steps", "## Important", "## Recent",
-    ]  # fmt: skip
+        "## Goal",
+        "## Pending steps",
+        "## Important",
+        "## Recent",
+    ]
 
     # A tight budget: the important decision wins over the recent message.
     goal_only = pack(c, needed(c, tok), tok).token_count
@@ -250,8 +259,13 @@ def test_huge_json_tool_output_is_summarised_into_valid_json() -> None:
         "next": None,
     }
     assert len(json.dumps(output)) > 2_000_000
-    event = ev(1, "tool_output", "flattened copy", output,
-               metadata={"tool": "arxiv", "derived_content": True})  # fmt: skip
+    event = ev(
+        1,
+        "tool_output",
+        "flattened copy",
+        output,
+        metadata={"tool": "arxiv", "derived_content": True},
+    )
     tok = tokenizer_for("gpt-4o")
     c = candidates([event])
     start = time.perf_counter()
@@ -381,9 +395,14 @@ def test_ten_thousand_event_session_packs_fast() -> None:
         kind = ("step", "fact", "message", "tool_output", "decision")[n % 5]
         payload = {"query": f"q{n}", "hits": list(range(n % 7))} if kind == "step" else None
         events.append(
-            ev(n, kind, f"event {n} on sparse attention kernels " * (1 + n % 4), payload,
-               metadata={"role": "user"} if kind == "message" else {"tool": "search"})
-        )  # fmt: skip
+            ev(
+                n,
+                kind,
+                f"event {n} on sparse attention kernels " * (1 + n % 4),
+                payload,
+                metadata={"role": "user"} if kind == "message" else {"tool": "search"},
+            )
+        )
     c = candidates(events, relevant=[(e, 1 - i / 40) for i, e in enumerate(events[1000:1020])])
     c = RestoreCandidates(c.session, c.pinned, c.important[:200], c.recent, c.relevant, 10_000)
     tok = tokenizer_for("gpt-4o")

@@ -5,8 +5,8 @@ that never exceeds ``max_tokens`` as counted by the declared tokenizer, plus a r
 what was included, summarised or dropped and why.
 
 Claim order on the budget: (1) the goal and open pending steps, (2) important events and
-unresolved errors in the given order, (3) recent events, newest first, (4) relevant older
-events by score. Each section is printed chronologically. An event too large for what is
+unresolved errors in the given order, within at most :data:`IMPORTANT_SHARE` of what the
+pinned section left (the first one may take all of it), (3) recent events, newest first, (4) relevant older events by score. Each section is printed chronologically. An event too large for what is
 left is summarised (JSON stays valid JSON) into at most :data:`SUMMARY_SHARE` of what is
 left when at least :data:`MIN_USEFUL_TOKENS` are left, otherwise dropped. Finally the whole
 text is counted exactly and, while it is over budget (BPE counts of pieces do not add up
@@ -50,6 +50,7 @@ from .summarize import (
 from .tokens import Tokenizer
 
 __all__ = [
+    "IMPORTANT_SHARE",
     "MIN_USEFUL_TOKENS",
     "PAYLOAD_PREFIX",
     "SUMMARY_SHARE",
@@ -66,6 +67,9 @@ __all__ = [
 MIN_USEFUL_TOKENS = 24
 #: The largest share of the tokens left that one summarised event may take (not the goal).
 SUMMARY_SHARE = 0.5
+#: The largest share of the tokens left after the pinned section that important events may
+#: take, so that a long session with many decisions still shows its most recent turns.
+IMPORTANT_SHARE = 0.5
 #: The goal is kept at least this long (in tokens) or restore() raises BudgetTooSmall.
 GOAL_MIN_TOKENS = 24
 PAYLOAD_PREFIX = "  payload: "
@@ -157,7 +161,7 @@ class RestoredContext:
     ``text``) is what it costs, plus the few framing tokens a chat format adds per message.
 
     >>> ctx = mgr.restore(session.id, max_tokens=4000, model="gpt-4o")  # doctest: +SKIP
-    >>> messages = ctx.messages + [{"role": "user", "content": "Continue."}]
+    >>> messages = ctx.messages + [{"role": "user", "content": "Continue."}]  # doctest: +SKIP
     """
 
     text: str
@@ -222,6 +226,7 @@ class _Packer:
     summarizer: Callable[[str, int], str] | None
     budget: int
     used: int = 0
+    limit: int | None = None  # a section's own ceiling on `used`, below the budget
     blocks: list[_Block] = field(default_factory=list)
     items: dict[str, ReportItem] = field(default_factory=dict)
     seen_sections: set[str] = field(default_factory=set)
@@ -230,7 +235,8 @@ class _Packer:
 
     @property
     def left(self) -> int:
-        return self.budget - self.used
+        ceiling = self.budget if self.limit is None else min(self.budget, self.limit)
+        return ceiling - self.used
 
     # -- claiming ------------------------------------------------------------------------
 
@@ -252,7 +258,7 @@ class _Packer:
 
     def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[_Block | None, str]:
         if left <= 0:
-            return None, "budget spent"
+            return None, "important share spent" if self.limit is not None else "budget spent"
         need = _too_big(event, left)
         if need is None:
             text = _render(event, _shown(event), _payload_json(event.payload))
@@ -397,12 +403,20 @@ def pack(
             if event.id in p.items:
                 continue  # claimed (or dropped) by an earlier section: reported there
             if p.left < p.floor:  # nothing more can fit: report without rendering
-                p.record(event, section, "dropped", f"budget spent ({p.left} tokens left)", 0)
+                spent = "important share spent" if p.limit is not None else "budget spent"
+                p.record(event, section, "dropped", f"{spent} ({p.left} tokens left)", 0)
                 continue
             p.claim(event, section, reason_of(event))
 
     walk((e for e in candidates.pinned if e is not goal), "pending", _pinned_reason)
-    walk(candidates.important, "important", _important_reason)
+    # The most important event may use everything left (it beats recent turns on a tight
+    # budget); together, important events stop at IMPORTANT_SHARE of it.
+    cap = p.used + int(p.left * IMPORTANT_SHARE)
+    for event in candidates.important:
+        walk([event], "important", _important_reason)
+        if "important" in p.seen_sections:
+            p.limit = cap
+    p.limit = None
     walk(reversed(candidates.recent), "recent", lambda e: "recent")
     scores = {e.id: s for e, s in candidates.relevant}
     walk(
@@ -416,20 +430,12 @@ def pack(
         name: tokenizer.count(_section_text(name, blocks))
         for name, blocks in _by_section(p.blocks).items()
     }
-    if tokenizer.estimate:
-        note = (
-            f"Token counts for {tokenizer.model!r} are an estimate: {tokenizer.encoding_name} "
-            f"x {tokenizer.margin} safety margin, rounded up. Pass an exact counter for "
-            "exact counts."
-        )
-    else:
-        note = f"Exact token counts with {tokenizer.encoding_name}."
     report = RestoreReport(
         budget=max_tokens,
         model=tokenizer.model,
         encoding=tokenizer.encoding_name,
         estimate=tokenizer.estimate,
-        note=note,
+        note=tokenizer.note,
         token_count=exact,
         total_events=candidates.total_events,
         sections=sections,
@@ -451,6 +457,9 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
     if block is None or block.action != "included" or count(head + block.text) > p.budget:
         short = summarize_text(goal.content, GOAL_MIN_TOKENS, count) or ""
         minimal = _render(goal, short, None, summarised=short != goal.content)
+        whole = _render(goal, goal.content, None)
+        if count(whole) <= count(minimal):  # a short goal can undercut its own summary
+            minimal = whole
         need = count(head + minimal)
         if need > p.budget:
             raise BudgetTooSmall(
@@ -459,8 +468,11 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
                 f"({p.tok.model}, {p.tok.encoding_name}). Raise max_tokens to at least {need}."
             )
         if block is None or not need <= count(head + block.text) <= p.budget:
-            reason = "pinned goal; summarised to its minimum to fit"
-            block = _Block(goal, "goal", minimal, count(minimal + "\n"), "summarised", reason)
+            if minimal == whole:
+                action, reason = "included", "pinned goal"
+            else:
+                action, reason = "summarised", "pinned goal; summarised to its minimum to fit"
+            block = _Block(goal, "goal", minimal, count(minimal + "\n"), action, reason)
     p.seen_sections.add("goal")
     p.used = count(head + block.text)  # exact: the goal alone is a valid final text
     block.rank = 0

@@ -17,6 +17,7 @@ short schedule of settings). Every result is verified with ``count`` before it i
 
 from __future__ import annotations
 
+import itertools
 import json
 import unicodedata
 from collections import deque
@@ -94,9 +95,9 @@ def _schedule() -> tuple[_Limits, ...]:
     # A geometric midpoint between neighbouring anchors halves the step from one setting
     # to the next (a budget is used better) for one more count() call in the search.
     levels: list[_Limits] = []
-    for a, b in zip(_ANCHORS, _ANCHORS[1:], strict=False):
+    for a, b in itertools.pairwise(_ANCHORS):
         levels.append(_Limits(*a))
-        mid = [int(round((x * y) ** 0.5)) if y else x // 2 for x, y in zip(a, b, strict=True)]
+        mid = [round((x * y) ** 0.5) if y else x // 2 for x, y in zip(a, b, strict=True)]
         levels.append(_Limits(*mid))
     levels.append(_Limits(*_ANCHORS[-1]))
     return tuple(dict.fromkeys(levels))  # drop duplicates, keep order

@@ -105,6 +105,17 @@ class Tokenizer:
 
     __call__ = count
 
+    @property
+    def note(self) -> str:
+        """One sentence on how exact the counts are, for reports and CLI output."""
+        if self.estimate:
+            return (
+                f"Token counts for {self.model!r} are an estimate: {self.encoding_name} "
+                f"x {self.margin} safety margin, rounded up. Pass an exact counter "
+                "(any str -> int callable) for exact counts."
+            )
+        return f"Exact token counts with {self.encoding_name}."
+
     def __repr__(self) -> str:
         kind = f"estimate x{self.margin}" if self.estimate else "exact"
         return f"Tokenizer(model={self.model!r}, encoding={self.encoding_name!r}, {kind})"

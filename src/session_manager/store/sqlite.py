@@ -100,6 +100,10 @@ class SqliteStore:
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._closed = False
+        # Threads of this process queue on a lock rather than on SQLite's busy handler, which
+        # polls with sleeps of up to tens of milliseconds: a record() behind the embedding
+        # worker's short commit then waits microseconds, not a sleep quantum.
+        self._write_lock = threading.RLock()
         self._migrate()
 
     # -- connections and transactions -------------------------------------------------------
@@ -148,14 +152,15 @@ class SqliteStore:
         lock is held, so the block itself never sees "database is locked".
         """
         conn = self.connection()
-        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            self._retry(lambda: conn.execute("COMMIT"))
+        with self._write_lock:
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                self._retry(lambda: conn.execute("COMMIT"))
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         conn = self.connection()

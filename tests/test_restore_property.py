@@ -1,0 +1,78 @@
+"""End-to-end property: restore() through a real store never exceeds its budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from session_manager import BudgetTooSmall, SessionManager
+from session_manager.restore import json_fragments
+from session_manager.testing import HashEmbedder
+from session_manager.tokens import tokenizer_for
+
+text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1, max_size=300,
+).filter(lambda s: s.strip())  # fmt: skip
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
+    lambda children: st.lists(children, max_size=30)
+    | st.dictionaries(st.text(min_size=1, max_size=20), children, max_size=15),
+    max_leaves=200,
+)  # fmt: skip
+huge_json = st.builds(
+    lambda n, word: {"rows": [{"id": i, "text": word * 20} for i in range(n)], "n": n},
+    st.integers(100, 5_000), st.sampled_from(["αβγ ", "data ", "🙂 ", "数据 "]),
+)  # fmt: skip
+event = st.one_of(
+    st.tuples(st.just("fact"), text, st.none()),
+    st.tuples(st.just("step"), text, json_value),
+    st.tuples(st.just("tool_output"), text, huge_json),
+    st.tuples(st.just("decision"), text, st.none()),
+    st.tuples(st.just("error"), text, st.none()),
+    st.tuples(st.just("pending"), text, st.none()),
+    st.tuples(st.just("message"), text, st.none()),
+)
+
+
+@settings(
+    max_examples=80, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
+)  # fmt: skip
+@given(
+    goal=text,
+    events=st.lists(event, max_size=40),
+    budget=st.integers(20, 6_000),
+    model=st.sampled_from(["gpt-4o", "gpt-4", "claude-3-5-sonnet"]),
+)
+def test_restore_fits_every_budget(
+    tmp_path_factory: pytest.TempPathFactory,
+    goal: str, events: list[tuple[str, str, object]], budget: int, model: str,
+) -> None:  # fmt: skip
+    db = Path(tmp_path_factory.mktemp("prop")) / "s.db"
+    with SessionManager("prop", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session(goal)
+        for kind, content, payload in events:
+            if kind == "message":
+                mgr.add_message(session.id, "user", content)
+            else:
+                mgr.record(session.id, kind, content, payload=payload)
+        try:
+            context = mgr.restore(session.id, max_tokens=budget, model=model)
+        except BudgetTooSmall:
+            # Allowed only when not even the summarised goal fits: check that claim.
+            assert budget < 200, budget
+            return
+        count = tokenizer_for(model).count
+        assert count(context.text) == context.token_count <= budget
+        assert context.text.strip()
+        for fragment in json_fragments(context.text):
+            json.loads(fragment)
+        reported = [item.event_id for item in context.report.items]
+        assert len(reported) == len(set(reported))
