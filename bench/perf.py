@@ -32,14 +32,32 @@ import numpy as np
 from session_manager import MiniLMEmbedder, SessionManager
 
 TOPICS = [
-    "sparse attention", "kv cache eviction", "the staging database", "login page errors",
-    "rate limits of the search API", "the deploy pipeline", "two-factor authentication",
-    "flaky end-to-end tests", "quarterly revenue report", "customer churn analysis",
-    "the vector index", "GPU memory usage", "the payment webhook", "docker image size",
+    "sparse attention",
+    "kv cache eviction",
+    "the staging database",
+    "login page errors",
+    "rate limits of the search API",
+    "the deploy pipeline",
+    "two-factor authentication",
+    "flaky end-to-end tests",
+    "quarterly revenue report",
+    "customer churn analysis",
+    "the vector index",
+    "GPU memory usage",
+    "the payment webhook",
+    "docker image size",
 ]
 VERBS = [
-    "queried", "summarised", "compared", "fixed", "benchmarked", "reviewed", "documented",
-    "rolled back", "profiled", "asked the user about",
+    "queried",
+    "summarised",
+    "compared",
+    "fixed",
+    "benchmarked",
+    "reviewed",
+    "documented",
+    "rolled back",
+    "profiled",
+    "asked the user about",
 ]
 
 
@@ -101,7 +119,9 @@ def bench_record_and_ingest(workdir: Path, n: int) -> dict[str, Any]:
     }
 
 
-def build_store(path: Path, n_events: int, sample: np.ndarray[Any, Any], session_events: int) -> str:
+def build_store(
+    path: Path, n_events: int, sample: np.ndarray[Any, Any], session_events: int
+) -> str:
     """A store of ``n_events``: one big session of ``session_events``, the rest spread out."""
     embedder = ReplayEmbedder(sample, MiniLMEmbedder().name)
     texts = agent_texts(n_events, seed=2)
@@ -122,7 +142,10 @@ def build_store(path: Path, n_events: int, sample: np.ndarray[Any, Any], session
                 mgr.record_fact(big.id, texts[i])
         for j in range(3):
             mgr.add_pending(big.id, f"pending step {j}: follow up on {TOPICS[j]}")
-        sessions = [mgr.start_session(f"side task {s}") for s in range(max(1, (n_events - session_events) // 500))]
+        sessions = [
+            mgr.start_session(f"side task {s}")
+            for s in range(max(1, (n_events - session_events) // 500))
+        ]
         for i in range(session_events, n_events):
             mgr.record_fact(sessions[i % len(sessions)].id, texts[i])
         mgr.flush()
@@ -173,7 +196,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="asm-bench-"))
-    results: dict[str, Any] = {"machine": f"{os.cpu_count()} cores", "python": sys.version.split()[0]}
+    results: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores",
+        "python": sys.version.split()[0],
+    }
 
     results.update(bench_record_and_ingest(workdir, args.ingest))
     sample = MiniLMEmbedder()(agent_texts(2_000, seed=4))
@@ -188,32 +214,56 @@ def main() -> None:
     build_store(big, args.events, sample, args.session_events)
     searched = run_child(big, queries)
 
-    results.update({
-        "cold_start_s_median": statistics.median(cold),
-        "restore_p50_ms": pct(restored["restore_ms"], 50),
-        "restore_p95_ms": pct(restored["restore_ms"], 95),
-        "search_events": args.events,
-        "search_p50_ms": pct(searched["search_ms"], 50),
-        "search_p95_ms": pct(searched["search_ms"], 95),
-        "peak_rss_mb": searched["peak_rss_mb"],
-        "db_size_mb": big.stat().st_size / 1e6,
-    })  # fmt: skip
+    results.update(
+        {
+            "cold_start_s_median": statistics.median(cold),
+            "restore_p50_ms": pct(restored["restore_ms"], 50),
+            "restore_p95_ms": pct(restored["restore_ms"], 95),
+            "search_events": args.events,
+            "search_p50_ms": pct(searched["search_ms"], 50),
+            "search_p95_ms": pct(searched["search_ms"], 95),
+            "peak_rss_mb": searched["peak_rss_mb"],
+            "db_size_mb": big.stat().st_size / 1e6,
+        }
+    )
     rows = [
-        ("record() p50 / p99", f"{results['record_p50_ms']:.3f} / {results['record_p99_ms']:.3f} ms",
-         f"{args.ingest} record_fact calls, background embedding on"),
-        ("ingest incl. embedding", f"{results['ingest_rate']:.0f} ev/s = {results['ingest_ratio']:.2f} × raw",
-         f"raw MiniLM batch-64 rate {results['raw_embed_rate']:.0f} sent/s, same texts, same run"),
-        (f"semantic_search p50 / p95 @ {args.events:,}", f"{results['search_p50_ms']:.2f} / {results['search_p95_ms']:.2f} ms",
-         f"{len(queries)} distinct queries, k=10, query embedding included"),
-        (f"restore(4000) p50 / p95, {args.session_events:,}-event session",
-         f"{results['restore_p50_ms']:.1f} / {results['restore_p95_ms']:.1f} ms", "30 calls, gpt-4o tokenizer"),
-        ("cold start", f"{results['cold_start_s_median']:.2f} s",
-         "median of 3 fresh processes: interpreter + import + open + first search"),
-        (f"peak RSS @ {args.events:,}", f"{results['peak_rss_mb']:.0f} MB",
-         "ru_maxrss of the searching process (model + matrices)"),
-        ("database size", f"{results['db_size_mb']:.0f} MB", f"{args.events:,} events incl. vectors and FTS"),
-    ]  # fmt: skip
-    print(f"\n| measure | result | how |\n|---|---|---|")
+        (
+            "record() p50 / p99",
+            f"{results['record_p50_ms']:.3f} / {results['record_p99_ms']:.3f} ms",
+            f"{args.ingest} record_fact calls, background embedding on",
+        ),
+        (
+            "ingest incl. embedding",
+            f"{results['ingest_rate']:.0f} ev/s = {results['ingest_ratio']:.2f} × raw",
+            f"raw MiniLM batch-64 rate {results['raw_embed_rate']:.0f} sent/s, same texts and run",
+        ),
+        (
+            f"semantic_search p50 / p95 @ {args.events:,}",
+            f"{results['search_p50_ms']:.2f} / {results['search_p95_ms']:.2f} ms",
+            f"{len(queries)} distinct queries, k=10, query embedding included",
+        ),
+        (
+            f"restore(4000) p50 / p95, {args.session_events:,}-event session",
+            f"{results['restore_p50_ms']:.1f} / {results['restore_p95_ms']:.1f} ms",
+            "30 calls, gpt-4o tokenizer",
+        ),
+        (
+            "cold start",
+            f"{results['cold_start_s_median']:.2f} s",
+            "median of 3 fresh processes: interpreter + import + open + first search",
+        ),
+        (
+            f"peak RSS @ {args.events:,}",
+            f"{results['peak_rss_mb']:.0f} MB",
+            "ru_maxrss of the searching process (model + matrices)",
+        ),
+        (
+            "database size",
+            f"{results['db_size_mb']:.0f} MB",
+            f"{args.events:,} events incl. vectors and FTS",
+        ),
+    ]
+    print("\n| measure | result | how |\n|---|---|---|")
     for name, value, how in rows:
         print(f"| {name} | {value} | {how} |")
     if args.json:

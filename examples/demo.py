@@ -36,13 +36,23 @@ def main() -> None:
     print(f"1. An agent works on a task and records what it does in {db}")
     with SessionManager(agent_id="researcher", db_path=db) as mgr:
         session = mgr.start_session(goal="Audit the staging environment before the release")
-        mgr.record_step(session.id, step="listed staging accounts", tool="admin_api",
-                        result={"accounts": 14, "admins": 2})
-        mgr.record_tool_output(session.id, {
-            "scan": "dependency audit",
-            "packages": [{"name": f"pkg-{i}", "version": f"1.{i}.0", "advisories": []}
-                         for i in range(400)],
-        }, tool="pip_audit")
+        mgr.record_step(
+            session.id,
+            step="listed staging accounts",
+            tool="admin_api",
+            result={"accounts": 14, "admins": 2},
+        )
+        mgr.record_tool_output(
+            session.id,
+            {
+                "scan": "dependency audit",
+                "packages": [
+                    {"name": f"pkg-{i}", "version": f"1.{i}.0", "advisories": []}
+                    for i in range(400)
+                ],
+            },
+            tool="pip_audit",
+        )
         mgr.record_tool_output(
             session.id,
             "Disabled two-factor authentication for the test account qa-bot so the e2e suite "
@@ -55,13 +65,17 @@ def main() -> None:
         mgr.add_pending(session.id, "rotate the CI deploy key")
         started = time.perf_counter()
         mgr.flush()
-        print(f"   recorded {len(mgr.events(session.id))} events "
-              f"(embeddings done in {time.perf_counter() - started:.2f} s in the background)")
+        print(
+            f"   recorded {len(mgr.events(session.id))} events "
+            f"(embeddings done in {time.perf_counter() - started:.2f} s in the background)"
+        )
 
     print("2. A fresh process restores the session within 600 tokens and asks a question")
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(RESTORE_IN_A_FRESH_PROCESS), str(db), session.id],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result = json.loads(out.stdout)
     print(f"   restored context: {result['tokens']} tokens, per section {result['sections']}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from session_manager import EventNotFound, PermissionDenied, SessionManager, SessionNotFound
+from session_manager import EventNotFound, PermissionDenied, SessionNotFound
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_unsubscribed_agent_sees_nothing(make_manager, world) -> None:  # type: 
 
 
 def test_subscriber_reads_only_that_pool_and_never_writes(make_manager, world) -> None:  # type: ignore[no-untyped-def]
-    alice, private, pooled, other_pool = world
+    alice, _, pooled, other_pool = world
     bob = make_manager("bob", subscribe=["team"])
     assert [s.id for s in bob.list_sessions()] == [pooled.id]
     assert bob.list_sessions(include_shared=False) == []

@@ -23,8 +23,11 @@ from .conftest import PYTHON, child_env
 def run_child(code: str, *args: str, timeout: float = 300) -> str:
     result = subprocess.run(
         [PYTHON, "-c", textwrap.dedent(code), *args],
-        capture_output=True, text=True, env=child_env(), timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=timeout,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -41,7 +44,8 @@ FIRST_RUN = """
         mgr.record_decision(session.id, text="review service accounts before human ones")
         mgr.add_pending(session.id, "rotate the CI deploy key")
         mgr.record_tool_output(session.id,
-            "Disabled two-factor authentication for the test account qa-bot so the e2e suite can log in.",
+            "Disabled two-factor authentication for the test account qa-bot "
+            "so the e2e suite can log in.",
             tool="admin_api")
         mgr.record_fact(session.id, "the staging database runs PostgreSQL 16")
         mgr.add_message(session.id, "user", "please also look at the firewall rules")
@@ -95,8 +99,10 @@ def test_sigkill_loses_no_acknowledged_event(db_path: Path) -> None:
     for _ in range(4):
         with subprocess.Popen(
             [PYTHON, "-c", textwrap.dedent(CRASHY_WRITER), str(db_path)],
-            stdout=subprocess.PIPE, text=True, env=child_env(),
-        ) as child:  # fmt: skip
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        ) as child:
             assert child.stdout is not None
             deadline = time.monotonic() + rng.uniform(0.5, 2.0)
             started = False
@@ -159,7 +165,7 @@ def test_four_processes_five_hundred_records_each(db_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             env=child_env(),
-        )  # fmt: skip
+        )
         for n in range(4)
     ]
     for child in children:

@@ -16,19 +16,26 @@ from session_manager.tokens import tokenizer_for
 
 text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-    min_size=1, max_size=300,
-).filter(lambda s: s.strip())  # fmt: skip
+    min_size=1,
+    max_size=300,
+).filter(lambda s: s.strip())
 json_value = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | text,
-    lambda children: st.lists(children, max_size=30)
-    | st.dictionaries(st.text(min_size=1, max_size=20), children, max_size=15),
+    lambda children: (
+        st.lists(children, max_size=30)
+        | st.dictionaries(st.text(min_size=1, max_size=20), children, max_size=15)
+    ),
     max_leaves=200,
-)  # fmt: skip
+)
 huge_json = st.builds(
     lambda n, word: {"rows": [{"id": i, "text": word * 20} for i in range(n)], "n": n},
-    st.integers(100, 5_000), st.sampled_from(["αβγ ", "data ", "🙂 ", "数据 "]),
-)  # fmt: skip
+    st.integers(100, 5_000),
+    st.sampled_from(["αβγ ", "data ", "🙂 ", "数据 "]),
+)
 event = st.one_of(
     st.tuples(st.just("fact"), text, st.none()),
     st.tuples(st.just("step"), text, json_value),
@@ -41,10 +48,14 @@ event = st.one_of(
 
 
 @settings(
-    max_examples=80, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
-)  # fmt: skip
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(
     goal=text,
     events=st.lists(event, max_size=40),
@@ -53,8 +64,11 @@ event = st.one_of(
 )
 def test_restore_fits_every_budget(
     tmp_path_factory: pytest.TempPathFactory,
-    goal: str, events: list[tuple[str, str, object]], budget: int, model: str,
-) -> None:  # fmt: skip
+    goal: str,
+    events: list[tuple[str, str, object]],
+    budget: int,
+    model: str,
+) -> None:
     db = Path(tmp_path_factory.mktemp("prop")) / "s.db"
     with SessionManager("prop", db, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session(goal)

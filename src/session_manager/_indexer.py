@@ -86,7 +86,11 @@ class Indexer:
             return row[0] if row else None
 
         stored = self._stored_identity(read)
-        mine = {"name": self.embedder.name, "dim": str(dim), "fingerprint": self.embedder.fingerprint}
+        mine = {
+            "name": self.embedder.name,
+            "dim": str(dim),
+            "fingerprint": self.embedder.fingerprint,
+        }
         if stored["name"] is None:
             for key, value in mine.items():
                 self.store.set_meta(conn, f"embedder_{key}", value)
@@ -104,7 +108,10 @@ class Indexer:
             vectors = self.embedder.embed([content for _, _, content in rows])
             dim = int(vectors.shape[1])
             self.store.store_vectors(
-                [(seq, part, encode_vector(vec)) for (seq, part, _), vec in zip(rows, vectors)],
+                [
+                    (seq, part, encode_vector(vec))
+                    for (seq, part, _), vec in zip(rows, vectors, strict=True)
+                ],
                 register=lambda conn: self._register(conn, dim),
             )
             return len(rows)
@@ -120,8 +127,8 @@ class Indexer:
             pass
 
     def query_vector(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-        vectors = self.embedder.embed([text])
-        return vectors[0]
+        vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
+        return vector
 
     # -- background worker -----------------------------------------------------------------
 

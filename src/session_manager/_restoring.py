@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._time import now_us, from_us
+from ._time import from_us, now_us
 from .errors import InvalidInput
 from .events import Session
 from .protocols import Summarizer
@@ -55,29 +55,48 @@ def restore_session(
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
     recent = store.select_events(
-        f"{base} AND e.kind != 'goal'", params,
-        order="e.created_us DESC, e.seq DESC", limit=RECENT_CANDIDATES,
-    )  # fmt: skip
+        f"{base} AND e.kind != 'goal'",
+        params,
+        order="e.created_us DESC, e.seq DESC",
+        limit=RECENT_CANDIDATES,
+    )
     recent.reverse()
-    total = int(store.read(f"SELECT count(*) FROM events e JOIN sessions s ON s.id = e.session_id WHERE {base}", params)[0][0])
+    total = int(
+        store.read(
+            f"SELECT count(*) FROM events e JOIN sessions s ON s.id = e.session_id WHERE {base}",
+            params,
+        )[0][0]
+    )
 
     taken = {event.seq for event in (*pinned, *important, *recent)}
     relevant: list[tuple[Any, float]] = []
     if total > len(taken):
-        text = query or " ".join([session.goal, *(e.content for e in pinned if e.kind == "pending")])
+        text = query or " ".join(
+            [session.goal, *(e.content for e in pinned if e.kind == "pending")]
+        )
         hits = mgr._searcher.search(
-            text[:2_000], RELEVANT_CANDIDATES, session_id=session.id, count_recall=False,
+            text[:2_000],
+            RELEVANT_CANDIDATES,
+            session_id=session.id,
+            count_recall=False,
             exclude=frozenset(taken),
-        )  # fmt: skip
+        )
         relevant = [(hit.event, hit.score) for hit in hits]
 
     context = pack(
         RestoreCandidates(
-            session=session, pinned=pinned, important=important, recent=recent,
-            relevant=relevant, total_events=total,
+            session=session,
+            pinned=pinned,
+            important=important,
+            recent=recent,
+            relevant=relevant,
+            total_events=total,
         ),
-        max_tokens, tokenizer, summarizer, now,
-    )  # fmt: skip
+        max_tokens,
+        tokenizer,
+        summarizer,
+        now,
+    )
     recalled = set(context.report.included_ids("relevant"))
     store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
     return context

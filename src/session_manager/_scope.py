@@ -59,4 +59,6 @@ class Scope:
         return parts
 
     def can_read(self, owner: str, shared_pool: str | None) -> bool:
-        return owner == self.agent_id or (shared_pool is not None and shared_pool in self.subscriptions)
+        return owner == self.agent_id or (
+            shared_pool is not None and shared_pool in self.subscriptions
+        )

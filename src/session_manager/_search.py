@@ -63,17 +63,30 @@ class Searcher:
         since_us = None if since is None else to_us(since, "since")
         until_us = None if until is None else to_us(until, "until")
         where_sql, params = self.store.event_filter_sql(
-            self.scope, session_id=session_id, kinds=kinds, since_us=since_us,
-            until_us=until_us, where=where, include_shared=include_shared,
-        )  # fmt: skip
+            self.scope,
+            session_id=session_id,
+            kinds=kinds,
+            since_us=since_us,
+            until_us=until_us,
+            where=where,
+            include_shared=include_shared,
+        )
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
         if mode in ("semantic", "hybrid"):
             rankings.append(
                 self._semantic(
-                    query, depth, session_id, kinds, since_us, until_us, where_sql, params,
-                    where is not None, include_shared,
-                )  # fmt: skip
+                    query,
+                    depth,
+                    session_id,
+                    kinds,
+                    since_us,
+                    until_us,
+                    where_sql,
+                    params,
+                    where is not None,
+                    include_shared,
+                )
             )
         if mode in ("keyword", "hybrid"):
             fts = fts_query(query)

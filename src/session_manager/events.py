@@ -103,7 +103,7 @@ class Event:
     part of an otherwise immutable event: ``open``/``done``/``cancelled`` for pending steps,
     ``unresolved``/``resolved`` for errors, ``None`` for everything else.
 
-    >>> event = mgr.record_fact(session.id, "The API rate limit is 60 requests/min")  # doctest: +SKIP
+    >>> event = mgr.record_fact(session.id, "The rate limit is 60/min")  # doctest: +SKIP
     >>> event.kind, event.importance  # doctest: +SKIP
     ('fact', 0.6)
     """

@@ -292,7 +292,7 @@ class SessionManager:
         kind ("custom:plan"); ``importance`` defaults per kind; ``created_at`` may be a past
         time (UTC) when importing history.
 
-        >>> mgr.record(session.id, "fact", "The staging DB is read-only on Sundays")  # doctest: +SKIP
+        >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         prepared = self._prepare(kind, content, payload, importance, tags, metadata, created_at)
         with self._store.atomic() as conn:
@@ -358,20 +358,39 @@ class SessionManager:
             "tags, metadata, status, created_us, token_count, partition) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                event_id, session_id, self.agent_id, kind, content, payload_json, importance,
-                _json.dumps(list(tags)), _json.dumps(metadata), status, created_us, tokens,
+                event_id,
+                session_id,
+                self.agent_id,
+                kind,
+                content,
+                payload_json,
+                importance,
+                _json.dumps(list(tags)),
+                _json.dumps(metadata),
+                status,
+                created_us,
+                tokens,
                 partition,
             ),
-        )  # fmt: skip
+        )
         seq = int(cursor.lastrowid or 0)
         conn.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, partition))
         conn.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (now_us(), session_id))
         return Event(
-            id=event_id, session_id=session_id, agent_id=self.agent_id, kind=kind,
-            content=content, payload=_json.loads(payload_json), importance=importance,
-            tags=tags, metadata=metadata, status=status, created_at=_from_us(created_us),
-            token_count=tokens, seq=seq,
-        )  # fmt: skip
+            id=event_id,
+            session_id=session_id,
+            agent_id=self.agent_id,
+            kind=kind,
+            content=content,
+            payload=_json.loads(payload_json),
+            importance=importance,
+            tags=tags,
+            metadata=metadata,
+            status=status,
+            created_at=_from_us(created_us),
+            token_count=tokens,
+            seq=seq,
+        )
 
     def _tokenizer(self) -> Any:
         return tokenizer_for(self.model)
@@ -394,9 +413,7 @@ class SessionManager:
             if value is not None
         }
         metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
-        return self.record(
-            session_id, "step", step, payload or None, metadata=metadata, **options
-        )
+        return self.record(session_id, "step", step, payload or None, metadata=metadata, **options)
 
     def record_decision(self, session_id: str, text: str, **options: Any) -> Event:
         """Record a decision the agent took (important by default)."""
@@ -431,14 +448,14 @@ class SessionManager:
         _json.dumps(output, "tool output")  # a clear error before flattening anything
         content = _flatten(output) or (f"{tool} output" if tool else "tool output")
         metadata["derived_content"] = True
-        return self.record(
-            session_id, "tool_output", content, output, metadata=metadata, **options
-        )
+        return self.record(session_id, "tool_output", content, output, metadata=metadata, **options)
 
     def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
         """Record a conversation turn (role: user / assistant / system / tool)."""
         if role not in MESSAGE_ROLES:
-            raise InvalidInput(f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}.")
+            raise InvalidInput(
+                f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}."
+            )
         metadata = {**options.pop("metadata", {}), "role": role}
         return self.record(session_id, "message", content, metadata=metadata, **options)
 
@@ -497,7 +514,9 @@ class SessionManager:
     def _set_status(self, event_id: str, kind: str, before: tuple[str, ...], after: str) -> Event:
         event = self.get_event(event_id)
         if event.kind != kind or event.status not in before:
-            raise InvalidInput(f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}.")
+            raise InvalidInput(
+                f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}."
+            )
         with self._store.atomic() as conn:
             self._owned(conn, event.session_id, allow_closed=True)
             self._claim_status(conn, event, after)
@@ -509,9 +528,7 @@ class SessionManager:
         """One event by id, if this agent may see it."""
         event = self._store.event(event_id, self.scope) if isinstance(event_id, str) else None
         if event is None:
-            raise EventNotFound(
-                f"Event {event_id!r} does not exist for agent {self.agent_id!r}."
-            )
+            raise EventNotFound(f"Event {event_id!r} does not exist for agent {self.agent_id!r}.")
         return event
 
     def events(
@@ -555,9 +572,16 @@ class SessionManager:
         if session_id is not None:
             self.get_session(session_id)
         return self._searcher.search(
-            _text(query, "query"), k, mode=mode, session_id=session_id, kinds=kinds,
-            where=where, since=since, until=until, include_shared=include_shared,
-        )  # fmt: skip
+            _text(query, "query"),
+            k,
+            mode=mode,
+            session_id=session_id,
+            kinds=kinds,
+            where=where,
+            since=since,
+            until=until,
+            include_shared=include_shared,
+        )
 
     def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
         """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
@@ -576,10 +600,13 @@ class SessionManager:
         from ._restoring import restore_session
 
         return restore_session(
-            self, self.get_session(session_id), max_tokens, query,
+            self,
+            self.get_session(session_id),
+            max_tokens,
+            query,
             tokenizer_for(model if model is not None else self.model),
             summarizer or self.summarizer,
-        )  # fmt: skip
+        )
 
     # -- maintenance -----------------------------------------------------------------------
 

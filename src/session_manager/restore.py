@@ -6,9 +6,11 @@ what was included, summarised or dropped and why.
 
 Claim order on the budget: (1) the goal and open pending steps, (2) important events and
 unresolved errors in the given order, within at most :data:`IMPORTANT_SHARE` of what the
-pinned section left (the first one may take all of it), (3) recent events, newest first, (4) relevant older events by score. Each section is printed chronologically. An event too large for what is
-left is summarised (JSON stays valid JSON) into at most :data:`SUMMARY_SHARE` of what is
-left when at least :data:`MIN_USEFUL_TOKENS` are left, otherwise dropped. Finally the whole
+pinned section left (the first one may take all of it), (3) recent events, newest first,
+(4) relevant older events by score. Each section is printed chronologically. An event too
+large for what is left is summarised (JSON stays valid JSON) into at most
+:data:`SUMMARY_SHARE` of what is left when at least :data:`MIN_USEFUL_TOKENS` are left,
+otherwise dropped. Finally the whole
 text is counted exactly and, while it is over budget (BPE counts of pieces do not add up
 exactly), the lowest-priority block is dropped: relevant first, then the oldest recent, ...
 

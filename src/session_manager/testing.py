@@ -5,7 +5,7 @@ in the same dimensions, so semantic search behaves plausibly, in microseconds, w
 
 >>> from session_manager import SessionManager
 >>> from session_manager.testing import HashEmbedder
->>> mgr = SessionManager(agent_id="t", db_path=tmp_path / "t.db", embedder=HashEmbedder())  # doctest: +SKIP
+>>> mgr = SessionManager("t", "t.db", embedder=HashEmbedder())  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ STOP_WORDS = frozenset(
     into is it its just me my no nor not of on once only or other our ours out over own same
     she should so some such than that the their theirs them then there these they this those
     through to too under until up very was we were what when where which while who whom why
-    will with would you your yours""".split()
+    will with would you your yours""".split()  # noqa: SIM905 (a word list reads better as prose)
 )
 
 

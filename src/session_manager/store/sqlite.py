@@ -14,6 +14,7 @@ Reads take their isolation rule from :class:`~session_manager._scope.Scope`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -171,10 +172,9 @@ class SqliteStore:
         self._closed = True
         with self._connections_lock:
             for conn in self._connections:
-                try:
+                # ProgrammingError: closed from another thread already
+                with contextlib.suppress(sqlite3.ProgrammingError):
                     conn.close()
-                except sqlite3.ProgrammingError:  # closed from another thread already
-                    pass
             self._connections.clear()
         self._local = threading.local()
 
@@ -184,7 +184,8 @@ class SqliteStore:
         try:
             with self.atomic() as conn:
                 conn.execute(
-                    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_us INTEGER)"
+                    "CREATE TABLE IF NOT EXISTS migrations "
+                    "(name TEXT PRIMARY KEY, applied_us INTEGER)"
                 )
                 applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
                 known = {name for name, _ in MIGRATIONS}
@@ -251,7 +252,8 @@ class SqliteStore:
 
     def own_pools(self, agent_id: str) -> set[str]:
         rows = self.read(
-            "SELECT DISTINCT shared_pool FROM sessions WHERE agent_id = ? AND shared_pool IS NOT NULL",
+            "SELECT DISTINCT shared_pool FROM sessions "
+            "WHERE agent_id = ? AND shared_pool IS NOT NULL",
             (agent_id,),
         )
         return {row[0] for row in rows}
@@ -323,7 +325,11 @@ class SqliteStore:
         return " AND ".join(parts), params
 
     def select_events(
-        self, where_sql: str, params: Sequence[Any], *, order: str = "e.created_us, e.seq",
+        self,
+        where_sql: str,
+        params: Sequence[Any],
+        *,
+        order: str = "e.created_us, e.seq",
         limit: int | None = None,
     ) -> list[Event]:
         sql = (
@@ -382,10 +388,13 @@ class SqliteStore:
         are keyed by event).
         """
         now = time.time()
-        where, params = ("1", []) if force else ("claimed_until < ?", [now])
+        where: str = "claimed_until < ?"
+        params: list[Any] = [now]
+        if force:
+            where, params = "1", []
         if partitions is not None:
-            marks = ", ".join("?" for _ in partitions)
-            where, params = f"partition IN ({marks})", list(partitions)
+            where = f"partition IN ({', '.join('?' for _ in partitions)})"
+            params = list(partitions)
         with self.atomic() as conn:
             seqs = [
                 row[0]
@@ -400,7 +409,8 @@ class SqliteStore:
                 f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})", (now + lease, *seqs)
             )
             rows = conn.execute(
-                f"SELECT o.seq, o.partition, e.content FROM outbox o JOIN events e ON e.seq = o.seq "
+                "SELECT o.seq, o.partition, e.content FROM outbox o "
+                f"JOIN events e ON e.seq = o.seq "
                 f"WHERE o.seq IN ({marks}) ORDER BY o.seq",
                 seqs,
             ).fetchall()
