@@ -313,3 +313,14 @@ def test_many_decisions_do_not_crowd_out_recent_turns(mgr: SessionManager) -> No
     assert context.report.sections["important"] <= 1500 * 0.55
     item = next(i for i in context.report.items if i.event_id == last.id)
     assert item.section == "recent" and item.action == "included"
+
+
+def test_restore_can_pull_relevant_history_from_other_sessions(mgr: SessionManager) -> None:
+    old = mgr.start_session("earlier work on the billing service")
+    lesson = mgr.record_fact(old.id, "billing service deploys need the VAT feature flag on")
+    new = mgr.start_session("deploy the billing service")
+    assert lesson.id not in mgr.restore(new.id, max_tokens=1000).report.included_ids()
+    context = mgr.restore(new.id, max_tokens=1000, other_sessions=True)
+    assert lesson.id in context.report.included_ids("relevant")
+    assert "VAT feature flag" in context.text
+    assert mgr.get_event(lesson.id).recall_count == 1

@@ -158,6 +158,9 @@ class Indexer:
             try:
                 while not self._stop.is_set() and self.embed_batch():
                     pass
+                # The app's own commits skip WAL checkpoints (see SqliteStore); do them here,
+                # off the caller's path. A checkpoint with nothing new to copy costs ~nothing.
+                self.store.checkpoint()
                 self.last_error = None
             except Exception as exc:  # keep the worker alive; searches re-raise in the caller
                 if self.last_error is None or type(exc) is not type(self.last_error):

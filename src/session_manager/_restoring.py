@@ -5,7 +5,8 @@ Sections, in their order of claim on the budget (DESIGN.md §4):
 2. important — events with importance ≥ 0.7 and unresolved errors, best ``rank_score`` first;
 3. recent — the latest events of the session;
 4. relevant — older events found by hybrid search for ``query`` (default: the goal plus the
-   open pending steps) within the session.
+   open pending steps) within the session, or with ``other_sessions=True`` across the
+   agent's other sessions and subscribed pools.
 Events pulled in as relevant get one more recall, like search results.
 """
 
@@ -37,6 +38,8 @@ def restore_session(
     query: str | None,
     tokenizer: Any,
     summarizer: Summarizer | None,
+    *,
+    other_sessions: bool = False,
 ) -> RestoredContext:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
@@ -70,14 +73,14 @@ def restore_session(
 
     taken = {event.seq for event in (*pinned, *important, *recent)}
     relevant: list[tuple[Any, float]] = []
-    if total > len(taken):
+    if total > len(taken) or other_sessions:
         text = query or " ".join(
             [session.goal, *(e.content for e in pinned if e.kind == "pending")]
         )
         hits = mgr._searcher.search(
             text[:2_000],
             RELEVANT_CANDIDATES,
-            session_id=session.id,
+            session_id=None if other_sessions else session.id,
             count_recall=False,
             exclude=frozenset(taken),
         )

@@ -8,7 +8,6 @@ are thin layers over ``record``.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -20,6 +19,9 @@ from ._indexer import Indexer
 from ._scope import Scope, partition_of
 from ._search import Searcher
 from ._time import now_us, to_us
+from ._validate import PreparedEvent, prepare_event
+from ._validate import identifier as _identifier
+from ._validate import text as _text
 from .embed import load_embedder
 from .errors import (
     EmbedderMismatch,
@@ -29,16 +31,7 @@ from .errors import (
     SessionClosed,
     SessionNotFound,
 )
-from .events import (
-    CUSTOM_KIND_IMPORTANCE,
-    DEFAULT_IMPORTANCE,
-    MESSAGE_ROLES,
-    SESSION_STATUSES,
-    Event,
-    Hit,
-    Session,
-    validate_kind,
-)
+from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kind
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import RestoredContext
 from .store.sqlite import SESSION_COLUMNS, SqliteStore, row_to_session
@@ -48,22 +41,6 @@ __all__ = ["SessionManager"]
 
 SearchMode = Literal["hybrid", "semantic", "keyword"]
 _DEFAULT_STATUS = {"pending": "open", "error": "unresolved"}
-
-
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__} {value!r:.60}.")
-    _json.check_text(value, what)
-    if not value.strip():
-        raise InvalidInput(f"{what} is empty; give the text to store (e.g. what the agent did).")
-    return value
-
-
-def _identifier(value: Any, what: str) -> str:
-    text = _text(value, what)
-    if len(text) > 200 or text != text.strip():
-        raise InvalidInput(f"{what} {text!r:.60} must be ≤ 200 characters with no outer spaces.")
-    return text
 
 
 class SessionManager:
@@ -111,7 +88,7 @@ class SessionManager:
         self.model = model
         self.summarizer = summarizer
         self.db_path = os.fspath(db_path)
-        self._store = SqliteStore(db_path)
+        self._store = SqliteStore(db_path, autocheckpoint=not background)
         try:
             loaded = load_embedder(embedder)
             try:
@@ -241,12 +218,7 @@ class SessionManager:
         """Delete a session and its events from the log and every index; return the count."""
         with self._store.atomic() as conn:
             self._owned(conn, session_id, allow_closed=True)
-            count = conn.execute(
-                "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
-            ).fetchone()[0]
-            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            self._store.bump_generation(conn)
-        return int(count)
+            return self._store.delete_session(conn, session_id)
 
     def _owned(
         self, conn: Any, session_id: str, *, allow_closed: bool = False
@@ -310,29 +282,9 @@ class SessionManager:
         tags: Sequence[str] | None,
         metadata: Mapping[str, Any] | None,
         created_at: datetime | str | None,
-    ) -> tuple[str, str, str | None, float, tuple[str, ...], dict[str, Any], int]:
+    ) -> PreparedEvent:
         """Validate everything before the transaction opens, so bad input writes nothing."""
-        validate_kind(kind)
-        content = _text(content, "content")
-        payload_json = None if payload is None else _json.dumps(payload, "payload")
-        if importance is None:
-            importance = DEFAULT_IMPORTANCE.get(kind, CUSTOM_KIND_IMPORTANCE)
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int | float)
-            or not math.isfinite(importance)
-            or not 0 <= importance <= 1
-        ):
-            raise InvalidInput(f"importance must be a number from 0 to 1, got {importance!r}.")
-        if isinstance(tags, str):
-            raise InvalidInput(f"tags must be a list of strings, got the string {tags!r}.")
-        tag_tuple = tuple(_identifier(tag, "tag") for tag in (tags or ()))
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
-        meta = dict(metadata or {})
-        _json.dumps(meta, "metadata")
-        when = now_us() if created_at is None else to_us(created_at)
-        return kind, content, payload_json, float(importance), tag_tuple, meta, when
+        return prepare_event(kind, content, payload, importance, tags, metadata, created_at)
 
     def _insert(
         self,
@@ -595,8 +547,19 @@ class SessionManager:
         model: str | TokenCounter | None = None,
         *,
         summarizer: Summarizer | None = None,
+        other_sessions: bool = False,
     ) -> RestoredContext:
-        """Rebuild prompt context for a session within ``max_tokens`` (see docs/restore.md)."""
+        """Rebuild prompt context for a session within ``max_tokens``.
+
+        Claim order: goal and open pending steps, important events and unresolved errors,
+        recent events, then older events relevant to ``query`` (default: the goal and the
+        pending steps) — from this session, or with ``other_sessions=True`` also from this
+        agent's other sessions and subscribed pools. ``model`` overrides the manager's model
+        family for counting; ``summarizer`` the manager's summariser.
+
+        >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
+        >>> context.token_count <= 4000, context.report.sections  # doctest: +SKIP
+        """
         from ._restoring import restore_session
 
         return restore_session(
@@ -606,6 +569,7 @@ class SessionManager:
             query,
             tokenizer_for(model if model is not None else self.model),
             summarizer or self.summarizer,
+            other_sessions=other_sessions,
         )
 
     # -- maintenance -----------------------------------------------------------------------
@@ -623,18 +587,9 @@ class SessionManager:
 
         Use it after changing the embedder. Returns the number of events queued.
         """
-        with self._store.atomic() as conn:
-            conn.execute("DELETE FROM vectors")
-            conn.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
-            conn.execute(
-                "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
-            )
-            conn.execute("UPDATE outbox SET claimed_until = 0")
-            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
-            self._store.bump_generation(conn)
-            count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        count = self._store.requeue_all()
         self.flush()
-        return int(count)
+        return count
 
 
 def _from_us(value: int) -> datetime:

@@ -291,6 +291,9 @@ def build_session(
     # ENABLE_ALL fuses GELU and the attention scaling and prepacks the MatMul weights:
     # ~15 % faster than EXTENDED for ~0.1 s more session start-up.
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle worker threads otherwise spin for a while after each run, taking the cores from
+    # what the caller does next (numpy's matrix product in a search, record() in the app).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names = list(external)
     # ortvalue_from_numpy wraps the arrays without a copy; onnxruntime copies them into the
     # session while it initialises (tests/test_embed.py checks this), so the arrays can be

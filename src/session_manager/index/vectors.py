@@ -20,6 +20,8 @@ import numpy.typing as npt
 __all__ = ["VectorCache", "decode_vector", "encode_vector"]
 
 Matrix = npt.NDArray[np.float32]
+# Rows fetched per query on refresh: bounds the transient Python objects of a bulk load.
+_CHUNK = 4096
 
 
 def encode_vector(vector: npt.NDArray[Any]) -> bytes:
@@ -32,7 +34,8 @@ def decode_vector(blob: bytes) -> Matrix:
 
 
 class _VectorSource(Protocol):
-    def vector_rows(self, partition: str, after_vid: int) -> list[Any]: ...
+    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]: ...
+    def vector_count(self, partition: str, after_vid: int) -> int: ...
     def generation(self) -> int: ...
 
 
@@ -64,13 +67,14 @@ class _Partition:
     kinds: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
     times: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    def reserve(self, extra: int) -> None:
+    def reserve(self, extra: int, *, exact: bool = False) -> None:
         needed = self.size + extra
         capacity = len(self.seqs)
         if needed <= capacity:
             return
-        # Grow geometrically so that a stream of small refreshes stays amortised O(n).
-        capacity = max(needed, capacity * 2, 256)
+        # Grow geometrically so that a stream of small refreshes stays amortised O(n); a bulk
+        # load reserves what it needs plus a little, so a 100k-event matrix is not doubled.
+        capacity = needed + max(256, needed // 16) if exact else max(needed, capacity * 2, 256)
         matrix = np.zeros((capacity, self.dim), np.float32)
         matrix[: self.size] = self.matrix[: self.size]
         self.matrix = matrix
@@ -120,13 +124,26 @@ class VectorCache:
             self._partitions.clear()
             self._generation = generation
         part = self._partitions.get(name)
-        rows = self._store.vector_rows(name, part.last_vid if part else 0)
-        if rows:
+        after = part.last_vid if part else 0
+        rows = self._store.vector_rows(name, after, _CHUNK)
+        if len(rows) == _CHUNK:  # a bulk load: size the matrix once
+            total = self._store.vector_count(name, after)
+        else:
+            total = len(rows)
+        while rows:
             if part is None:
                 dim = len(rows[0][6]) // 4
                 part = self._partitions[name] = _Partition(dim=dim)
                 part.matrix = np.zeros((0, dim), np.float32)
-            part.reserve(len(rows))
+            part.reserve(max(total, len(rows)), exact=total > len(rows))
+            total -= len(rows)
+            self._append(part, rows)
+            rows = self._store.vector_rows(name, part.last_vid, _CHUNK) if total > 0 else []
+        return part
+
+    def _append(self, part: _Partition, rows: list[Any]) -> None:
+        """Copy fetched rows into the partition's arrays (capacity already reserved)."""
+        if rows:
             start, end = part.size, part.size + len(rows)
             blob = b"".join(row[6] for row in rows)
             part.matrix[start:end] = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
@@ -137,7 +154,6 @@ class VectorCache:
             part.times[start:end] = [row[5] for row in rows]
             part.size = end
             part.last_vid = rows[-1][0]
-        return part
 
     def search(
         self,

@@ -90,8 +90,11 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 class SqliteStore:
     """Low-level access to one SQLite database file. Not part of the public API."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, autocheckpoint: bool = True) -> None:
+        """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`checkpoint` calls (the
+        background worker's), so a caller's commit never pays for one."""
         self.path = Path(path)
+        self.autocheckpoint = autocheckpoint
         if str(path) != ":memory:" and not self.path.parent.is_dir():
             raise InvalidInput(
                 f"The folder {str(self.path.parent)!r} for database {str(self.path)!r} does not "
@@ -122,6 +125,8 @@ class SqliteStore:
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if not self.autocheckpoint:
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._local.conn = conn
             with self._connections_lock:
                 self._connections.append(conn)
@@ -167,6 +172,10 @@ class SqliteStore:
         conn = self.connection()
         result: list[Any] = self._retry(lambda: conn.execute(sql, params).fetchall())
         return result
+
+    def checkpoint(self) -> None:
+        """Copy the WAL back into the database file without blocking readers or writers."""
+        self._retry(lambda: self.connection().execute("PRAGMA wal_checkpoint(PASSIVE)"))
 
     def close(self) -> None:
         self._closed = True
@@ -257,6 +266,16 @@ class SqliteStore:
             (agent_id,),
         )
         return {row[0] for row in rows}
+
+    def delete_session(self, conn: sqlite3.Connection, session_id: str) -> int:
+        """Delete a session and its events (vectors, outbox and FTS rows follow); return the
+        number of events. Call inside :meth:`atomic`, after checking who may delete it."""
+        count = conn.execute(
+            "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self.bump_generation(conn)
+        return int(count)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -432,13 +451,35 @@ class SqliteStore:
             )
             conn.executemany("DELETE FROM outbox WHERE seq = ?", [(row[0],) for row in rows])
 
-    def vector_rows(self, partition: str, after_vid: int) -> list[Any]:
+    def requeue_all(self) -> int:
+        """Drop every vector and the embedder identity, queue every event for embedding and
+        rebuild the FTS5 index: the projections start again from the log. Returns the number
+        of events queued."""
+        with self.atomic() as conn:
+            conn.execute("DELETE FROM vectors")
+            conn.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
+            conn.execute(
+                "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
+            )
+            conn.execute("UPDATE outbox SET claimed_until = 0")
+            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+            self.bump_generation(conn)
+            count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        return int(count)
+
+    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
         return self.read(
             "SELECT v.vid, v.seq, e.session_id, e.agent_id, e.kind, e.created_us, v.vector "
             "FROM vectors v JOIN events e ON e.seq = v.seq "
-            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid",
-            (partition, after_vid),
+            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid LIMIT ?",
+            (partition, after_vid, limit),
         )
+
+    def vector_count(self, partition: str, after_vid: int) -> int:
+        rows = self.read(
+            "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
+        )
+        return int(rows[0][0])
 
     def generation(self) -> int:
         rows = self.read("SELECT value FROM meta WHERE key = 'generation'")
