@@ -126,10 +126,8 @@ class VectorCache:
         part = self._partitions.get(name)
         after = part.last_vid if part else 0
         rows = self._store.vector_rows(name, after, _CHUNK)
-        if len(rows) == _CHUNK:  # a bulk load: size the matrix once
-            total = self._store.vector_count(name, after)
-        else:
-            total = len(rows)
+        # A full first chunk means a bulk load: count once, so the matrix is sized once.
+        total = self._store.vector_count(name, after) if len(rows) == _CHUNK else len(rows)
         while rows:
             if part is None:
                 dim = len(rows[0][6]) // 4
