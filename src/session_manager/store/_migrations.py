@@ -9,12 +9,74 @@ Layout (see docs/architecture.md):
 - ``outbox`` lists events still waiting for their embedding (written in the same transaction
   as the event, so a crash can never lose one);
 - ``vectors`` (float32 little-endian BLOBs) and ``events_fts`` (FTS5) are projections that
-  ``reindex`` can rebuild from the log;
+  ``reindex`` can rebuild from the log. Since ``0002_keyword_context`` the keyword index has
+  two columns: ``content`` (the event's own text) and ``context`` (what surrounds it: the
+  previous and next event of the same session, each cut to 1,000 characters, and the event's
+  UTC date written out as "8 May 2023"), computed by the view ``events_search_text``;
 - ``meta`` holds the embedder that made the vectors and a generation counter that tells
   in-memory caches (in any process) that rows were deleted.
 """
 
 from __future__ import annotations
+
+# The keyword index of an event also sees its context. Measured on LoCoMo (docs/benchmarks.md):
+# the turn that holds an answer often shares few words with the question, while the turn
+# before it (the question being asked in the conversation) or after it (the reaction) does.
+# The context column is weighted below the content at query time (index/keyword.py), and the
+# date lets "what did we decide on 3 June" match events of that day by keyword. Neighbours are
+# the events recorded just before and just after in the same session (by seq). The insert
+# trigger indexes the new event with the context it has (the previous event and the date);
+# adding the new event to its predecessor's context is left to the outbox worker
+# (SqliteStore.store_vectors), because rewriting that row would double record()'s cost.
+# Deleting an event refreshes both neighbours at once, so deleted text never lingers.
+_KEYWORD_CONTEXT = """
+        DROP TRIGGER events_fts_insert;
+        DROP TRIGGER events_fts_delete;
+        DROP TABLE events_fts;
+        CREATE INDEX events_by_session_seq ON events (session_id, seq);
+        CREATE VIEW events_search_text (seq, content, context) AS
+        SELECT e.seq, e.content,
+            coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+                      WHERE p.session_id = e.session_id AND p.seq < e.seq
+                      ORDER BY p.seq DESC LIMIT 1), '')
+            || char(10)
+            || CAST(strftime('%d', e.created_us / 1000000, 'unixepoch') AS INTEGER) || ' '
+            || CASE strftime('%m', e.created_us / 1000000, 'unixepoch')
+                WHEN '01' THEN 'January' WHEN '02' THEN 'February' WHEN '03' THEN 'March'
+                WHEN '04' THEN 'April' WHEN '05' THEN 'May' WHEN '06' THEN 'June'
+                WHEN '07' THEN 'July' WHEN '08' THEN 'August' WHEN '09' THEN 'September'
+                WHEN '10' THEN 'October' WHEN '11' THEN 'November' ELSE 'December' END
+            || ' ' || strftime('%Y', e.created_us / 1000000, 'unixepoch')
+            || char(10)
+            || coalesce((SELECT substr(n.content, 1, 1000) FROM events n
+                         WHERE n.session_id = e.session_id AND n.seq > e.seq
+                         ORDER BY n.seq LIMIT 1), '')
+        FROM events e;
+        CREATE VIRTUAL TABLE events_fts USING fts5 (
+            content, context, tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER events_fts_insert AFTER INSERT ON events BEGIN
+            INSERT INTO events_fts (rowid, content, context)
+            SELECT t.seq, t.content, t.context FROM events_search_text t WHERE t.seq = new.seq;
+        END;
+        CREATE TRIGGER events_fts_delete AFTER DELETE ON events BEGIN
+            DELETE FROM events_fts WHERE rowid = old.seq;
+            UPDATE events_fts
+            SET context = (SELECT t.context FROM events_search_text t
+                           WHERE t.seq = events_fts.rowid)
+            WHERE rowid = (SELECT p.seq FROM events p
+                           WHERE p.session_id = old.session_id AND p.seq < old.seq
+                           ORDER BY p.seq DESC LIMIT 1);
+            UPDATE events_fts
+            SET context = (SELECT t.context FROM events_search_text t
+                           WHERE t.seq = events_fts.rowid)
+            WHERE rowid = (SELECT n.seq FROM events n
+                           WHERE n.session_id = old.session_id AND n.seq > old.seq
+                           ORDER BY n.seq LIMIT 1);
+        END;
+        INSERT INTO events_fts (rowid, content, context)
+        SELECT seq, content, context FROM events_search_text;
+        """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -82,4 +144,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         INSERT INTO meta (key, value) VALUES ('generation', '0');
         """,
     ),
+    ("0002_keyword_context", _KEYWORD_CONTEXT),
 )

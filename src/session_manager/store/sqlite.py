@@ -273,6 +273,12 @@ class SqliteStore:
         count = conn.execute(
             "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()[0]
+        # Drop the session's keyword rows first: the delete trigger then has no neighbour
+        # context left to refresh inside the session (it would be deleted a moment later).
+        conn.execute(
+            "DELETE FROM events_fts WHERE rowid IN (SELECT seq FROM events WHERE session_id = ?)",
+            (session_id,),
+        )
         conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         self.bump_generation(conn)
         return int(count)
@@ -369,16 +375,38 @@ class SqliteStore:
         return [row[0] for row in rows]
 
     def keyword_search(
-        self, fts: str, where_sql: str, params: Sequence[Any], limit: int
+        self,
+        fts: str,
+        where_sql: str,
+        params: Sequence[Any],
+        limit: int,
+        weights: tuple[float, float] = (1.0, 0.5),
     ) -> list[tuple[int, float]]:
-        """``(seq, score)`` best first; score is the negated FTS5 BM25 (higher is better)."""
+        """``(seq, score)`` best first; score is the negated FTS5 BM25 (higher is better).
+
+        ``weights`` are the BM25 weights of the two indexed columns: the event's content and
+        its context (neighbouring events and date; see ``0002_keyword_context``).
+        """
+        content, context = (float(w) for w in weights)
         rows = self.read(
-            "SELECT e.seq, bm25(events_fts) AS rank FROM events_fts "
+            f"SELECT e.seq, bm25(events_fts, {content!r}, {context!r}) AS rank FROM events_fts "
             "JOIN events e ON e.seq = events_fts.rowid JOIN sessions s ON s.id = e.session_id "
             f"WHERE events_fts MATCH ? AND {where_sql} ORDER BY rank LIMIT ?",
             (fts, *params, limit),
         )
         return [(row[0], -float(row[1])) for row in rows]
+
+    def event_times(self, seqs: Sequence[int]) -> dict[int, int]:
+        """``seq -> created_us`` for the given events (those that still exist)."""
+        out: dict[int, int] = {}
+        for start in range(0, len(seqs), 500):
+            chunk = list(seqs[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            for seq, created in self.read(
+                f"SELECT seq, created_us FROM events WHERE seq IN ({marks})", chunk
+            ):
+                out[int(seq)] = int(created)
+        return out
 
     # -- outbox and vectors ----------------------------------------------------------------
 
@@ -450,6 +478,30 @@ class SqliteStore:
                 [(seq, partition, blob, seq) for seq, partition, blob in rows],
             )
             conn.executemany("DELETE FROM outbox WHERE seq = ?", [(row[0],) for row in rows])
+            self.refresh_previous_context(conn, [row[0] for row in rows])
+
+    @staticmethod
+    def refresh_previous_context(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+        """Re-index the keyword context of the events recorded just before ``seqs``.
+
+        An event's context includes the next event of its session, which does not exist yet
+        when the event is recorded; the outbox worker calls this for the batch it embeds, so
+        ``record()`` never rewrites a second keyword row (0002_keyword_context).
+        """
+        if not seqs:
+            return
+        marks = ", ".join("?" for _ in seqs)
+        previous = conn.execute(
+            "SELECT (SELECT p.seq FROM events p WHERE p.session_id = e.session_id "
+            "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) FROM events e "
+            f"WHERE e.seq IN ({marks})",
+            list(seqs),
+        ).fetchall()
+        conn.executemany(
+            "UPDATE events_fts SET context = "
+            "(SELECT t.context FROM events_search_text t WHERE t.seq = ?) WHERE rowid = ?",
+            [(row[0], row[0]) for row in previous if row[0] is not None],
+        )
 
     def requeue_all(self) -> int:
         """Drop every vector and the embedder identity, queue every event for embedding and
@@ -462,7 +514,11 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
             )
             conn.execute("UPDATE outbox SET claimed_until = 0")
-            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
+            conn.execute("DELETE FROM events_fts")
+            conn.execute(
+                "INSERT INTO events_fts (rowid, content, context) "
+                "SELECT seq, content, context FROM events_search_text"
+            )
             self.bump_generation(conn)
             count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
         return int(count)

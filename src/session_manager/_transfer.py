@@ -1,0 +1,463 @@
+"""The export format and the import machinery behind :class:`~session_manager.admin.StoreAdmin`.
+
+See admin.py's module docstring for the format. Importing validates every record with the
+rules of ``record()`` (``_validate.py``), keeps ids, times and counts, inserts with
+``INSERT OR IGNORE`` (a second import changes nothing) and queues new events in the outbox;
+rows are written in batches of :data:`IMPORT_BATCH`, each its own transaction, so a long
+import never holds the write lock for long.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import _json
+from ._scope import partition_of
+from ._time import to_us
+from ._validate import EVENT_STATUSES, identifier, prepare_event, text
+from .errors import InvalidInput, SessionManagerError
+from .events import SESSION_STATUSES, Event, Session
+from .store.sqlite import SqliteStore
+from .tokens import tokenizer_for
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "BadRecord",
+    "ImportResult",
+    "Progress",
+    "event_to_dict",
+    "format_time",
+    "json_line",
+    "run_import",
+    "session_to_dict",
+]
+
+EXPORT_FORMAT = "agent-session-manager/export"
+EXPORT_VERSION = 1
+IMPORT_BATCH = 500
+
+#: ``progress(done, total)``: called as work advances; ``total`` is None when unknown.
+Progress = Callable[[int, int | None], None]
+
+_SESSION_FIELDS = frozenset(
+    {
+        "type",
+        "id",
+        "agent_id",
+        "user_id",
+        "goal",
+        "status",
+        "shared_pool",
+        "metadata",
+        "created_at",
+        "updated_at",
+    }
+)
+_EVENT_FIELDS = frozenset(
+    {
+        "type",
+        "id",
+        "session_id",
+        "agent_id",
+        "kind",
+        "content",
+        "payload",
+        "importance",
+        "tags",
+        "metadata",
+        "status",
+        "created_at",
+        "token_count",
+        "recall_count",
+    }
+)
+
+
+def format_time(moment: datetime) -> str:
+    """ISO-8601 UTC with microseconds and a ``Z``: the export's (and ``--json``'s) format.
+
+    >>> from session_manager._time import from_us
+    >>> format_time(from_us(1_000_001))
+    '1970-01-01T00:00:01.000001Z'
+    """
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """One record as a line of JSON (no newline): compact, UTF-8, keys in record order.
+
+    >>> json_line({"type": "header", "version": 1})
+    '{"type":"header","version":1}'
+    """
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """An event as a JSON-able dict with stable field names (no ``seq``: it is local).
+
+    >>> from session_manager._time import from_us
+    >>> e = Event("01J", "s1", "a", "fact", "x", from_us(0), importance=0.6)
+    >>> event_to_dict(e)["created_at"]
+    '1970-01-01T00:00:00.000000Z'
+    """
+    return {
+        "id": event.id,
+        "session_id": event.session_id,
+        "agent_id": event.agent_id,
+        "kind": event.kind,
+        "content": event.content,
+        "payload": event.payload,
+        "importance": event.importance,
+        "tags": list(event.tags),
+        "metadata": event.metadata,
+        "status": event.status,
+        "created_at": format_time(event.created_at),
+        "token_count": event.token_count,
+        "recall_count": event.recall_count,
+    }
+
+
+def session_to_dict(session: Session) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "agent_id": session.agent_id,
+        "user_id": session.user_id,
+        "goal": session.goal,
+        "status": session.status,
+        "shared_pool": session.shared_pool,
+        "metadata": session.metadata,
+        "created_at": format_time(session.created_at),
+        "updated_at": format_time(session.updated_at),
+    }
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """A record :meth:`StoreAdmin.import_records` rejected: its line (1-based) and why."""
+
+    line: int
+    message: str
+
+
+@dataclass
+class ImportResult:
+    """What an import did (or, with ``dry_run``, would do)."""
+
+    sessions_inserted: int = 0
+    sessions_skipped: int = 0
+    events_inserted: int = 0
+    events_skipped: int = 0
+    bad: list[BadRecord] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def inserted(self) -> int:
+        return self.sessions_inserted + self.events_inserted
+
+    @property
+    def skipped(self) -> int:
+        """Records already in the store (same id): left as they are."""
+        return self.sessions_skipped + self.events_skipped
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "sessions": {"inserted": self.sessions_inserted, "skipped": self.sessions_skipped},
+            "events": {"inserted": self.events_inserted, "skipped": self.events_skipped},
+            "bad": [{"line": bad.line, "message": bad.message} for bad in self.bad],
+        }
+
+
+class Reject(Exception):
+    """One import record is bad; the message says why (without the line number)."""
+
+
+def check_status(status: Any) -> str:
+    if status not in SESSION_STATUSES:
+        raise InvalidInput(
+            f"Unknown session status {status!r}; use one of {', '.join(SESSION_STATUSES)}."
+        )
+    return str(status)
+
+
+def run_import(
+    store: SqliteStore,
+    records: Iterable[str | Mapping[str, Any]],
+    dry_run: bool,
+    skip_bad: bool,
+    progress: Progress | None,
+) -> ImportResult:
+    """The loop behind :meth:`StoreAdmin.import_records` (see there)."""
+    run = _Import(store, dry_run)
+    header_seen = False
+    done = 0
+    for line, raw in enumerate(records, start=1):
+        done += 1
+        if isinstance(raw, str) and not raw.strip():
+            continue
+        try:
+            record = decode(raw)
+            if not header_seen:
+                check_header(record)
+                header_seen = True
+                continue
+            run.add(record)
+        except Reject as exc:
+            if not header_seen:
+                raise InvalidInput(
+                    f"Line {line} is not an agent-session-manager export header ({exc}). "
+                    "Import a file written by `asm export` (StoreAdmin.export)."
+                ) from None
+            if not skip_bad:
+                run.flush()
+                raise InvalidInput(
+                    f"Line {line}: {exc} Records before it were "
+                    f"{'checked' if dry_run else 'imported (importing again skips them)'}"
+                    "; fix the line, or skip bad lines with --skip-bad (skip_bad=True)."
+                ) from None
+            run.result.bad.append(BadRecord(line, str(exc)))
+        if run.full():
+            run.flush()
+            if progress is not None:
+                progress(done, None)
+    if not header_seen:
+        raise InvalidInput(
+            "The import holds no records, not even a header. Import a file written by "
+            "`asm export` (StoreAdmin.export)."
+        )
+    run.flush()
+    if progress is not None:
+        progress(done, None)
+    return run.result
+
+
+def decode(raw: str | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(raw, str):
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise Reject(f"not valid JSON ({exc.msg} at column {exc.colno}).") from None
+    else:
+        record = raw
+    if not isinstance(record, Mapping):
+        raise Reject(f"a record must be a JSON object, got {type(record).__name__}.")
+    return record
+
+
+def check_header(record: Mapping[str, Any]) -> None:
+    if record.get("type") != "header" or record.get("format") != EXPORT_FORMAT:
+        raise Reject(f'expected {{"type": "header", "format": "{EXPORT_FORMAT}", ...}}')
+    version = record.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise Reject(f"the header's version {version!r} is not a positive integer")
+    if version > EXPORT_VERSION:
+        raise InvalidInput(
+            f"The export has format version {version}, newer than this version reads "
+            f"({EXPORT_VERSION}). Upgrade: pip install -U agent-session-manager."
+        )
+
+
+def _field(record: Mapping[str, Any], name: str, what: str) -> Any:
+    if name not in record:
+        raise Reject(f"the {what} record has no {name!r}.")
+    return record[name]
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise Reject(f"{name} must be a non-negative integer, got {value!r}.")
+    return value
+
+
+@dataclass
+class _Import:
+    """One import run: validated rows wait in ``batch`` until :meth:`flush` writes them."""
+
+    store: SqliteStore
+    dry_run: bool
+    result: ImportResult = field(default_factory=ImportResult)
+    batch: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    # session id -> (agent_id, shared_pool): from the store, or earlier in this import
+    sessions: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    seen_events: set[str] = field(default_factory=set)  # dry run: ids earlier in the file
+
+    def __post_init__(self) -> None:
+        self.result.dry_run = self.dry_run
+
+    def full(self) -> bool:
+        return len(self.batch) >= IMPORT_BATCH
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind = record.get("type")
+        try:
+            if kind == "session":
+                self._session(record)
+            elif kind == "event":
+                self._event(record)
+            else:
+                raise Reject(
+                    f'unknown record type {kind!r}; expected "session" or "event" '
+                    "(only the first line is a header)."
+                )
+        except SessionManagerError as exc:  # validation of a field: same message as record()
+            raise Reject(str(exc)) from None
+
+    def _known(self, session_id: str) -> tuple[str, str | None] | None:
+        found = self.sessions.get(session_id)
+        if found is None:
+            rows = self.store.read(
+                "SELECT agent_id, shared_pool FROM sessions WHERE id = ?", (session_id,)
+            )
+            if rows:
+                found = self.sessions[session_id] = (rows[0][0], rows[0][1])
+        return found
+
+    def _session(self, record: Mapping[str, Any]) -> None:
+        unknown = sorted(set(record) - _SESSION_FIELDS)
+        if unknown:
+            raise Reject(f"the session record has unknown fields {unknown}.")
+        session_id = identifier(_field(record, "id", "session"), "session id")
+        agent_id = identifier(_field(record, "agent_id", "session"), "agent_id")
+        user_id = record.get("user_id")
+        if user_id is not None:
+            user_id = identifier(user_id, "user_id")
+        goal = text(_field(record, "goal", "session"), "goal")
+        status = check_status(record.get("status", "active"))
+        pool = record.get("shared_pool")
+        if pool is not None:
+            pool = identifier(pool, "shared_pool")
+        metadata = record.get("metadata", {})
+        if not isinstance(metadata, Mapping):
+            raise Reject(f"session metadata must be an object, got {type(metadata).__name__}.")
+        created = to_us(_field(record, "created_at", "session"), "created_at")
+        updated = to_us(record.get("updated_at", record["created_at"]), "updated_at")
+        row = (
+            session_id,
+            agent_id,
+            user_id,
+            goal,
+            status,
+            pool,
+            _json.dumps(dict(metadata), "session metadata"),
+            created,
+            updated,
+        )
+        if self._known(session_id) is None:
+            self.sessions[session_id] = (agent_id, pool)
+            if self.dry_run:
+                self.result.sessions_inserted += 1
+                return
+        elif self.dry_run:
+            self.result.sessions_skipped += 1
+            return
+        self.batch.append(("session", row))
+
+    def _event(self, record: Mapping[str, Any]) -> None:
+        unknown = sorted(set(record) - _EVENT_FIELDS)
+        if unknown:
+            raise Reject(f"the event record has unknown fields {unknown}.")
+        event_id = identifier(_field(record, "id", "event"), "event id")
+        session_id = identifier(_field(record, "session_id", "event"), "session_id")
+        owner = self._known(session_id)
+        if owner is None:
+            raise Reject(
+                f"event {event_id!r} belongs to session {session_id!r}, which is neither "
+                "earlier in the import nor in the store."
+            )
+        agent_id, pool = owner
+        if record.get("agent_id", agent_id) != agent_id:
+            raise Reject(
+                f"event {event_id!r} says agent {record['agent_id']!r}, but its session "
+                f"{session_id!r} belongs to agent {agent_id!r}."
+            )
+        tags = record.get("tags")
+        if tags is not None and not isinstance(tags, list):
+            raise Reject(f"tags must be a list of strings, got {type(tags).__name__}.")
+        kind, content, payload_json, importance, tag_tuple, meta, created = prepare_event(
+            _field(record, "kind", "event"),
+            _field(record, "content", "event"),
+            record.get("payload"),
+            record.get("importance"),
+            tags,
+            record.get("metadata"),
+            _field(record, "created_at", "event"),
+        )
+        allowed = EVENT_STATUSES.get(kind, (None,))
+        status = record.get("status", allowed[0])
+        if status not in allowed:
+            raise Reject(
+                f"a {kind} event cannot have status {status!r}; use one of "
+                f"{', '.join(map(repr, allowed))}."
+            )
+        if "token_count" in record:
+            tokens = _count(record["token_count"], "token_count")
+        else:  # counted like record() does, with the default model family's tokenizer
+            count = tokenizer_for("gpt-4o").count
+            tokens = count(content) + (count(payload_json) if payload_json is not None else 0)
+        recalls = _count(record.get("recall_count", 0), "recall_count")
+        if self.dry_run:
+            exists = event_id in self.seen_events or self.store.read(
+                "SELECT 1 FROM events WHERE id = ?", (event_id,)
+            )
+            self.seen_events.add(event_id)
+            if exists:
+                self.result.events_skipped += 1
+            else:
+                self.result.events_inserted += 1
+            return
+        row = (
+            event_id,
+            session_id,
+            agent_id,
+            kind,
+            content,
+            payload_json,
+            importance,
+            _json.dumps(list(tag_tuple)),
+            _json.dumps(meta),
+            status,
+            created,
+            tokens,
+            recalls,
+            partition_of(agent_id, pool),
+        )
+        self.batch.append(("event", row))
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        batch, self.batch = self.batch, []
+        result = self.result
+        with self.store.atomic() as conn:
+            for what, row in batch:
+                if what == "session":
+                    cursor = conn.execute(
+                        "INSERT OR IGNORE INTO sessions (id, agent_id, user_id, goal, status, "
+                        "shared_pool, metadata, created_us, updated_us) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    if cursor.rowcount:
+                        result.sessions_inserted += 1
+                    else:
+                        result.sessions_skipped += 1
+                    continue
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO events (id, session_id, agent_id, kind, content, "
+                    "payload, importance, tags, metadata, status, created_us, token_count, "
+                    "recall_count, partition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                if cursor.rowcount:
+                    result.events_inserted += 1
+                    conn.execute(
+                        "INSERT INTO outbox (seq, partition) VALUES (?, ?)",
+                        (cursor.lastrowid, row[-1]),
+                    )
+                else:
+                    result.events_skipped += 1

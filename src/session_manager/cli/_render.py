@@ -1,0 +1,189 @@
+"""How events, sessions and sizes look in the terminal (rich; plain text when piped)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.text import Text
+
+from ..events import Event
+
+__all__ = [
+    "ago",
+    "event_body",
+    "fold_json",
+    "human_size",
+    "kind_label",
+    "shorten",
+    "snippet",
+    "stamp",
+    "status_text",
+]
+
+KIND_STYLES = {
+    "goal": "bold magenta",
+    "step": "cyan",
+    "tool_output": "blue",
+    "decision": "bold green",
+    "fact": "green",
+    "pending": "yellow",
+    "error": "bold red",
+    "message": "white",
+    "summary": "magenta",
+}
+STATUS_STYLES = {
+    "active": "green",
+    "completed": "blue",
+    "failed": "red",
+    "abandoned": "dim",
+    "open": "yellow",
+    "done": "green",
+    "cancelled": "dim",
+    "unresolved": "bold red",
+    "resolved": "green",
+}
+#: Payloads and contents longer than this are folded unless --full.
+FOLD_CHARS = 160
+_WORD = re.compile(r"\w{3,}")
+
+
+def human_size(size: int) -> str:
+    """``38212`` → ``"38.2 kB"`` (decimal units, like file managers).
+
+    >>> human_size(512), human_size(38_212), human_size(5_300_000)
+    ('512 B', '38.2 kB', '5.3 MB')
+    """
+    if size < 1000:
+        return f"{size} B"
+    value, units = size / 1000, ["kB", "MB", "GB"]
+    while value >= 1000 and len(units) > 1:
+        value, units = value / 1000, units[1:]
+    return f"{value:.1f} {units[0]}"
+
+
+def stamp(moment: datetime, *, seconds: bool = True) -> str:
+    """``2026-11-22 10:31:05`` in UTC."""
+    return moment.astimezone(timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    )
+
+
+def ago(moment: datetime, now: datetime | None = None) -> str:
+    """``"5 min ago"``, ``"3 h ago"``, ``"2 d ago"``; a date beyond a week."""
+    now = now or datetime.now(timezone.utc)
+    seconds = (now - moment).total_seconds()
+    if seconds < 0 or seconds >= 7 * 86_400:
+        return stamp(moment, seconds=False)
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86_400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86_400)} d ago"
+
+
+def shorten(text: str, width: int) -> str:
+    """One line, at most ``width`` characters, an ellipsis where it was cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(0, width - 1)].rstrip() + "…"
+
+
+def snippet(content: str, query: str, width: int = 90) -> Text:
+    """A one-line window of ``content`` around the first query word it contains, with the
+    query's words in bold."""
+    line = " ".join(content.split())
+    words = [w.lower() for w in _WORD.findall(query)]
+    lower = line.lower()
+    first = min((i for i in (lower.find(w) for w in words) if i >= 0), default=0)
+    start = max(0, first - width // 3) if len(line) > width else 0
+    piece = line[start : start + width]
+    if start > 0:
+        piece = "…" + piece[1:]
+    if start + width < len(line):
+        piece = piece[:-1] + "…"
+    text = Text(piece)
+    text.highlight_words(words, style="bold", case_sensitive=False)
+    return text
+
+
+def status_text(status: str | None) -> Text:
+    if not status:
+        return Text("")
+    return Text(f"[{status}]", style=STATUS_STYLES.get(status, ""))
+
+
+def kind_label(event: Event) -> Text:
+    label = event.kind
+    if event.kind == "message" and event.role:
+        label = f"{event.role}"
+    return Text(label, style=KIND_STYLES.get(event.kind, "white"))
+
+
+def _json_items(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{len(value)} key{'s' * (len(value) != 1)}"
+    if isinstance(value, list):
+        return f"{len(value)} item{'s' * (len(value) != 1)}"
+    return type(value).__name__
+
+
+def fold_json(value: Any, *, full: bool) -> Text:
+    """A JSON value: compact and cut with its size when long, or pretty with ``full``."""
+    compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if full:
+        if len(compact) <= FOLD_CHARS:
+            return Text(compact)
+        return Text(json.dumps(value, ensure_ascii=False, indent=2))
+    if len(compact) <= FOLD_CHARS:
+        return Text(compact)
+    size = human_size(len(compact.encode("utf-8")))
+    text = Text(compact[:FOLD_CHARS] + "…")
+    text.append(f"  ({size}, {_json_items(value)}; --full shows it all)", style="dim")
+    return text
+
+
+def _fold_text(content: str, *, full: bool) -> Text:
+    if full or len(content) <= FOLD_CHARS * 2:
+        return Text(content)
+    text = Text(content[: FOLD_CHARS * 2].rstrip() + "…")
+    size = human_size(len(content.encode("utf-8")))
+    text.append(f"  ({size} of text; --full shows it all)", style="dim")
+    return text
+
+
+def event_body(event: Event, *, full: bool) -> Text:
+    """Content, badges and folded payload of one event, for the timeline."""
+    body = Text()
+    payload = event.payload
+    derived = bool(event.metadata.get("derived_content")) and payload is not None
+    tool = event.metadata.get("tool")
+    if derived:
+        body.append(f"{tool} returned " if tool else "returned ", style="dim")
+        body.append_text(fold_json(payload, full=full))
+        payload = None
+    else:
+        body.append_text(_fold_text(event.content, full=full))
+        if tool:
+            body.append(f"  (tool: {tool})", style="dim")
+    if event.status:
+        body.append("  ")
+        body.append_text(status_text(event.status))
+    for tag in event.tags:
+        body.append(f"  #{tag}", style="dim")
+    if isinstance(payload, dict) and event.kind == "step":
+        for key in ("input", "result"):
+            if key in payload:
+                body.append(f"\n{key}: ", style="dim")
+                body.append_text(fold_json(payload[key], full=full))
+        extra = {k: v for k, v in payload.items() if k not in ("tool", "input", "result")}
+        if extra:
+            body.append("\npayload: ", style="dim")
+            body.append_text(fold_json(extra, full=full))
+    elif payload is not None:
+        body.append("\npayload: ", style="dim")
+        body.append_text(fold_json(payload, full=full))
+    return body

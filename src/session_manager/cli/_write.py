@@ -1,0 +1,307 @@
+"""Commands that move or change data: export, import, reindex, delete, prune."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, nullcontext
+from pathlib import Path
+from typing import IO
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
+from ..events import SESSION_STATUSES
+from ._app import Env, agent_option, cli, db_option
+from ._render import shorten, stamp
+
+
+@contextmanager
+def _progress(env: Env, description: str, total: int | None) -> Iterator[Progress]:
+    """A progress bar with an ETA on stderr; silent when stderr is not a terminal."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=env.err,
+        disable=not env.err.is_terminal,
+        transient=False,
+    )
+    with progress:
+        progress.add_task(description, total=total)
+        yield progress
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not click.confirm(question, default=False, err=True):
+        raise click.ClickException(
+            "Not confirmed; nothing was deleted. Pass --yes to skip the question."
+        )
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write to FILE instead of stdout (replaced if it exists).",
+)
+@agent_option("Export only this agent's sessions.")
+@click.option("--session", "session_id", metavar="SESSION", help="Export only this session.")
+@db_option
+@click.pass_obj
+def export(env: Env, output: str | None, session_id: str | None) -> None:
+    """Export sessions and their events as JSON Lines, losslessly.
+
+    The first line is a header; then, oldest session first, each session followed by its
+    events. Ids, times (ISO-8601 UTC, microseconds), payloads, importance, tags,
+    metadata, statuses, token and recall counts and pools are all kept; vectors are not
+    (`asm import` queues the events for embedding). The same database always exports
+    the same bytes.
+
+    \b
+    asm export -o backup.jsonl
+    asm export --agent researcher | gzip > researcher.jsonl.gz
+    """
+    records = env.admin().export(agent=env.agent, session=session_id)
+    header = next(records)  # checks --session before any file is touched
+    sessions = events = 0
+    # Bytes, not text: UTF-8 and "\n" whatever the platform or locale, so the same store
+    # always gives the same file. closing(): end the read snapshot even if writing fails.
+    with closing(records), open(output, "wb") if output else _stdout() as out:
+        out.write(json_line(header).encode() + b"\n")
+        for record in records:
+            out.write(json_line(record).encode() + b"\n")
+            sessions += record["type"] == "session"
+            events += record["type"] == "event"
+    target = output or "stdout"
+    env.note(f"Exported {sessions:,} session(s) and {events:,} event(s) to {target}.")
+
+
+@contextmanager
+def _stdout() -> Iterator[IO[bytes]]:
+    sys.stdout.flush()
+    try:
+        yield sys.stdout.buffer
+    finally:
+        sys.stdout.buffer.flush()
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+def _count_lines(path: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+@cli.command(name="import")
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--dry-run", is_flag=True, help="Check every record and count what would change; write nothing."
+)
+@click.option(
+    "--skip-bad",
+    is_flag=True,
+    help="Report bad lines and import the rest (default: stop at the first).",
+)
+@db_option
+@click.pass_obj
+def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
+    """Import a file written by `asm export` (- reads stdin).
+
+    Sessions and events keep their ids and times; a record whose id is already in the
+    database is skipped, so importing the same file twice changes nothing. The database
+    is created if missing. A bad line stops the import with its line number (lines before
+    it stay imported; importing again skips them) unless --skip-bad.
+
+    \b
+    asm export --db old.db | asm import --db new.db -
+    """
+    total = None if file == "-" else _count_lines(file)
+    verb = "Checking" if dry_run else "Importing"
+    with open(file, "rb") if file != "-" else nullcontext(sys.stdin.buffer) as stream:
+        if dry_run and Path(env.db).parent.is_dir() and not Path(env.db).exists():
+            # Check against an empty store in memory: a dry run creates no file either.
+            admin = StoreAdmin(":memory:")
+            click.get_current_context().call_on_close(admin.close)
+        else:
+            admin = env.admin(must_exist=False)
+        with _progress(env, verb, total) as bar:
+            result = admin.import_records(
+                _lines(stream),
+                dry_run=dry_run,
+                skip_bad=skip_bad,
+                progress=lambda done, _: bar.update(bar.task_ids[0], completed=done),
+            )
+    _report_import(env, result)
+
+
+def _lines(stream: IO[bytes]) -> Iterator[str]:
+    # surrogateescape: a line that is not UTF-8 becomes a bad record with its line number
+    # (its text holds lone surrogates, which validation rejects), not a crash of the run.
+    for line in stream:
+        yield line.decode("utf-8", "surrogateescape")
+
+
+def _report_import(env: Env, result: ImportResult) -> None:
+    would = "Would import" if result.dry_run else "Imported"
+    env.out.print(
+        f"{would} {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
+        f"event(s); {result.skipped:,} record(s) already in the database were skipped."
+    )
+    if result.events_inserted and not result.dry_run:
+        env.note(
+            f"{result.events_inserted:,} new event(s) wait for embedding: the next search (or "
+            "any SessionManager on this database) embeds them."
+        )
+    if result.bad:
+        env.err.print(f"Skipped {len(result.bad):,} bad line(s):", style="yellow")
+        for bad in result.bad[:20]:
+            env.err.print(f"  line {bad.line}: {bad.message}")
+        if len(result.bad) > 20:
+            env.err.print(f"  ... and {len(result.bad) - 20:,} more")
+    if result.dry_run:
+        env.note("Dry run: nothing was written.")
+
+
+# -- reindex ------------------------------------------------------------------------------
+
+
+@cli.command()
+@db_option
+@click.pass_obj
+def reindex(env: Env) -> None:
+    """Rebuild every projection from the log: re-embed all events and rebuild the
+    keyword index.
+
+    Needed after changing the embedder (the error that says so names this command);
+    safe at any time. Shows a progress bar with an ETA.
+    """
+    admin = env.admin()
+    started = time.perf_counter()
+    name = admin.embedder.name
+    with _progress(env, f"Embedding with {name}", None) as bar:
+        task = bar.task_ids[0]
+        count = admin.reindex(
+            progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    env.out.print(
+        f"Re-embedded {count:,} event(s) with {name} and rebuilt the keyword index in "
+        f"{time.perf_counter() - started:.1f} s."
+    )
+
+
+# -- delete and prune ---------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def delete(env: Env, session_id: str, yes: bool) -> None:
+    """Delete one session (of any agent) with its events, vectors and index entries.
+
+    Asks first unless --yes. This cannot be undone; `asm export --session ID` keeps a copy.
+    """
+    admin = env.admin()
+    info = admin.session(session_id)
+    s = info.session
+    _confirm(
+        f"Delete session {s.id} of agent {s.agent_id!r} ({shorten(s.goal, 50)!r}, "
+        f"{info.events:,} events)? This cannot be undone.",
+        yes,
+    )
+    count = admin.delete_session(session_id)
+    env.out.print(f"Deleted session {s.id} of agent {s.agent_id!r} and its {count:,} event(s).")
+
+
+@cli.command()
+@click.option(
+    "--older-than",
+    required=True,
+    metavar="AGE",
+    help="An age (90d, 12h, 2w) or an ISO-8601 time; what is older goes.",
+)
+@click.option(
+    "--kind",
+    metavar="KIND",
+    help="Delete only events of this kind (e.g. tool_output), keeping the sessions.",
+)
+@click.option(
+    "--status", type=click.Choice(SESSION_STATUSES), help="Only in sessions with this status."
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def prune(
+    env: Env, older_than: str, kind: str | None, status: str | None, dry_run: bool, yes: bool
+) -> None:
+    """Delete old data, of every agent.
+
+    Without --kind: whole sessions whose last activity is older than --older-than (a
+    session still in use is never cut in half). With --kind: only events of that kind
+    created before the cutoff, in any session; the sessions stay. --status limits either
+    to sessions with that status. Asks first unless --yes or --dry-run.
+
+    \b
+    asm prune --older-than 90d --status completed
+    asm prune --older-than 30d --kind tool_output --dry-run
+    """
+    admin = env.admin()
+    plan = admin.prune(older_than, kind=kind, status=status, dry_run=True)
+    if not plan.events and not plan.sessions:
+        env.out.print(f"Nothing is older than {stamp(plan.cutoff)} UTC; nothing to prune.")
+        return
+    _describe_prune(env, plan)
+    if dry_run:
+        env.note("Dry run: nothing was deleted.")
+        return
+    _confirm("Delete all of that? This cannot be undone.", yes)
+    done = admin.prune(plan.cutoff, kind=kind, status=status)
+    _describe_prune(env, done)
+
+
+def _describe_prune(env: Env, result: PruneResult) -> None:
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    cutoff = f"{stamp(result.cutoff)} UTC"
+    if result.sessions:
+        env.out.print(
+            f"{verb} {len(result.sessions):,} session(s) inactive since before {cutoff}, "
+            f"with {result.events:,} event(s) ({kinds}):"
+        )
+        for info in result.sessions[:20]:
+            s = info.session
+            env.out.print(f"  {s.id}  {s.agent_id}  {s.status}  {shorten(s.goal, 60)}")
+        if len(result.sessions) > 20:
+            env.out.print(f"  ... and {len(result.sessions) - 20:,} more")
+    else:
+        env.out.print(
+            f"{verb} {result.events:,} event(s) ({kinds}) created before {cutoff}, from "
+            f"{result.sessions_touched:,} session(s)."
+        )

@@ -1,0 +1,185 @@
+"""StoreAdmin, the library behind `asm`: round trips, import rules, prune, reindex."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from session_manager import InvalidInput, SessionManager, SessionNotFound
+from session_manager.admin import StoreAdmin, json_line, parse_cutoff
+from session_manager.testing import HashEmbedder
+
+TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40
+).filter(lambda t: t.strip() != "")
+NAME = TEXT.filter(lambda t: t == t.strip())
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(NAME, inner, max_size=4),
+    max_leaves=10,
+)
+EVENT = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["step", "fact", "decision", "tool_output", "custom:plan"]),
+        "content": TEXT,
+        "payload": st.none() | JSON,
+        "importance": st.floats(0, 1),
+        "tags": st.lists(NAME, max_size=3),
+        "metadata": st.dictionaries(NAME, JSON, max_size=3),
+        "created_at": st.datetimes(
+            min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)
+        ).map(lambda d: d.replace(tzinfo=timezone.utc)),
+    }
+)
+
+
+def dump(db: Path) -> str:
+    with StoreAdmin(db) as admin:
+        return "".join(json_line(record) + "\n" for record in admin.export())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(EVENT, min_size=1, max_size=6), pool=st.none() | NAME)
+def test_export_import_export_is_identical(events: list[dict[str, Any]], pool: str | None) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = Path(folder) / "a.db", Path(folder) / "b.db"
+        with SessionManager("agent", source, embedder=HashEmbedder(), background=False) as mgr:
+            session = mgr.start_session("round trip", shared_pool=pool, metadata={"k": 1.5})
+            for event in events:
+                mgr.record(session.id, **event)
+        first = dump(source)
+        with StoreAdmin(target) as admin:
+            result = admin.import_records(io.StringIO(first))
+            assert result.events_inserted == len(events) + 1 and not result.bad
+            assert admin.import_records(io.StringIO(first)).inserted == 0
+        assert dump(target) == first
+
+
+def test_import_takes_dicts_and_reports_progress(make_manager: Any, tmp_path: Path) -> None:
+    mgr = make_manager()
+    session = mgr.start_session("dicts")
+    for i in range(3):
+        mgr.record_fact(session.id, f"fact {i}")
+    with StoreAdmin(mgr.db_path) as admin:
+        records = list(admin.export())
+    calls: list[tuple[int, int | None]] = []
+    with StoreAdmin(tmp_path / "copy.db") as admin:
+        result = admin.import_records(records, progress=lambda d, t: calls.append((d, t)))
+        assert (result.sessions_inserted, result.events_inserted) == (1, 4)
+        assert calls[-1] == (len(records), None)
+        assert [e.content for e in admin.events(session.id)][1:] == ["fact 0", "fact 1", "fact 2"]
+        assert admin.stats().pending_embeddings == 4  # queued, not embedded, by an import
+
+
+def test_import_skip_bad_and_dry_run(make_manager: Any, tmp_path: Path) -> None:
+    mgr = make_manager()
+    session = mgr.start_session("bad lines")
+    mgr.record_fact(session.id, "kept")
+    with StoreAdmin(mgr.db_path) as admin:
+        lines = [json_line(r) for r in admin.export()]
+    lines.insert(2, "[1, 2]")
+    lines.append("")  # blank lines are ignored
+    lines.append('{"type": "mystery"}')
+    with StoreAdmin(tmp_path / "copy.db") as admin:
+        with pytest.raises(InvalidInput, match="Line 3: a record must be a JSON object"):
+            admin.import_records(lines, dry_run=True)
+        dry = admin.import_records(lines, dry_run=True, skip_bad=True)
+        assert dry.dry_run and dry.events_inserted == 2 and admin.stats().events == 0
+        result = admin.import_records(lines, skip_bad=True)
+        assert [(b.line, b.message[:20]) for b in result.bad] == [
+            (3, "a record must be a J"),
+            (7, "unknown record type "),
+        ]
+        assert result.events_inserted == 2
+
+
+def test_sessions_and_search_across_agents(make_manager: Any) -> None:
+    a, b = make_manager("a"), make_manager("b")
+    sa = a.start_session("deploy the api", user_id="u1")
+    a.record_fact(sa.id, "the api runs on port 8080")
+    sb = b.start_session("write the docs")
+    b.record_fact(sb.id, "the docs mention port 8080")
+    with StoreAdmin(a.db_path, embedder=HashEmbedder()) as admin:
+        assert {info.session.agent_id for info in admin.sessions()} == {"a", "b"}
+        assert [info.session.id for info in admin.sessions(user="u1")] == [sa.id]
+        assert admin.session(sb.id).events == 2
+        hits = admin.search("port 8080", k=4)
+        assert {hit.event.agent_id for hit in hits} == {"a", "b"}
+        assert {hit.event.agent_id for hit in admin.search("port", agent="b")} == {"b"}
+        with pytest.raises(SessionNotFound, match="belongs to 'a'"):
+            admin.search("port", agent="b", session=sa.id)
+    assert a.search("port 8080", k=4)  # the manager's isolation is untouched
+    assert {hit.event.agent_id for hit in a.search("port 8080", k=4)} == {"a"}
+
+
+def test_prune_and_delete(make_manager: Any) -> None:
+    mgr = make_manager()
+    old = mgr.start_session("old work")
+    mgr.record_tool_output(old.id, {"rows": list(range(50))}, tool="sql")
+    mgr.end_session(old.id)
+    new = mgr.start_session("new work")
+    mgr.record_tool_output(new.id, "fresh output")
+    year_ago = 365 * 86_400 * 1_000_000
+    with sqlite3.connect(mgr.db_path) as conn:
+        conn.execute(
+            "UPDATE sessions SET updated_us = updated_us - ? WHERE id = ?", (year_ago, old.id)
+        )
+        conn.execute(
+            "UPDATE events SET created_us = created_us - ? WHERE session_id = ?",
+            (year_ago, old.id),
+        )
+    mgr.search("work", k=5)  # vector caches loaded: prune must invalidate them
+    with StoreAdmin(mgr.db_path) as admin:
+        plan = admin.prune("90d", kind="tool_output", dry_run=True)
+        assert (plan.events, plan.sessions_touched, plan.dry_run) == (1, 1, True)
+        assert admin.prune(timedelta(days=90), kind="tool_output").events == 1
+        gone = admin.prune("90d", status="completed")
+        assert [info.session.id for info in gone.sessions] == [old.id] and gone.events == 1
+        assert [info.session.id for info in admin.sessions()] == [new.id]
+        with pytest.raises(InvalidInput, match="Unknown session status"):
+            admin.prune("90d", status="closed")
+        assert admin.delete_session(new.id) == 2
+        with pytest.raises(SessionNotFound):
+            admin.delete_session(new.id)
+    assert mgr.search("work", k=5) == []
+
+
+def test_reindex_reports_progress(make_manager: Any) -> None:
+    mgr = make_manager()
+    session = mgr.start_session("reindex me")
+    for i in range(130):
+        mgr.add_message(session.id, "user", f"message {i}")
+    mgr.close()  # its background worker would embed part of the queue itself
+    seen: list[tuple[int, int | None]] = []
+    with StoreAdmin(mgr.db_path, embedder=HashEmbedder(dim=32), batch_size=50) as admin:
+        assert admin.reindex(progress=lambda d, t: seen.append((d, t))) == 131
+        assert seen == [(0, 131), (50, 131), (100, 131), (131, 131)]
+        stats = admin.stats()
+        assert (stats.embedder_name, stats.embedder_dim, stats.vectors) == ("hash-32", 32, 131)
+
+
+def test_parse_cutoff() -> None:
+    now = datetime.now(timezone.utc)
+    for text, delta in (
+        ("90d", timedelta(days=90)),
+        ("12h", timedelta(hours=12)),
+        ("30min", timedelta(minutes=30)),
+        ("2w", timedelta(weeks=2)),
+    ):
+        got = datetime.fromtimestamp(parse_cutoff(text) / 1e6, timezone.utc)
+        assert abs((now - delta - got).total_seconds()) < 5, text
+    assert parse_cutoff("2026-01-01T00:00:00Z") == parse_cutoff(datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="neither an age nor a timestamp"):
+        parse_cutoff("soon")

@@ -1,0 +1,69 @@
+"""docs/cli.md is generated from the commands' help; it must be complete and current."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from session_manager.cli import cli
+from session_manager.cli._app import COMMAND_ORDER
+from session_manager.cli._docs import render
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+ISSUE_COMMANDS = {
+    "sessions",
+    "show",
+    "search",
+    "restore",
+    "stats",
+    "export",
+    "import",
+    "reindex",
+    "delete",
+    "prune",
+    "demo",
+}
+
+
+def commands() -> list[tuple[str, click.Command]]:
+    return sorted(cli.commands.items())
+
+
+def test_every_command_of_the_issue_exists() -> None:
+    assert set(cli.commands) == ISSUE_COMMANDS == set(COMMAND_ORDER)
+
+
+@pytest.mark.parametrize(("name", "command"), commands())
+def test_every_command_and_option_has_help(name: str, command: click.Command) -> None:
+    assert command.help and command.help.strip(), f"`asm {name}` has no help text"
+    assert command.short_help or command.help.split(".")[0], name
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            assert param.help, f"`asm {name} {param.opts[0]}` has no help text"
+
+
+def test_global_options_have_help() -> None:
+    for param in cli.params:
+        if isinstance(param, click.Option):
+            assert param.help, param.opts
+
+
+def test_read_commands_take_json() -> None:
+    for name in ("sessions", "show", "search", "restore", "stats"):
+        assert "as_json" in {p.name for p in cli.commands[name].params}, name
+
+
+def test_docs_cover_every_command() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    headings = re.findall(r"^### `asm (\w+)`$", text, flags=re.MULTILINE)
+    assert headings == [name for name in COMMAND_ORDER], headings
+    assert "ASM_EMBEDDER" in text  # the testing aid is documented here, not in --help
+
+
+def test_docs_are_current() -> None:
+    assert DOCS.read_text(encoding="utf-8") == render(), (
+        "docs/cli.md is out of date: run `make docs` (scripts/gen_cli_docs.py)."
+    )

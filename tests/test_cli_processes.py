@@ -1,0 +1,131 @@
+"""`asm` as users run it: real processes (`python -m session_manager`), real pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from .conftest import PYTHON, child_env
+from .test_cli import Store, build
+
+
+def asm_env(**extra: str) -> dict[str, str]:
+    env = child_env()
+    env.update({"ASM_EMBEDDER": "hash", **extra})
+    for name in ("ASM_DB", "ASM_AGENT"):
+        env.pop(name, None)
+    return env
+
+
+def asm(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "session_manager", *args],
+        capture_output=True,
+        text=True,
+        env=env or asm_env(),
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def store(db_path: Path) -> Store:
+    return build(db_path)
+
+
+def test_export_pipe_import_round_trip(store: Store, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.db"
+    export = subprocess.Popen(
+        [PYTHON, "-m", "session_manager", "--db", str(store.db), "export"],
+        stdout=subprocess.PIPE,
+        env=asm_env(),
+    )
+    imported = subprocess.run(
+        [PYTHON, "-m", "session_manager", "--db", str(fresh), "import", "-"],
+        stdin=export.stdout,
+        capture_output=True,
+        text=True,
+        env=asm_env(),
+        timeout=120,
+    )
+    assert export.stdout is not None
+    export.stdout.close()
+    assert export.wait(timeout=120) == 0
+    assert imported.returncode == 0, imported.stderr
+    assert "Imported 2 session(s) and 11 event(s)" in imported.stdout
+    first = asm("--db", str(store.db), "export")
+    second = asm("--db", str(fresh), "export")
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout and first.stdout.count("\n") == 14
+
+
+def test_restore_explain_json(store: Store) -> None:
+    done = asm(
+        "--db", str(store.db), "restore", store.audit, "--max-tokens", "250", "--explain", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["session_id"] == store.audit and data["token_count"] <= 250
+    report = data["report"]
+    assert report["budget"] == 250 and report["model"] == "gpt-4o"
+    assert sum(report["counts"].values()) == len(report["items"]) == report["total_events"]
+    assert {"event_id", "kind", "section", "action", "reason", "tokens"} == set(report["items"][0])
+
+
+def test_errors_are_one_line_without_traceback(store: Store, tmp_path: Path) -> None:
+    done = asm("--db", str(store.db), "show", "01NOPE")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: Session '01NOPE' does not exist in '{store.db}'. List sessions with "
+        "`asm sessions`."
+    ]
+    assert done.stdout == ""
+    usage = asm("--db", str(store.db), "sessions", "--nope")
+    assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
+
+
+def test_export_into_a_closed_pipe_stops_quietly(store: Store) -> None:
+    export = subprocess.Popen(
+        [PYTHON, "-m", "session_manager", "--db", str(store.db), "export"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=asm_env(),
+    )
+    assert export.stdout is not None and export.stderr is not None
+    export.stdout.readline()
+    export.stdout.close()
+    _, stderr = export.communicate(timeout=120)
+    assert "Traceback" not in stderr.decode() and "Exception" not in stderr.decode()
+
+
+def test_asm_script_is_declared() -> None:
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    assert scripts.get("asm") == "session_manager.cli:main"
+
+
+@pytest.mark.real_model
+def test_demo_with_the_real_model(tmp_path: Path) -> None:
+    env = child_env()
+    env.pop("ASM_EMBEDDER", None)
+    env["TMPDIR"] = str(tmp_path)
+    started = time.perf_counter()
+    done = asm("demo", env=env, timeout=120)
+    elapsed = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 30, elapsed
+    out = done.stdout
+    assert "all-MiniLM-L6-v2" in out
+    restored = out[out.index("2. Process B") : out.index("3. Process B")]
+    for text in ("## Goal", "rotate the CI deploy key", "[summarised]", "review service accounts"):
+        assert text in restored, text
+    answer = next(line for line in out.splitlines() if line.strip().startswith("1. cosine"))
+    assert "Disabled two-factor" in answer, answer
+    assert "no shared keyword" in out
+    assert os.listdir(tmp_path)  # the database is kept to explore

@@ -1,0 +1,219 @@
+"""What hybrid search adds to plain rank fusion: keyword context, time windows, weighted RRF."""
+
+from __future__ import annotations
+
+import doctest
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from session_manager import SessionManager
+from session_manager.index import keyword, when
+from session_manager.index.keyword import reciprocal_rank_fusion
+from session_manager.index.when import TimeWindow, time_windows
+from session_manager.store import sqlite as store_sqlite
+
+UTC = timezone.utc
+NOW = datetime(2026, 5, 20, 15, 30, tzinfo=UTC)  # a Wednesday
+
+
+def us(*args: int) -> int:
+    return int(datetime(*args, tzinfo=UTC).timestamp() * 1_000_000)  # type: ignore[misc]
+
+
+def described(text: str, now: datetime = NOW) -> list[str]:
+    return [window.describe() for window in time_windows(text, now)]
+
+
+# -- time windows ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What did Ana say on 3 June, 2025?",
+        "what did ana say on 3rd of June 2025",
+        "What did Ana say on June 3, 2025?",
+        "what did Ana say on Jun 3rd 2025",
+        "what did ana say on 2025-06-03",
+    ],
+)
+def test_a_full_date_is_that_day_with_half_a_day_of_slack(text: str) -> None:
+    assert described(text) == ["2025-06-02T12:00 .. 2025-06-04T12:00"]
+
+
+def test_month_and_year_bare_month_and_year() -> None:
+    assert described("errors in October 2023") == ["2023-10-01T00:00 .. 2023-11-01T00:00"]
+    assert described("the outage of Dec 2024") == ["2024-12-01T00:00 .. 2025-01-01T00:00"]
+    assert described("when did we go camping in June?") == ["any June"]
+    assert described("what changed during 2024") == ["2024-01-01T00:00 .. 2025-01-01T00:00"]
+    assert described("who called on 16 November") == ["any November 16"]
+
+
+def test_relative_phrases_resolve_against_now() -> None:
+    assert described("what broke yesterday") == ["2026-05-19T00:00 .. 2026-05-20T00:00"]
+    assert described("what did we do today") == ["2026-05-20T00:00 .. 2026-05-21T00:00"]
+    assert described("the plan from last week") == ["2026-05-11T00:00 .. 2026-05-18T00:00"]
+    assert described("anything this month") == ["2026-05-01T00:00 .. 2026-06-01T00:00"]
+    assert described("what happened last weekend") == ["2026-05-16T00:00 .. 2026-05-18T00:00"]
+    assert described("the call last Monday") == ["2026-05-18T00:00 .. 2026-05-19T00:00"]
+    assert described("the call last Wednesday") == ["2026-05-13T00:00 .. 2026-05-14T00:00"]
+    assert described("three days ago") == ["2026-05-16T00:00 .. 2026-05-19T00:00"]
+    january = datetime(2026, 1, 10, tzinfo=UTC)
+    assert described("the review last month", january) == ["2025-12-01T00:00 .. 2026-01-01T00:00"]
+    assert described("goals from last year", january) == ["2025-01-01T00:00 .. 2026-01-01T00:00"]
+
+
+def test_a_span_is_read_once_and_nonsense_is_ignored() -> None:
+    # "3 June, 2025" is a day: not also "June 2025" and "in 2025"
+    assert len(time_windows("on 3 June, 2025", NOW)) == 1
+    # no such day: the month is what is left to read
+    assert described("on 31 February 2025") == ["2025-02-01T00:00 .. 2025-03-01T00:00"]
+    assert time_windows("May I deploy the 5 services?", NOW) == []
+    assert time_windows("how do I rotate the deploy key", NOW) == []
+    assert time_windows("", NOW) == []
+    # two expressions, two windows, in order of specificity
+    both = described("between 3 June 2025 and July 2025")
+    assert both == ["2025-06-02T12:00 .. 2025-06-04T12:00", "2025-07-01T00:00 .. 2025-08-01T00:00"]
+
+
+def test_window_contains() -> None:
+    day = time_windows("on 3 June 2025", NOW)[0]
+    assert day.contains(us(2025, 6, 3, 23, 59))
+    assert day.contains(us(2025, 6, 2, 13))  # slack for the asker's time zone
+    assert not day.contains(us(2025, 6, 5))
+    june = TimeWindow(month=6)
+    assert june.contains(us(2019, 6, 30)) and not june.contains(us(2019, 7, 1))
+    assert TimeWindow(month=11, day=16).contains(us(2023, 11, 16, 8))
+    assert not TimeWindow(month=11, day=16).contains(us(2023, 11, 17, 8))
+
+
+def test_module_doctests() -> None:
+    for module in (when, keyword):
+        assert doctest.testmod(module).failed == 0
+
+
+# -- fusion ----------------------------------------------------------------------------------
+
+
+def test_weighted_fusion() -> None:
+    # equal weights: the item both lists like wins
+    assert [i for i, _ in reciprocal_rank_fusion([[1, 2], [2, 3]], 3)] == [2, 1, 3]
+    # a heavier first list and a small constant let its first place win
+    fused = reciprocal_rank_fusion([[1, 2], [2, 3]], 3, constant=1, weights=[3.0, 1.0])
+    assert [i for i, _ in fused] == [1, 2, 3]
+    with pytest.raises(ValueError, match="2 weights for 3 rankings"):
+        reciprocal_rank_fusion([[1], [2], [3]], 1, weights=[1.0, 1.0])
+
+
+# -- keyword context -------------------------------------------------------------------------
+
+
+def contexts(db_path: Path) -> dict[int, str]:
+    with sqlite3.connect(db_path) as conn:
+        return dict(conn.execute("SELECT rowid, context FROM events_fts"))
+
+
+def test_an_answer_is_found_by_the_question_before_it(mgr: SessionManager) -> None:
+    session = mgr.start_session("chat")
+    mgr.add_message(session.id, "user", "Which city would you recommend for a spring trip?")
+    answer = mgr.add_message(session.id, "assistant", "Barcelona, for the architecture.")
+    mgr.add_message(session.id, "user", "Thanks! Let's talk about the budget now.")
+    for other in range(5):
+        mgr.record_fact(session.id, f"unrelated note {other} about invoices")
+    hits = mgr.search("which city was recommended for the trip", k=3, mode="keyword")
+    assert answer.id in [hit.event.id for hit in hits]
+
+
+def test_context_holds_neighbours_and_date(mgr: SessionManager, db_path: Path) -> None:
+    session = mgr.start_session("ctx")
+    when_ = datetime(2025, 6, 3, 9, tzinfo=UTC)
+    first = mgr.record(session.id, "fact", "alpha first", created_at=when_)
+    second = mgr.record(session.id, "fact", "beta second", created_at=when_)
+    # at record time an event knows the one before it and its date
+    assert contexts(db_path)[second.seq] == "alpha first\n3 June 2025\n"
+    mgr.flush()  # the outbox worker adds the next event to its predecessor's context
+    assert contexts(db_path)[first.seq] == "ctx\n3 June 2025\nbeta second"
+    # a date in the query matches the event's date by keyword
+    hits = mgr.search("what happened on 3 June 2025", k=1, mode="keyword")
+    assert hits[0].event.session_id == session.id
+
+
+def test_a_deleted_event_leaves_no_trace_in_its_neighbours(
+    mgr: SessionManager, db_path: Path
+) -> None:
+    session = mgr.start_session("privacy")
+    before = mgr.record_fact(session.id, "before the secret")
+    secret = mgr.record_fact(session.id, "the password is hunter2")
+    after = mgr.record_fact(session.id, "after the secret")
+    mgr.flush()
+    assert len(mgr.search("hunter2", k=5, mode="keyword")) == 3  # itself + two neighbours
+    with sqlite3.connect(db_path) as conn:  # as `asm prune` would, in the middle of a session
+        conn.execute("DELETE FROM events WHERE id = ?", (secret.id,))
+    assert mgr.search("hunter2", k=5, mode="keyword") == []
+    texts = contexts(db_path)
+    assert not any("hunter2" in text for text in texts.values())
+    assert texts[before.seq].endswith("after the secret")  # the neighbours now touch
+    assert texts[after.seq].startswith("before the secret")
+
+
+def test_reindex_rebuilds_the_context(mgr: SessionManager, db_path: Path) -> None:
+    session = mgr.start_session("rebuild")
+    for i in range(5):
+        mgr.record_fact(session.id, f"fact number {i}")
+    mgr.flush()
+    before = contexts(db_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DELETE FROM events_fts")
+    assert mgr.search("number", k=5, mode="keyword") == []
+    mgr.reindex()
+    assert contexts(db_path) == before
+    assert len(mgr.search("number", k=5, mode="keyword")) == 5
+
+
+def test_a_store_from_before_the_context_migration_is_upgraded(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from session_manager.testing import HashEmbedder
+
+    first_only = store_sqlite.MIGRATIONS[:1]
+    with monkeypatch.context() as patch:
+        patch.setattr(store_sqlite, "MIGRATIONS", first_only)
+        with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as old:
+            session = old.start_session("legacy")
+            old.add_message(session.id, "user", "which database do we use?")
+            answer = old.add_message(session.id, "assistant", "Postgres, version 16.")
+
+    with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as new:
+        hits = new.search("which database", k=3, mode="keyword")
+        assert answer.id in [hit.event.id for hit in hits]
+    with sqlite3.connect(db_path) as conn:
+        names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY name")]
+        assert names == ["0001_initial", "0002_keyword_context"]
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = conn.execute("SELECT count(*) FROM events_fts").fetchone()[0]
+        assert rows == conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+
+# -- time windows in hybrid search -------------------------------------------------------------
+
+
+def test_hybrid_search_prefers_events_inside_the_named_time(mgr: SessionManager) -> None:
+    session = mgr.start_session("releases")
+    start = datetime(2025, 5, 1, 12, tzinfo=UTC)
+    events = {}
+    for day in range(0, 60, 3):
+        moment = start + timedelta(days=day)
+        events[moment.date()] = mgr.record(
+            session.id, "fact", "we shipped a release of the app", created_at=moment
+        )
+    wanted = events[datetime(2025, 6, 3).date()]
+    hits = mgr.search("what did we ship on June 3, 2025?", k=3)
+    assert hits[0].event.id == wanted.id
+    in_june = mgr.search("what did we ship in June", k=5)
+    assert all(hit.event.created_at.month == 6 for hit in in_june)
+    # no time named: the ranking is the plain fusion
+    plain = mgr.search("what did we ship", k=5)
+    assert len(plain) == 5
