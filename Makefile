@@ -40,8 +40,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-bench: $(STAMP)
+# The LoCoMo file is not part of the repository (CC BY-NC 4.0): point LOCOMO at it.
+LOCOMO ?= ../shared/bench/locomo/locomo_dev.json
+
+$(VENV)/.installed-bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/perf.py
+	$(MAKE) bench-locomo
+
+bench-locomo: $(VENV)/.installed-bench
+	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/locomo.py "$(LOCOMO)"; \
+	else echo "LoCoMo skipped: $(LOCOMO) not found (make bench LOCOMO=path/to/locomo_dev.json)"; fi
 
 # docs/cli.md is generated from the commands' help; tests/test_cli_docs.py checks it is current.
 docs: $(STAMP)

@@ -31,36 +31,39 @@ from session_manager.index import keyword as keyword_module
 from session_manager.store import _migrations, sqlite
 
 _NAME, _CONTEXT_SQL = _migrations.MIGRATIONS[1]
-_PREVIOUS = _CONTEXT_SQL[
-    _CONTEXT_SQL.index("coalesce((SELECT substr(p.content") : _CONTEXT_SQL.index(
-        "|| char(10)\n            || CAST("
+_EXPRESSION_START = _CONTEXT_SQL.index("SELECT e.seq, e.content,") + len("SELECT e.seq, e.content,")
+_EXPRESSION_END = _CONTEXT_SQL.index("FROM events e;")
+# The view's context expression, in order: 2nd previous, previous, date, next, 2nd next.
+_PARTS = dict(
+    zip(
+        ("previous2", "previous", "date", "next", "next2"),
+        (
+            part.strip()
+            for part in _CONTEXT_SQL[_EXPRESSION_START:_EXPRESSION_END].split("|| char(10)")
+        ),
+        strict=True,
     )
-]
-_DATE_START = _CONTEXT_SQL.index("|| CAST(strftime('%d'")
-_DATE = _CONTEXT_SQL[_DATE_START : _CONTEXT_SQL.index("|| char(10)\n            || coalesce(")]
-_NEXT_START = _CONTEXT_SQL.index("|| coalesce((SELECT substr(n.content")
-_NEXT = _CONTEXT_SQL[_NEXT_START : _CONTEXT_SQL.index("FROM events e;")]
+)
+_PARTS = {name: part.removeprefix("||").strip() for name, part in _PARTS.items()}
+ALL = tuple(_PARTS)
 
 
-def _context_sql(previous: bool, date: bool, following: bool) -> str:
+def _context_sql(parts: tuple[str, ...]) -> str:
     """The migration with only some parts of the keyword context."""
-    parts = []
-    if previous:
-        parts.append(_PREVIOUS.strip())
-    if date:
-        parts.append(_DATE.strip().removeprefix("||").strip())
-    if following:
-        parts.append(_NEXT.strip().removeprefix("||").strip())
-    expression = " || char(10) || ".join(parts) if parts else "''"
-    start = _CONTEXT_SQL.index("coalesce((SELECT substr(p.content")
-    end = _CONTEXT_SQL.index("FROM events e;")
-    return _CONTEXT_SQL[:start] + expression + "\n        " + _CONTEXT_SQL[end:]
+    expression = " || char(10) || ".join(_PARTS[name] for name in parts) if parts else "''"
+    return (
+        _CONTEXT_SQL[:_EXPRESSION_START]
+        + "\n            "
+        + expression
+        + "\n        "
+        + _CONTEXT_SQL[_EXPRESSION_END:]
+    )
 
 
 # The default before this work: no keyword context, RRF constant 60, equal weights, depth 50,
 # no time boost, the stop-word list of index/keyword.py.
 BASE: dict[str, Any] = {
-    "context": (False, False, False),
+    "context": (),
     "constant": 60,
     "keyword_weight": 1.0,
     "depth": 50,
@@ -69,7 +72,7 @@ BASE: dict[str, Any] = {
     "expand": 0.0,
 }
 KEPT: dict[str, Any] = {
-    "context": (True, True, True),
+    "context": ALL,
     "constant": 10,
     "keyword_weight": 1.5,
     "depth": 50,
@@ -79,9 +82,13 @@ KEPT: dict[str, Any] = {
 }
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("previous default (hybrid, RRF k=60)", {}),
-    ("+ keyword context: previous + next event", {"context": (True, False, True)}),
-    ("+ keyword context: previous event only", {"context": (True, False, False)}),
-    ("+ keyword context: event date only", {"context": (False, True, False)}),
+    (
+        "+ keyword context: 2 events either side",
+        {"context": ("previous2", "previous", "next", "next2")},
+    ),
+    ("+ keyword context: 1 event either side", {"context": ("previous", "next")}),
+    ("+ keyword context: previous event only", {"context": ("previous",)}),
+    ("+ keyword context: event date only", {"context": ("date",)}),
     ("+ RRF constant 10", {"constant": 10}),
     ("+ keyword weight 1.5", {"keyword_weight": 1.5}),
     ("+ RRF constant 10, keyword weight 1.5", {"constant": 10, "keyword_weight": 1.5}),
@@ -90,8 +97,12 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("- stop words (every query word kept)", {"stop_words": False}),
     ("+ neighbour expansion of hits (0.2)", {"expand": 0.2}),
     ("kept combination (new default)", KEPT),
-    ("kept combination - keyword context", {**KEPT, "context": (False, False, False)}),
-    ("kept combination - date in context", {**KEPT, "context": (True, False, True)}),
+    ("kept combination - keyword context", {**KEPT, "context": ()}),
+    (
+        "kept combination - date in context",
+        {**KEPT, "context": ("previous2", "previous", "next", "next2")},
+    ),
+    ("kept combination, 1 event either side", {**KEPT, "context": ("previous", "date", "next")}),
     ("kept combination - fusion changes", {**KEPT, "constant": 60, "keyword_weight": 1.0}),
     ("kept combination - time windows", {**KEPT, "time_weight": 0.0}),
     ("kept combination - stop words", {**KEPT, "stop_words": False}),
@@ -109,7 +120,7 @@ def configured(settings: dict[str, Any]) -> Iterator[None]:
         search_module._TIME_WEIGHT,
         keyword_module.STOP_WORDS,
     )
-    migrations = (_migrations.MIGRATIONS[0], (_NAME, _context_sql(*settings["context"])))
+    migrations = (_migrations.MIGRATIONS[0], (_NAME, _context_sql(settings["context"])))
     try:
         sqlite.MIGRATIONS = migrations
         search_module._FUSION_CONSTANT = settings["constant"]

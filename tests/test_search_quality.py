@@ -116,15 +116,38 @@ def contexts(db_path: Path) -> dict[int, str]:
         return dict(conn.execute("SELECT rowid, context FROM events_fts"))
 
 
-def test_an_answer_is_found_by_the_question_before_it(mgr: SessionManager) -> None:
+def matching(db_path: Path, query: str) -> set[int]:
+    with sqlite3.connect(db_path) as conn:
+        return {
+            row[0]
+            for row in conn.execute(
+                "SELECT rowid FROM events_fts WHERE events_fts MATCH ?", (query,)
+            )
+        }
+
+
+def flat(texts: list[str]) -> list[list[float]]:
+    """An embedder that sees no difference between texts: hybrid ranks by keywords alone."""
+    return [[1.0, 0.0] for _ in texts]
+
+
+def test_an_answer_is_found_by_the_question_before_it(make_manager) -> None:  # type: ignore[no-untyped-def]
+    mgr = make_manager(embedder=flat)
     session = mgr.start_session("chat")
+    for other in range(8):
+        mgr.record_fact(session.id, f"unrelated note {other} about invoices")
     mgr.add_message(session.id, "user", "Which city would you recommend for a spring trip?")
     answer = mgr.add_message(session.id, "assistant", "Barcelona, for the architecture.")
-    mgr.add_message(session.id, "user", "Thanks! Let's talk about the budget now.")
-    for other in range(5):
-        mgr.record_fact(session.id, f"unrelated note {other} about invoices")
-    hits = mgr.search("which city was recommended for the trip", k=3, mode="keyword")
-    assert answer.id in [hit.event.id for hit in hits]
+    for other in range(8):
+        mgr.record_fact(session.id, f"another note {other} about budgets")
+    query = "which city was recommended for the trip"
+    # no word of the query is in the answer itself: keyword mode (its own text) misses it...
+    keyword = [hit.event.content for hit in mgr.search(query, k=10, mode="keyword")]
+    assert keyword == ["Which city would you recommend for a spring trip?"]
+    # ...hybrid finds it through its context, right after the question
+    hybrid = [hit.event.content for hit in mgr.search(query, k=3)]
+    assert hybrid[0].startswith("Which city")
+    assert answer.content in hybrid
 
 
 def test_context_holds_neighbours_and_date(mgr: SessionManager, db_path: Path) -> None:
@@ -132,13 +155,14 @@ def test_context_holds_neighbours_and_date(mgr: SessionManager, db_path: Path) -
     when_ = datetime(2025, 6, 3, 9, tzinfo=UTC)
     first = mgr.record(session.id, "fact", "alpha first", created_at=when_)
     second = mgr.record(session.id, "fact", "beta second", created_at=when_)
-    # at record time an event knows the one before it and its date
-    assert contexts(db_path)[second.seq] == "alpha first\n3 June 2025\n"
-    mgr.flush()  # the outbox worker adds the next event to its predecessor's context
-    assert contexts(db_path)[first.seq] == "ctx\n3 June 2025\nbeta second"
-    # a date in the query matches the event's date by keyword
-    hits = mgr.search("what happened on 3 June 2025", k=1, mode="keyword")
-    assert hits[0].event.session_id == session.id
+    third = mgr.record(session.id, "fact", "gamma third", created_at=when_)
+    # at record time an event knows the two before it and its date
+    assert contexts(db_path)[third.seq] == "alpha first\nbeta second\n3 June 2025\n\n"
+    mgr.flush()  # the outbox worker adds later events to their predecessors' context
+    assert contexts(db_path)[first.seq] == "\nctx\n3 June 2025\nbeta second\ngamma third"
+    assert contexts(db_path)[second.seq] == "ctx\nalpha first\n3 June 2025\ngamma third\n"
+    # the date is matched by keyword: "june" finds all three through their context
+    assert matching(db_path, "context : june") == {first.seq, second.seq, third.seq}
 
 
 def test_a_deleted_event_leaves_no_trace_in_its_neighbours(
@@ -148,15 +172,19 @@ def test_a_deleted_event_leaves_no_trace_in_its_neighbours(
     before = mgr.record_fact(session.id, "before the secret")
     secret = mgr.record_fact(session.id, "the password is hunter2")
     after = mgr.record_fact(session.id, "after the secret")
+    mgr.record_fact(session.id, "long after the secret")
+    mgr.record_fact(session.id, "unrelated")
     mgr.flush()
-    assert len(mgr.search("hunter2", k=5, mode="keyword")) == 3  # itself + two neighbours
+    # itself, and the goal, "before", "after" and "long after" through their context
+    assert len(matching(db_path, "hunter2")) == 5
     with sqlite3.connect(db_path) as conn:  # as `asm prune` would, in the middle of a session
         conn.execute("DELETE FROM events WHERE id = ?", (secret.id,))
-    assert mgr.search("hunter2", k=5, mode="keyword") == []
+    assert matching(db_path, "hunter2") == set()
+    assert mgr.search("hunter2", k=10, mode="keyword") == []
     texts = contexts(db_path)
     assert not any("hunter2" in text for text in texts.values())
-    assert texts[before.seq].endswith("after the secret")  # the neighbours now touch
-    assert texts[after.seq].startswith("before the secret")
+    assert "\nafter the secret\nlong after" in texts[before.seq]  # the neighbours now touch
+    assert "privacy\nbefore the secret\n" in texts[after.seq]
 
 
 def test_reindex_rebuilds_the_context(mgr: SessionManager, db_path: Path) -> None:
@@ -188,7 +216,10 @@ def test_a_store_from_before_the_context_migration_is_upgraded(
 
     with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as new:
         hits = new.search("which database", k=3, mode="keyword")
-        assert answer.id in [hit.event.id for hit in hits]
+        assert [hit.event.content for hit in hits] == ["which database do we use?"]
+        new.flush()
+    # the answer is indexed with the question as its context
+    assert answer.seq in matching(db_path, "context : database")
     with sqlite3.connect(db_path) as conn:
         names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY name")]
         assert names == ["0001_initial", "0002_keyword_context"]

@@ -1,10 +1,13 @@
 """Search over one agent's scope: semantic (exact cosine), keyword (FTS5 BM25), or hybrid.
 
-Hybrid fuses the two rankings with weighted reciprocal rank fusion, and when the query names a
-time ("on 3 June, 2025", "in March", "yesterday"; see ``index/when.py``) a third ranking — the
-fused candidates that fall inside that time, in fused order — joins the fusion. Each search
-first embeds whatever is still pending in the partitions it reads (read-your-writes), and
-counts one recall for every event it returns (restore ranks frequently recalled events higher).
+Keyword search matches words in an event's own text. Hybrid also matches them in the event's
+context (its neighbours in the session and its date; migration 0002_keyword_context) and fuses
+that keyword ranking with the semantic one by weighted reciprocal rank fusion; when the query
+names a time ("on 3 June, 2025", "in March", "yesterday"; see ``index/when.py``) a third
+ranking — the fused candidates that fall inside that time, in fused order — joins the fusion.
+Each search first embeds whatever is still pending in the partitions it reads
+(read-your-writes), and counts one recall for every event it returns (restore ranks frequently
+recalled events higher).
 
 The fusion settings below were measured on the development half of LoCoMo (bench/locomo.py;
 docs/benchmarks.md has the ablation). They are general choices, not fitted per dataset: the
@@ -105,6 +108,10 @@ class Searcher:
             )
         if mode in ("keyword", "hybrid"):
             fts = fts_query(query)
+            if fts and mode == "keyword":
+                # Keyword mode matches the words in the event's own text, as a user of that
+                # mode expects; the context column only helps the hybrid ranking.
+                fts = f"content : ({fts})"
             rankings.append(
                 self.store.keyword_search(fts, where_sql, params, depth, KEYWORD_WEIGHTS)
                 if fts

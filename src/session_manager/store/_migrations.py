@@ -11,8 +11,9 @@ Layout (see docs/architecture.md):
 - ``vectors`` (float32 little-endian BLOBs) and ``events_fts`` (FTS5) are projections that
   ``reindex`` can rebuild from the log. Since ``0002_keyword_context`` the keyword index has
   two columns: ``content`` (the event's own text) and ``context`` (what surrounds it: the
-  previous and next event of the same session, each cut to 1,000 characters, and the event's
-  UTC date written out as "8 May 2023"), computed by the view ``events_search_text``;
+  two events before and the two after it in the same session, cut to 1,000 / 500 characters,
+  and the event's UTC date written out as "8 May 2023"), computed by the view
+  ``events_search_text``;
 - ``meta`` holds the embedder that made the vectors and a generation counter that tells
   in-memory caches (in any process) that rows were deleted.
 """
@@ -20,15 +21,16 @@ Layout (see docs/architecture.md):
 from __future__ import annotations
 
 # The keyword index of an event also sees its context. Measured on LoCoMo (docs/benchmarks.md):
-# the turn that holds an answer often shares few words with the question, while the turn
-# before it (the question being asked in the conversation) or after it (the reaction) does.
-# The context column is weighted below the content at query time (index/keyword.py), and the
-# date lets "what did we decide on 3 June" match events of that day by keyword. Neighbours are
-# the events recorded just before and just after in the same session (by seq). The insert
-# trigger indexes the new event with the context it has (the previous event and the date);
-# adding the new event to its predecessor's context is left to the outbox worker
-# (SqliteStore.store_vectors), because rewriting that row would double record()'s cost.
-# Deleting an event refreshes both neighbours at once, so deleted text never lingers.
+# the turn that holds an answer often shares few words with the question, while the turns
+# around it (the question being asked, the reaction to the answer) do. The context is the two
+# events recorded before and the two after it in the same session (by seq; the nearest cut to
+# 1,000 characters, the second ones to 500) and its UTC date written out ("8 May 2023"), so
+# "what did we decide on 3 June" also matches events of that day by keyword. It is weighted
+# below the content at query time (index/keyword.py). The insert trigger indexes a new event
+# with the context it has (its predecessors and date); adding the new event to its two
+# predecessors' context is left to the outbox worker (SqliteStore.refresh_previous_context),
+# because rewriting those rows in record() would double its cost. Deleting an event refreshes
+# its four neighbours at once, so deleted text never lingers in the index.
 _KEYWORD_CONTEXT = """
         DROP TRIGGER events_fts_insert;
         DROP TRIGGER events_fts_delete;
@@ -36,9 +38,13 @@ _KEYWORD_CONTEXT = """
         CREATE INDEX events_by_session_seq ON events (session_id, seq);
         CREATE VIEW events_search_text (seq, content, context) AS
         SELECT e.seq, e.content,
-            coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+            coalesce((SELECT substr(p.content, 1, 500) FROM events p
                       WHERE p.session_id = e.session_id AND p.seq < e.seq
-                      ORDER BY p.seq DESC LIMIT 1), '')
+                      ORDER BY p.seq DESC LIMIT 1 OFFSET 1), '')
+            || char(10)
+            || coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+                         WHERE p.session_id = e.session_id AND p.seq < e.seq
+                         ORDER BY p.seq DESC LIMIT 1), '')
             || char(10)
             || CAST(strftime('%d', e.created_us / 1000000, 'unixepoch') AS INTEGER) || ' '
             || CASE strftime('%m', e.created_us / 1000000, 'unixepoch')
@@ -51,6 +57,10 @@ _KEYWORD_CONTEXT = """
             || coalesce((SELECT substr(n.content, 1, 1000) FROM events n
                          WHERE n.session_id = e.session_id AND n.seq > e.seq
                          ORDER BY n.seq LIMIT 1), '')
+            || char(10)
+            || coalesce((SELECT substr(n.content, 1, 500) FROM events n
+                         WHERE n.session_id = e.session_id AND n.seq > e.seq
+                         ORDER BY n.seq LIMIT 1 OFFSET 1), '')
         FROM events e;
         CREATE VIRTUAL TABLE events_fts USING fts5 (
             content, context, tokenize='porter unicode61 remove_diacritics 2'
@@ -64,15 +74,15 @@ _KEYWORD_CONTEXT = """
             UPDATE events_fts
             SET context = (SELECT t.context FROM events_search_text t
                            WHERE t.seq = events_fts.rowid)
-            WHERE rowid = (SELECT p.seq FROM events p
-                           WHERE p.session_id = old.session_id AND p.seq < old.seq
-                           ORDER BY p.seq DESC LIMIT 1);
+            WHERE rowid IN (SELECT p.seq FROM events p
+                            WHERE p.session_id = old.session_id AND p.seq < old.seq
+                            ORDER BY p.seq DESC LIMIT 2);
             UPDATE events_fts
             SET context = (SELECT t.context FROM events_search_text t
                            WHERE t.seq = events_fts.rowid)
-            WHERE rowid = (SELECT n.seq FROM events n
-                           WHERE n.session_id = old.session_id AND n.seq > old.seq
-                           ORDER BY n.seq LIMIT 1);
+            WHERE rowid IN (SELECT n.seq FROM events n
+                            WHERE n.session_id = old.session_id AND n.seq > old.seq
+                            ORDER BY n.seq LIMIT 2);
         END;
         INSERT INTO events_fts (rowid, content, context)
         SELECT seq, content, context FROM events_search_text;

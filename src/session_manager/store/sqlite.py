@@ -482,25 +482,29 @@ class SqliteStore:
 
     @staticmethod
     def refresh_previous_context(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
-        """Re-index the keyword context of the events recorded just before ``seqs``.
+        """Re-index the keyword context of the two events recorded just before each of ``seqs``
+        in its session.
 
-        An event's context includes the next event of its session, which does not exist yet
-        when the event is recorded; the outbox worker calls this for the batch it embeds, so
-        ``record()`` never rewrites a second keyword row (0002_keyword_context).
+        An event's context includes the next events of its session, which do not exist yet
+        when it is recorded; the outbox worker calls this for the batch it embeds, so
+        ``record()`` never rewrites other keyword rows (0002_keyword_context).
         """
         if not seqs:
             return
         marks = ", ".join("?" for _ in seqs)
-        previous = conn.execute(
-            "SELECT (SELECT p.seq FROM events p WHERE p.session_id = e.session_id "
-            "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) FROM events e "
-            f"WHERE e.seq IN ({marks})",
+        before = (
+            "(SELECT p.seq FROM events p WHERE p.session_id = e.session_id AND p.seq < e.seq "
+            "ORDER BY p.seq DESC LIMIT 1 OFFSET {})"
+        )
+        rows = conn.execute(
+            f"SELECT {before.format(0)}, {before.format(1)} FROM events e WHERE e.seq IN ({marks})",
             list(seqs),
         ).fetchall()
+        previous = sorted({seq for row in rows for seq in row if seq is not None})
         conn.executemany(
             "UPDATE events_fts SET context = "
             "(SELECT t.context FROM events_search_text t WHERE t.seq = ?) WHERE rowid = ?",
-            [(row[0], row[0]) for row in previous if row[0] is not None],
+            [(seq, seq) for seq in previous],
         )
 
     def requeue_all(self) -> int:

