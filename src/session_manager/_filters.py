@@ -12,17 +12,25 @@ The filter language is a small, Chroma-like subset::
 Keys address the event's ``metadata`` JSON; dots reach into nested objects ("http.status").
 Values and key paths always travel as SQL parameters; only fixed operator text is ever
 written into the statement, so no filter can inject SQL.
+
+Two dialects share the parser: ``sqlite`` (``json_extract`` over the JSON text) and
+``postgres`` (``#>`` over a ``jsonb`` column, values compared as ``jsonb``). They agree on
+every filter between values of one JSON type; across types (``{"n": {"$gt": "5"}}`` on a
+number) PostgreSQL matches nothing, while SQLite orders numbers before text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidFilter
 
-__all__ = ["compile_where"]
+__all__ = ["DIALECTS", "compile_where"]
+
+DIALECTS = ("sqlite", "postgres")
 
 _KEY = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -48,7 +56,9 @@ def _scalar(value: Any, key: str, op: str) -> _Scalar:
     )
 
 
-def _condition(column: str, key: str, op: str, value: Any, params: list[Any]) -> str:
+def _condition(column: str, key: str, op: str, value: Any, params: list[Any], dialect: str) -> str:
+    if dialect == "postgres":
+        return _pg_condition(column, key, op, value, params)
     path = _json_path(key)
     if op in _COMPARISONS:
         value = _scalar(value, key, op)
@@ -81,7 +91,57 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any]) ->
     )
 
 
-def _compile(where: Mapping[str, Any], column: str, params: list[Any]) -> str:
+def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any]) -> str:
+    """The same condition over a ``jsonb`` column: path as ``text[]``, values as ``jsonb``."""
+    _json_path(key)  # the same key rules
+    path = key.split(".")
+    item = f"({column} #> ?::text[])"
+    if op in _COMPARISONS:
+        value = _scalar(value, key, op)
+        if value is None:
+            if op not in ("$eq", "$ne"):
+                raise InvalidFilter(f"Filter {key!r} {op} cannot compare with None.")
+            params.append(path)  # a missing key and a JSON null are both "None"
+            return f"coalesce({item}, 'null'::jsonb) {'<>' if op == '$ne' else '='} 'null'::jsonb"
+        if op == "$ne":  # a missing key is "not equal" too
+            params.extend((path, _jsonb(value)))
+            return f"({item} IS DISTINCT FROM ?::jsonb)"
+        if op == "$eq":
+            params.extend((path, _jsonb(value)))
+            return f"{item} = ?::jsonb"
+        # ranges compare values of the same JSON type only (jsonb orders types otherwise)
+        params.extend((path, _jsonb(value), path, _jsonb(value)))
+        return (
+            f"({item} {_COMPARISONS[op]} ?::jsonb "
+            f"AND jsonb_typeof({item}) = jsonb_typeof(?::jsonb))"
+        )
+    if op in ("$in", "$nin"):
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+            raise InvalidFilter(f"Filter {key!r} {op} expects a non-empty list, got {value!r}.")
+        items = [_scalar(entry, key, op) for entry in value]
+        params.append(path)
+        # None in a list matches nothing, as in SQL (and the sqlite dialect)
+        params.extend(None if entry is None else _jsonb(entry) for entry in items)
+        marks = ", ".join("?::jsonb" for _ in items)
+        if op == "$nin":
+            return f"coalesce({item} NOT IN ({marks}), TRUE)"
+        return f"coalesce({item} IN ({marks}), FALSE)"
+    if op == "$exists":
+        if not isinstance(value, bool):
+            raise InvalidFilter(f"Filter {key!r} $exists expects true or false, got {value!r}.")
+        params.append(path)
+        return f"{item} IS {'NOT ' if value else ''}NULL"
+    raise InvalidFilter(
+        f"Unsupported filter operator {op!r} on key {key!r}. "
+        f"Use one of {', '.join(_OPERATORS)}, or $and / $or to combine filters."
+    )
+
+
+def _jsonb(value: _Scalar) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _compile(where: Mapping[str, Any], column: str, params: list[Any], dialect: str) -> str:
     if not isinstance(where, Mapping) or not where:
         raise InvalidFilter(f"A filter must be a non-empty dict, got {where!r}.")
     parts: list[str] = []
@@ -90,7 +150,9 @@ def _compile(where: Mapping[str, Any], column: str, params: list[Any]) -> str:
             if isinstance(spec, str | bytes) or not isinstance(spec, Sequence) or not spec:
                 raise InvalidFilter(f"{key} expects a non-empty list of filters, got {spec!r}.")
             joiner = " AND " if key == "$and" else " OR "
-            parts.append("(" + joiner.join(_compile(sub, column, params) for sub in spec) + ")")
+            parts.append(
+                "(" + joiner.join(_compile(sub, column, params, dialect) for sub in spec) + ")"
+            )
         elif key.startswith("$"):
             raise InvalidFilter(
                 f"Unsupported filter operator {key!r} at the top level; use $and or $or."
@@ -98,17 +160,21 @@ def _compile(where: Mapping[str, Any], column: str, params: list[Any]) -> str:
         elif isinstance(spec, Mapping):
             if not spec:
                 raise InvalidFilter(f"Filter for {key!r} is an empty dict; give an operator.")
-            parts.extend(_condition(column, key, op, value, params) for op, value in spec.items())
+            parts.extend(
+                _condition(column, key, op, value, params, dialect) for op, value in spec.items()
+            )
         else:
-            parts.append(_condition(column, key, "$eq", spec, params))
+            parts.append(_condition(column, key, "$eq", spec, params, dialect))
     return "(" + " AND ".join(parts) + ")"
 
 
-def compile_where(where: Mapping[str, Any], column: str = "e.metadata") -> tuple[str, list[Any]]:
-    """Return ``(sql, params)`` for a metadata filter.
+def compile_where(
+    where: Mapping[str, Any], column: str = "e.metadata", dialect: str = "sqlite"
+) -> tuple[str, list[Any]]:
+    """Return ``(sql, params)`` for a metadata filter (``?`` placeholders in both dialects).
 
     >>> compile_where({"tool": {"$in": ["search", "fetch"]}})
     ('(coalesce(json_extract(e.metadata, ?) IN (?, ?), 0))', ['$."tool"', 'search', 'fetch'])
     """
     params: list[Any] = []
-    return _compile(where, column, params), params
+    return _compile(where, column, params, dialect), params

@@ -9,7 +9,6 @@ the caller's thread when a search needs its own scope caught up first (read-your
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -18,8 +17,7 @@ import numpy as np
 
 from .embed import LoadedEmbedder
 from .errors import EmbedderMismatch
-from .index.vectors import encode_vector
-from .store.sqlite import SqliteStore
+from .store.base import Store
 
 __all__ = ["Indexer"]
 
@@ -37,7 +35,7 @@ class Indexer:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: Store,
         embedder: LoadedEmbedder,
         *,
         batch_size: int = 64,
@@ -59,9 +57,9 @@ class Indexer:
     # -- embedder identity -----------------------------------------------------------------
 
     def _mismatch(self, stored: dict[str, str | None]) -> EmbedderMismatch:
-        hint = _REINDEX_HINT.format(path=self.store.path)
+        hint = _REINDEX_HINT.format(path=self.store.location)
         return EmbedderMismatch(
-            f"The store {str(self.store.path)!r} holds vectors made by embedder "
+            f"The store {self.store.location!r} holds vectors made by embedder "
             f"{stored['name']!r} (dim {stored['dim']}), but this SessionManager uses "
             f"{self.embedder.name!r} (dim {self.embedder.dim or 'unknown'}). Vectors of "
             f"different embedders cannot be compared. {hint}"
@@ -72,7 +70,7 @@ class Indexer:
 
     def check_identity(self) -> None:
         """Raise :class:`EmbedderMismatch` now, at open, rather than at the first batch."""
-        stored = self._stored_identity(self.store.meta)
+        stored = self._stored_identity(self.store.get_meta)
         if stored["name"] is None:
             return
         if stored["name"] != self.embedder.name or (
@@ -80,12 +78,8 @@ class Indexer:
         ):
             raise self._mismatch(stored)
 
-    def _register(self, conn: sqlite3.Connection, dim: int) -> None:
-        def read(key: str) -> str | None:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-            return row[0] if row else None
-
-        stored = self._stored_identity(read)
+    def _register(self, tx: Any, dim: int) -> None:
+        stored = self._stored_identity(lambda key: self.store.get_meta(key, tx))
         mine = {
             "name": self.embedder.name,
             "dim": str(dim),
@@ -93,7 +87,7 @@ class Indexer:
         }
         if stored["name"] is None:
             for key, value in mine.items():
-                self.store.set_meta(conn, f"embedder_{key}", value)
+                self.store.set_meta(tx, f"embedder_{key}", value)
         elif stored != mine:
             raise self._mismatch(stored)
 
@@ -101,20 +95,16 @@ class Indexer:
 
     def embed_batch(self, partitions: Sequence[str] | None = None, *, force: bool = False) -> int:
         """Embed one batch of pending events; return how many were done (0: nothing left)."""
-        with self._lock:
-            rows = self.store.claim_pending(self.batch_size, partitions, force=force)
-            if not rows:
+        with (
+            self._lock,
+            self.store.claim_outbox(self.batch_size, partitions, force=force) as batch,
+        ):
+            if not batch.rows:
                 return 0
-            vectors = self.embedder.embed([content for _, _, content in rows])
+            vectors = self.embedder.embed([content for _, _, content in batch.rows])
             dim = int(vectors.shape[1])
-            self.store.store_vectors(
-                [
-                    (seq, part, encode_vector(vec))
-                    for (seq, part, _), vec in zip(rows, vectors, strict=True)
-                ],
-                register=lambda conn: self._register(conn, dim),
-            )
-            return len(rows)
+            batch.store_vectors(vectors, lambda tx: self._register(tx, dim))
+            return len(batch.rows)
 
     def catch_up(self, partitions: Sequence[str]) -> None:
         """Embed everything still pending in ``partitions`` (a search's read-your-writes)."""
@@ -160,7 +150,7 @@ class Indexer:
                     pass
                 # The app's own commits skip WAL checkpoints (see SqliteStore); do them here,
                 # off the caller's path. A checkpoint with nothing new to copy costs ~nothing.
-                self.store.checkpoint()
+                self.store.maintenance()
                 self.last_error = None
             except Exception as exc:  # keep the worker alive; searches re-raise in the caller
                 if self.last_error is None or type(exc) is not type(self.last_error):

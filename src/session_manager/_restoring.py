@@ -12,13 +12,15 @@ Events pulled in as relevant get one more recall, like search results.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._time import from_us, now_us
 from .errors import InvalidInput
-from .events import Session
+from .events import Event, Session
 from .protocols import Summarizer
 from .restore import RestoreCandidates, RestoredContext, pack, rank_score
+from .store.base import EventFilter
 
 if TYPE_CHECKING:
     from .manager import SessionManager
@@ -29,6 +31,12 @@ IMPORTANCE_THRESHOLD = 0.7
 RECENT_CANDIDATES = 200
 IMPORTANT_CANDIDATES = 200
 RELEVANT_CANDIDATES = 20
+
+
+def _merge(*lists: list[Event], newest_first: bool = False) -> list[Event]:
+    """The union of event lists (by seq) in log order (``created_at, seq``)."""
+    unique = {event.seq: event for events in lists for event in events}
+    return sorted(unique.values(), key=lambda e: (e.created_at, e.seq), reverse=newest_first)
 
 
 def restore_session(
@@ -43,33 +51,34 @@ def restore_session(
 ) -> RestoredContext:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
-    store, scope = mgr._store, mgr.scope
-    base, params = store.event_filter_sql(scope, session_id=session.id)
-    pinned = store.select_events(
-        f"{base} AND (e.kind = 'goal' OR (e.kind = 'pending' AND e.status = 'open'))", params
+    store = mgr._store
+    base = EventFilter(mgr.scope, session_id=session.id)
+    pinned = _merge(
+        store.events(replace(base, kinds=("goal",))),
+        store.events(replace(base, kinds=("pending",), status="open")),
     )
-    important = store.select_events(
-        f"{base} AND e.kind NOT IN ('goal', 'pending') AND (e.importance >= ? "
-        "OR (e.kind = 'error' AND e.status = 'unresolved'))",
-        [*params, IMPORTANCE_THRESHOLD],
-        order="e.created_us DESC, e.seq DESC",
-        limit=IMPORTANT_CANDIDATES,
-    )
+    # important: importance ≥ threshold (goal and pending are pinned instead), or an
+    # unresolved error — two reads, merged newest first, as one query would return them
+    important = _merge(
+        store.events(
+            replace(base, exclude_kinds=("goal", "pending"), min_importance=IMPORTANCE_THRESHOLD),
+            newest_first=True,
+            limit=IMPORTANT_CANDIDATES,
+        ),
+        store.events(
+            replace(base, kinds=("error",), status="unresolved"),
+            newest_first=True,
+            limit=IMPORTANT_CANDIDATES,
+        ),
+        newest_first=True,
+    )[:IMPORTANT_CANDIDATES]
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
-    recent = store.select_events(
-        f"{base} AND e.kind != 'goal'",
-        params,
-        order="e.created_us DESC, e.seq DESC",
-        limit=RECENT_CANDIDATES,
+    recent = store.events(
+        replace(base, exclude_kinds=("goal",)), newest_first=True, limit=RECENT_CANDIDATES
     )
     recent.reverse()
-    total = int(
-        store.read(
-            f"SELECT count(*) FROM events e JOIN sessions s ON s.id = e.session_id WHERE {base}",
-            params,
-        )[0][0]
-    )
+    total = store.count_events(base)
 
     taken = {event.seq for event in (*pinned, *important, *recent)}
     relevant: list[tuple[Any, float]] = []

@@ -2,8 +2,9 @@
 
 An agent sees the sessions it owns and every session tagged with a ``shared_pool`` it
 subscribed to; it writes only into sessions it owns. Every read in the storage layer gets
-its restriction from :class:`Scope` — the SQL clause for queries, the partition list for the
-in-memory vector matrices — never from callers building their own ``WHERE``.
+its restriction from :class:`Scope` — the SQL clause for queries (SQLite and PostgreSQL share
+it: both take ``?`` placeholders here), the partition list for the in-memory vector matrices,
+the ``where`` document for Chroma — never from callers building their own ``WHERE``.
 
 Vectors are partitioned the same way: an event of a session without a pool lives in the
 partition ``agent:<agent_id>``; an event of a pooled session lives in ``pool:<pool>``, so that
@@ -57,6 +58,49 @@ class Scope:
         for pool in sorted(own_pools | set(subscribed)):
             parts.append((partition_of(self.agent_id, pool), pool not in subscribed))
         return parts
+
+    def partition_sql(
+        self, partitions: list[tuple[str, bool]], alias: str = "v"
+    ) -> tuple[str, list[Any]]:
+        """The ``WHERE`` fragment restricting a vectors table (with ``partition`` and
+        ``agent_id`` columns) to ``partitions`` (from :meth:`partitions`); ``owner_only`` ones
+        to this agent's own rows.
+
+        >>> Scope("a").partition_sql([("agent:a", False), ("pool:p", True)])
+        ('(v.partition IN (?) OR (v.partition = ? AND v.agent_id = ?))', ['agent:a', 'pool:p', 'a'])
+        """
+        whole = [name for name, owner_only in partitions if not owner_only]
+        clauses: list[str] = []
+        params: list[Any] = []
+        if whole:
+            clauses.append(f"{alias}.partition IN ({', '.join('?' for _ in whole)})")
+            params.extend(whole)
+        for name, owner_only in partitions:
+            if owner_only:
+                clauses.append(f"({alias}.partition = ? AND {alias}.agent_id = ?)")
+                params.extend((name, self.agent_id))
+        return ("(" + " OR ".join(clauses) + ")" if clauses else "FALSE"), params
+
+    def chroma_where(self, partitions: list[tuple[str, bool]]) -> dict[str, Any]:
+        """The Chroma ``where`` document restricting a search to ``partitions`` (from
+        :meth:`partitions`), with ``owner_only`` ones limited to this agent's own rows.
+
+        >>> where = Scope("a").chroma_where([("agent:a", False), ("pool:p", True)])
+        >>> where["$or"][1]
+        {'$and': [{'partition': 'pool:p'}, {'agent': 'a'}]}
+        """
+        whole = [name for name, owner_only in partitions if not owner_only]
+        clauses: list[dict[str, Any]] = []
+        if whole:
+            clauses.append({"partition": {"$in": whole}})
+        clauses.extend(
+            {"$and": [{"partition": name}, {"agent": self.agent_id}]}
+            for name, owner_only in partitions
+            if owner_only
+        )
+        if not clauses:  # nothing to search: a clause no row matches
+            return {"partition": {"$in": ["\x00none"]}}
+        return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
     def can_read(self, owner: str, shared_pool: str | None) -> bool:
         return owner == self.agent_id or (

@@ -1,4 +1,9 @@
-"""Search over one agent's scope: semantic (exact cosine), keyword (FTS5 BM25), or hybrid.
+"""Search over one agent's scope: semantic (cosine), keyword (BM25 / full text), or hybrid.
+
+Written once for every backend: the store answers the two primitive rankings
+(:meth:`~session_manager.store.base.Store.keyword_search` and
+:meth:`~session_manager.store.base.Store.vector_search`); fusion, time windows,
+read-your-writes and recall counting happen here.
 
 Keyword search matches words in an event's own text. Hybrid also matches them in the event's
 context (its neighbours in the session and its date; migration 0002_keyword_context) and fuses
@@ -29,10 +34,9 @@ from ._scope import Scope, partition_of
 from ._time import to_us
 from .errors import InvalidInput
 from .events import Hit, validate_kind
-from .index.keyword import KEYWORD_WEIGHTS, fts_query, reciprocal_rank_fusion
-from .index.vectors import VectorCache, VectorQuery
+from .index.keyword import reciprocal_rank_fusion
 from .index.when import time_windows
-from .store.sqlite import SqliteStore
+from .store.base import EventFilter, Store
 
 __all__ = ["Searcher"]
 
@@ -51,11 +55,10 @@ _QUERY_CACHE_SIZE = 256
 
 
 class Searcher:
-    def __init__(self, store: SqliteStore, indexer: Indexer, scope: Scope) -> None:
+    def __init__(self, store: Store, indexer: Indexer, scope: Scope) -> None:
         self.store = store
         self.indexer = indexer
         self.scope = scope
-        self.vectors = VectorCache(store)
         self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
 
     def search(
@@ -77,45 +80,24 @@ class Searcher:
             raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInput(f"k must be a positive integer, got {k!r}.")
-        kinds = [validate_kind(kind) for kind in kinds] if kinds else None
-        since_us = None if since is None else to_us(since, "since")
-        until_us = None if until is None else to_us(until, "until")
-        where_sql, params = self.store.event_filter_sql(
+        flt = EventFilter(
             self.scope,
-            session_id=session_id,
-            kinds=kinds,
-            since_us=since_us,
-            until_us=until_us,
-            where=where,
             include_shared=include_shared,
+            session_id=session_id,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+            since_us=None if since is None else to_us(since, "since"),
+            until_us=None if until is None else to_us(until, "until"),
+            where=where,
         )
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
         if mode in ("semantic", "hybrid"):
-            rankings.append(
-                self._semantic(
-                    query,
-                    depth,
-                    session_id,
-                    kinds,
-                    since_us,
-                    until_us,
-                    where_sql,
-                    params,
-                    where is not None,
-                    include_shared,
-                )
-            )
+            rankings.append(self._semantic(query, depth, flt))
         if mode in ("keyword", "hybrid"):
-            fts = fts_query(query)
-            if fts and mode == "keyword":
-                # Keyword mode matches the words in the event's own text, as a user of that
-                # mode expects; the context column only helps the hybrid ranking.
-                fts = f"content : ({fts})"
+            # Keyword mode matches the words in the event's own text, as a user of that mode
+            # expects; the context (neighbours, date) only helps the hybrid ranking.
             rankings.append(
-                self.store.keyword_search(fts, where_sql, params, depth, KEYWORD_WEIGHTS)
-                if fts
-                else []
+                self.store.keyword_search(query, flt, depth, content_only=mode == "keyword")
             )
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
         if mode == "hybrid":
@@ -148,41 +130,17 @@ class Searcher:
                 weights.append(_TIME_WEIGHT)
         return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
 
-    def _semantic(
-        self,
-        query: str,
-        depth: int,
-        session_id: str | None,
-        kinds: Sequence[str] | None,
-        since_us: int | None,
-        until_us: int | None,
-        where_sql: str,
-        params: list[Any],
-        has_where: bool,
-        include_shared: bool,
-    ) -> list[tuple[int, float]]:
-        if session_id is not None:
-            session = self.store.session(session_id, self.scope)
+    def _semantic(self, query: str, depth: int, flt: EventFilter) -> list[tuple[int, float]]:
+        if flt.session_id is not None:
+            session = self.store.session(flt.session_id, self.scope)
             if session is None:
                 return []
             partitions = [(partition_of(session.agent_id, session.shared_pool), False)]
         else:
             own_pools = self.store.own_pools(self.scope.agent_id)
-            partitions = self.scope.partitions(own_pools, include_shared=include_shared)
+            partitions = self.scope.partitions(own_pools, include_shared=flt.include_shared)
         self.indexer.catch_up([name for name, _ in partitions])
-        allowed = None
-        if has_where:
-            allowed = np.asarray(self.store.select_seqs(where_sql, params), dtype=np.int64)
-        filters = VectorQuery(
-            session_id=session_id,
-            kinds=frozenset(kinds) if kinds else None,
-            since_us=since_us,
-            until_us=until_us,
-            allowed_seqs=allowed,
-        )
-        return self.vectors.search(
-            self._query_vector(query), partitions, self.scope.agent_id, depth, filters
-        )
+        return self.store.vector_search(self._query_vector(query), flt, partitions, depth)
 
     def _query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         cached = self._query_cache.get(query)

@@ -1,8 +1,8 @@
 """The export format and the import machinery behind :class:`~session_manager.admin.StoreAdmin`.
 
 See admin.py's module docstring for the format. Importing validates every record with the
-rules of ``record()`` (``_validate.py``), keeps ids, times and counts, inserts with
-``INSERT OR IGNORE`` (a second import changes nothing) and queues new events in the outbox;
+rules of ``record()`` (``_validate.py``), keeps ids, times and counts, skips records whose
+id is already stored (a second import changes nothing) and queues new events in the outbox;
 rows are written in batches of :data:`IMPORT_BATCH`, each its own transaction, so a long
 import never holds the write lock for long.
 """
@@ -21,7 +21,7 @@ from ._time import to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
 from .events import SESSION_STATUSES, Event, Session
-from .store.sqlite import SqliteStore
+from .store.base import Store
 from .tokens import tokenizer_for
 
 __all__ = [
@@ -186,7 +186,7 @@ def check_status(status: Any) -> str:
 
 
 def run_import(
-    store: SqliteStore,
+    store: Store,
     records: Iterable[str | Mapping[str, Any]],
     dry_run: bool,
     skip_bad: bool,
@@ -278,7 +278,7 @@ def _count(value: Any, name: str) -> int:
 class _Import:
     """One import run: validated rows wait in ``batch`` until :meth:`flush` writes them."""
 
-    store: SqliteStore
+    store: Store
     dry_run: bool
     result: ImportResult = field(default_factory=ImportResult)
     batch: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
@@ -310,11 +310,9 @@ class _Import:
     def _known(self, session_id: str) -> tuple[str, str | None] | None:
         found = self.sessions.get(session_id)
         if found is None:
-            rows = self.store.read(
-                "SELECT agent_id, shared_pool FROM sessions WHERE id = ?", (session_id,)
-            )
-            if rows:
-                found = self.sessions[session_id] = (rows[0][0], rows[0][1])
+            found = self.store.session_owner(session_id)
+            if found is not None:
+                self.sessions[session_id] = found
         return found
 
     def _session(self, record: Mapping[str, Any]) -> None:
@@ -401,9 +399,7 @@ class _Import:
             tokens = count(content) + (count(payload_json) if payload_json is not None else 0)
         recalls = _count(record.get("recall_count", 0), "recall_count")
         if self.dry_run:
-            exists = event_id in self.seen_events or self.store.read(
-                "SELECT 1 FROM events WHERE id = ?", (event_id,)
-            )
+            exists = event_id in self.seen_events or self.store.event_exists(event_id)
             self.seen_events.add(event_id)
             if exists:
                 self.result.events_skipped += 1
@@ -433,31 +429,14 @@ class _Import:
             return
         batch, self.batch = self.batch, []
         result = self.result
-        with self.store.atomic() as conn:
+        with self.store.atomic() as tx:
             for what, row in batch:
                 if what == "session":
-                    cursor = conn.execute(
-                        "INSERT OR IGNORE INTO sessions (id, agent_id, user_id, goal, status, "
-                        "shared_pool, metadata, created_us, updated_us) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-                    if cursor.rowcount:
+                    if self.store.insert_session(tx, row):
                         result.sessions_inserted += 1
                     else:
                         result.sessions_skipped += 1
-                    continue
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO events (id, session_id, agent_id, kind, content, "
-                    "payload, importance, tags, metadata, status, created_us, token_count, "
-                    "recall_count, partition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
-                if cursor.rowcount:
+                elif self.store.insert_event(tx, row, touch_us=None) is not None:
                     result.events_inserted += 1
-                    conn.execute(
-                        "INSERT INTO outbox (seq, partition) VALUES (?, ?)",
-                        (cursor.lastrowid, row[-1]),
-                    )
                 else:
                     result.events_skipped += 1

@@ -22,14 +22,11 @@ exporting again gives a byte-identical file.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import sqlite3
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from ._indexer import Indexer
@@ -54,7 +51,8 @@ from .embed import LoadedEmbedder, load_embedder
 from .errors import InvalidInput, SessionNotFound
 from .events import Event, Hit, Session, validate_kind
 from .protocols import Embedder
-from .store.sqlite import SESSION_COLUMNS, SqliteStore, row_to_session
+from .store import describe_url, open_store, sqlite_path
+from .store.base import EventFilter, SessionFilter, Store
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -71,6 +69,7 @@ __all__ = [
     "parse_cutoff",
 ]
 
+_EXPORT_PAGE = 1_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -213,6 +212,8 @@ class StoreAdmin:
 
     Parameters:
         db_path: the SQLite file (created if missing, like ``SessionManager``'s).
+        url, index: instead of ``db_path``, any store ``SessionManager`` opens
+            (docs/backends.md): ``postgresql://...``, ``index="chroma+http://host:port"``.
         embedder: used only by :meth:`search` and :meth:`reindex`; ``None`` for the default
             all-MiniLM-L6-v2, loaded on first use.
         batch_size: texts per embedding batch in :meth:`reindex`.
@@ -220,13 +221,19 @@ class StoreAdmin:
 
     def __init__(
         self,
-        db_path: str | os.PathLike[str] = "sessions.db",
+        db_path: str | os.PathLike[str] | None = None,
         *,
+        url: str | None = None,
+        index: str | None = None,
         embedder: Embedder | LoadedEmbedder | None = None,
         batch_size: int = 64,
     ) -> None:
-        self.db_path = os.fspath(db_path)
-        self._store = SqliteStore(db_path)
+        if url is not None and db_path is not None:
+            raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
+        target = url if url is not None else (db_path if db_path is not None else "sessions.db")
+        self.url = describe_url(target)
+        self.db_path = sqlite_path(target) or self.url
+        self._store: Store = open_store(target, index)
         self._embedder_spec = embedder
         self._loaded: LoadedEmbedder | None = None
         self._indexer: Indexer | None = None
@@ -242,7 +249,12 @@ class StoreAdmin:
         self.close()
 
     def __repr__(self) -> str:
-        return f"StoreAdmin(db_path={self.db_path!r})"
+        return f"StoreAdmin(url={self.url!r})"
+
+    @property
+    def store(self) -> Store:
+        """The backend (for tools built on this admin, such as ``asm migrate``)."""
+        return self._store
 
     @property
     def embedder(self) -> LoadedEmbedder:
@@ -265,7 +277,7 @@ class StoreAdmin:
         Raises :class:`~session_manager.errors.SessionNotFound` if the store has no such
         session.
         """
-        rows = self._session_rows("s.id = ?", [session_id], limit=1)
+        rows = self._infos(SessionFilter(None, session_id=session_id), limit=1)
         if not rows:
             raise SessionNotFound(
                 f"Session {session_id!r} does not exist in {self.db_path!r}. "
@@ -287,41 +299,21 @@ class StoreAdmin:
 
         >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
         """
-        parts: list[str] = []
-        params: list[Any] = []
-        if agent is not None:
-            parts.append("s.agent_id = ?")
-            params.append(agent)
-        if status is not None:
-            parts.append("s.status = ?")
-            params.append(check_status(status))
-        if user is not None:
-            parts.append("s.user_id = ?")
-            params.append(user)
-        if since is not None:
-            parts.append("s.updated_us >= ?")
-            params.append(parse_cutoff(since, "since"))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput(f"limit must be an integer, got {limit!r}.")
-        return self._session_rows(" AND ".join(parts) or "1", params, limit=limit)
-
-    def _session_rows(
-        self, where: str, params: Sequence[Any], *, limit: int | None = None
-    ) -> list[SessionInfo]:
-        sql = (
-            f"SELECT {SESSION_COLUMNS}, "
-            "(SELECT count(*) FROM events e WHERE e.session_id = s.id), "
-            "(SELECT coalesce(sum(e.token_count), 0) FROM events e WHERE e.session_id = s.id) "
-            f"FROM sessions s WHERE {where} ORDER BY s.updated_us DESC, s.id DESC"
+        flt = SessionFilter(
+            None,
+            agent_id=agent,
+            status=None if status is None else check_status(status),
+            user_id=user,
+            since_us=None if since is None else parse_cutoff(since, "since"),
         )
-        args = list(params)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(max(0, limit))
-        return [
-            SessionInfo(row_to_session(row[:9]), int(row[9]), int(row[10]))
-            for row in self._store.read(sql, args)
-        ]
+        return self._infos(flt, limit=limit)
+
+    def _infos(self, flt: SessionFilter, *, limit: int | None = None) -> list[SessionInfo]:
+        found = self._store.sessions(flt, limit=limit)
+        sizes = self._store.session_sizes([session.id for session in found])
+        return [SessionInfo(session, *sizes[session.id]) for session in found]
 
     def events(
         self,
@@ -332,17 +324,14 @@ class StoreAdmin:
         """A session's events in log order (any agent's session); ``limit`` keeps the
         *latest* ``limit`` events."""
         self.session(session_id)
-        kinds = [validate_kind(kind) for kind in kinds] if kinds else None
-        where, params = "e.session_id = ?", [session_id]
-        if kinds:
-            where += f" AND e.kind IN ({', '.join('?' for _ in kinds)})"
-            params.extend(kinds)
-        if limit is None:
-            return self._store.select_events(where, params)
-        latest = self._store.select_events(
-            where, params, order="e.created_us DESC, e.seq DESC", limit=max(0, limit)
+        flt = EventFilter(
+            None,
+            session_id=session_id,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
         )
-        return latest[::-1]
+        if limit is None:
+            return self._store.events(flt)
+        return self._store.events(flt, newest_first=True, limit=max(0, limit))[::-1]
 
     def search(
         self,
@@ -375,7 +364,7 @@ class StoreAdmin:
         elif agent is not None:
             agents = [identifier(agent, "agent")]
         else:
-            agents = [row[0] for row in self._store.read("SELECT DISTINCT agent_id FROM sessions")]
+            agents = self._store.agents()
         indexer = self._checked_indexer()
         hits: list[Hit] = []
         for name in sorted(agents):
@@ -396,37 +385,22 @@ class StoreAdmin:
 
     def stats(self) -> StoreStats:
         """Counts by agent, kind and status; file size; the embedder behind the vectors."""
-        read = self._store.read
-        by_agent: dict[str, dict[str, int]] = {}
-        for agent, kind, count in read(
-            "SELECT agent_id, kind, count(*) FROM events GROUP BY agent_id, kind "
-            "ORDER BY agent_id, kind"
-        ):
-            by_agent.setdefault(agent, {})[kind] = int(count)
-        by_status = {
-            status: int(count)
-            for status, count in read(
-                "SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status"
-            )
-        }
-        dim = self._store.meta("embedder_dim")
-        size = sum(
-            path.stat().st_size
-            for path in (Path(self.db_path), Path(self.db_path + "-wal"))
-            if path.exists()
-        )
+        raw = self._store.stats()
+        dim = self._store.get_meta("embedder_dim")
+        by_agent: dict[str, dict[str, int]] = raw["events_by_agent"]
+        by_status: dict[str, int] = raw["sessions_by_status"]
         return StoreStats(
             path=self.db_path,
-            size_bytes=size,
+            size_bytes=int(raw["size_bytes"]),
             sessions=sum(by_status.values()),
             events=sum(sum(kinds.values()) for kinds in by_agent.values()),
             sessions_by_status=by_status,
             events_by_agent=by_agent,
-            vectors=int(read("SELECT count(*) FROM vectors")[0][0]),
+            vectors=int(raw["vectors"]),
             pending_embeddings=self._store.pending_count(),
-            embedder_name=self._store.meta("embedder_name"),
+            embedder_name=self._store.get_meta("embedder_name"),
             embedder_dim=int(dim) if dim is not None else None,
-            migrations=[row[0] for row in read("SELECT name FROM migrations ORDER BY name")],
+            migrations=list(raw["migrations"]),
         )
 
     # -- export ----------------------------------------------------------------------------
@@ -444,36 +418,26 @@ class StoreAdmin:
         ...     for record in admin.export(agent="researcher"):
         ...         print(json_line(record), file=out)
         """
-        parts: list[str] = []
-        params: list[Any] = []
         if session is not None:
             self.session(session)
-            parts.append("s.id = ?")
-            params.append(session)
-        if agent is not None:
-            parts.append("s.agent_id = ?")
-            params.append(agent)
         yield {"type": "header", "format": EXPORT_FORMAT, "version": EXPORT_VERSION}
-        conn = self._store.connection()
-        conn.execute("BEGIN")  # one snapshot for the whole export (WAL: writers go on)
-        try:
-            sessions = [
-                row_to_session(row)
-                for row in conn.execute(
-                    f"SELECT {SESSION_COLUMNS} FROM sessions s "
-                    f"WHERE {' AND '.join(parts) or '1'} ORDER BY s.created_us, s.id",
-                    params,
-                )
-            ]
-            for item in sessions:
+        # one snapshot for the whole export (writers go on meanwhile); events in pages, so a
+        # long session streams instead of loading at once
+        with self._store.snapshot() as tx:
+            found = self._store.sessions(
+                SessionFilter(None, session_id=session, agent_id=agent), oldest_first=True, tx=tx
+            )
+            for item in found:
                 yield {"type": "session", **session_to_dict(item)}
-                events = self._store.select_events("e.session_id = ?", [item.id])
-                for event in events:
-                    yield {"type": "event", **event_to_dict(event)}
-        finally:
-            # ProgrammingError: the admin was closed before the caller dropped the generator
-            with contextlib.suppress(sqlite3.ProgrammingError):
-                conn.execute("COMMIT")
+                flt = EventFilter(None, session_id=item.id)
+                after: tuple[int, int] | None = None
+                while True:
+                    page = self._store.events(flt, limit=_EXPORT_PAGE, after=after, tx=tx)
+                    for event in page:
+                        yield {"type": "event", **event_to_dict(event)}
+                    if len(page) < _EXPORT_PAGE:
+                        break
+                    after = (to_us(page[-1].created_at), page[-1].seq)
 
     # -- import ----------------------------------------------------------------------------
 
@@ -488,13 +452,14 @@ class StoreAdmin:
         """Import export records: lines of JSON (e.g. an open file) or decoded dicts.
 
         Every record is validated with the rules of ``record()``; sessions and events keep
-        their ids, times and counts. A record whose id is already in the store is skipped
-        (``INSERT OR IGNORE``), so importing a file twice changes nothing. New events are
-        queued for embedding (any ``SessionManager`` on the file, or the next search, embeds
-        them). A bad record raises :class:`~session_manager.errors.InvalidInput` naming its
-        line — records before it stay imported, and importing again skips them — unless
-        ``skip_bad``, which reports it in the result and goes on. ``dry_run`` checks
-        everything and counts what would happen, writing nothing.
+        their ids, times and counts. A record whose id is already in the store is skipped,
+        so importing a file twice changes nothing (and an interrupted import resumes where
+        it stopped). New events are queued for embedding (any ``SessionManager`` on the
+        store, or the next search, embeds them). A bad record raises
+        :class:`~session_manager.errors.InvalidInput` naming its line — records before it
+        stay imported, and importing again skips them — unless ``skip_bad``, which reports
+        it in the result and goes on. ``dry_run`` checks everything and counts what would
+        happen, writing nothing.
 
         >>> with open("backup.jsonl", encoding="utf-8") as lines:  # doctest: +SKIP
         ...     result = admin.import_records(lines)
@@ -503,18 +468,62 @@ class StoreAdmin:
         """
         return run_import(self._store, records, dry_run, skip_bad, progress)
 
+    def copy_to(self, target: StoreAdmin, *, progress: Progress | None = None) -> ImportResult:
+        """Copy every session and event of this store into ``target`` (any backend), streaming:
+        this store's export feeds ``target``'s import, 500 records per transaction.
+
+        Lossless (the export then reads the same from both stores) and resumable: records
+        already in ``target`` are skipped, so after an interruption the same call carries on
+        where it stopped. ``progress(done, total)`` counts records. Vectors are not copied;
+        ``target`` queues every new event for embedding (``asm migrate --embed`` drains it).
+
+        >>> with StoreAdmin("sessions.db") as old, StoreAdmin(url=pg_url) as new:  # doctest: +SKIP
+        ...     old.copy_to(new)
+        """
+        if self._store is target._store:
+            raise InvalidInput("Migrating a store into itself does nothing; give another target.")
+        stats = self._store.stats()
+        total = 1 + sum(stats["sessions_by_status"].values())
+        total += sum(sum(kinds.values()) for kinds in stats["events_by_agent"].values())
+
+        def report(done: int, _: int | None) -> None:
+            if progress is not None:
+                progress(done, total)
+
+        records = self.export()
+        try:
+            return target.import_records(records, progress=report)
+        finally:
+            records.close()
+
+    def embed_pending(self, progress: Progress | None = None) -> int:
+        """Embed everything waiting in the outbox with this admin's embedder (blocking),
+        calling ``progress(done, total)`` after each batch; return how many were embedded."""
+        indexer = self._checked_indexer()
+        total = self._store.pending_count()
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        while True:
+            count = indexer.embed_batch(force=True)
+            if not count:
+                return done
+            done += count
+            if progress is not None:
+                progress(min(done, total), total)
+
     # -- deleting --------------------------------------------------------------------------
 
     def delete_session(self, session_id: str) -> int:
         """Delete any agent's session with its events, vectors and index rows; return the
         number of events deleted."""
-        with self._store.atomic() as conn:
-            if self._store.owner_of(conn, session_id) is None:
+        with self._store.atomic() as tx:
+            if self._store.owner_of(tx, session_id) is None:
                 raise SessionNotFound(
                     f"Session {session_id!r} does not exist in {self.db_path!r}. "
                     "List sessions with `asm sessions`."
                 )
-            return self._store.delete_session(conn, session_id)
+            return self._store.delete_session(tx, session_id)
 
     def prune(
         self,
@@ -536,20 +545,16 @@ class StoreAdmin:
         process rebuild after a prune.
         """
         cutoff = parse_cutoff(older_than)
-        session_where, params = "1", []
-        if status is not None:
-            session_where, params = "s.status = ?", [check_status(status)]
+        status = None if status is None else check_status(status)
         if kind is None:
-            doomed = self._session_rows(f"{session_where} AND s.updated_us < ?", [*params, cutoff])
-            by_kind = self._kind_counts(
-                "e.session_id IN (SELECT s.id FROM sessions s WHERE "
-                f"{session_where} AND s.updated_us < ?)",
-                [*params, cutoff],
+            doomed = self._infos(SessionFilter(None, status=status, before_us=cutoff))
+            by_kind = self._store.kind_counts(
+                EventFilter(None, session_status=status, session_before_us=cutoff)
             )
             if not dry_run and doomed:
-                with self._store.atomic() as conn:
+                with self._store.atomic() as tx:
                     for info in doomed:
-                        self._store.delete_session(conn, info.session.id)
+                        self._store.delete_session(tx, info.session.id)
             return PruneResult(
                 from_us(cutoff),
                 doomed,
@@ -563,31 +568,14 @@ class StoreAdmin:
                 "Goal events cannot be pruned on their own: a session needs its goal. "
                 "Prune whole sessions (leave out the kind) instead."
             )
-        event_where = (
-            "e.kind = ? AND e.created_us < ? AND e.session_id IN "
-            f"(SELECT s.id FROM sessions s WHERE {session_where})"
-        )
-        event_params = [kind, cutoff, *params]
-        by_kind = self._kind_counts(event_where, event_params)
-        touched = int(
-            self._store.read(
-                f"SELECT count(DISTINCT e.session_id) FROM events e WHERE {event_where}",
-                event_params,
-            )[0][0]
-        )
+        flt = EventFilter(None, kinds=(kind,), until_us=cutoff, session_status=status)
+        by_kind = self._store.kind_counts(flt)
+        touched = self._store.sessions_touched(flt)
         count = sum(by_kind.values())
         if not dry_run and count:
-            with self._store.atomic() as conn:
-                conn.execute(f"DELETE FROM events AS e WHERE {event_where}", event_params)
-                self._store.bump_generation(conn)
+            with self._store.atomic() as tx:
+                self._store.delete_events(tx, flt)
         return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
-
-    def _kind_counts(self, where: str, params: Sequence[Any]) -> dict[str, int]:
-        rows = self._store.read(
-            f"SELECT e.kind, count(*) FROM events e WHERE {where} GROUP BY e.kind ORDER BY e.kind",
-            params,
-        )
-        return {kind: int(count) for kind, count in rows}
 
     # -- projections -----------------------------------------------------------------------
 

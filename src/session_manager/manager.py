@@ -34,7 +34,8 @@ from .errors import (
 from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kind
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import RestoredContext
-from .store.sqlite import SESSION_COLUMNS, SqliteStore, row_to_session
+from .store import describe_url, open_store, sqlite_path
+from .store.base import EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 
 __all__ = ["SessionManager"]
@@ -52,9 +53,20 @@ class SessionManager:
     >>> mgr.record_step(session.id, step="queried arxiv", result={"papers": 12})  # doctest: +SKIP
     >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
 
+    The same code runs on every backend (docs/backends.md): one SQLite file (``db_path``, the
+    default), PostgreSQL + pgvector (``url="postgresql://..."``), and either of them with the
+    vectors in ChromaDB (``index="chroma+http://host:port"`` or ``"chroma:///dir"``).
+
+    >>> mgr = SessionManager("researcher", url="postgresql://app@db/agents")  # doctest: +SKIP
+
     Parameters:
         agent_id: the agent whose memory this is; every read and write is scoped to it.
         db_path: the SQLite file (created with its folder's permission if missing).
+        url: instead of ``db_path``, the store as a URL: ``sqlite:///path.db`` or
+            ``postgresql://user@host/database`` (extra ``[postgres]``).
+        index: where the vectors live: ``None`` (the log's own store), ``"chroma"`` (beside
+            the SQLite file), ``"chroma:///dir"`` (embedded, one process) or
+            ``"chroma+http://host:port"`` (a Chroma server; extra ``[chroma]``).
         embedder: ``None`` for all-MiniLM-L6-v2 on onnxruntime, or any embedder object or
             ``list[str] -> vectors`` callable.
         model: the model family whose tokenizer counts restore budgets ("gpt-4o", "gpt-4",
@@ -70,8 +82,10 @@ class SessionManager:
     def __init__(
         self,
         agent_id: str,
-        db_path: str | os.PathLike[str] = "sessions.db",
+        db_path: str | os.PathLike[str] | None = None,
         *,
+        url: str | None = None,
+        index: str | None = None,
         embedder: Embedder | None = None,
         model: str | TokenCounter = "gpt-4o",
         subscribe: Iterable[str] = (),
@@ -87,8 +101,12 @@ class SessionManager:
         self.scope = Scope(self.agent_id, pools)
         self.model = model
         self.summarizer = summarizer
-        self.db_path = os.fspath(db_path)
-        self._store = SqliteStore(db_path, autocheckpoint=not background)
+        if url is not None and db_path is not None:
+            raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
+        target = url if url is not None else (db_path if db_path is not None else "sessions.db")
+        self.url = describe_url(target)
+        self.db_path = sqlite_path(target) or self.url
+        self._store: Store = open_store(target, index, autocheckpoint=not background)
         try:
             loaded = load_embedder(embedder)
             try:
@@ -120,7 +138,12 @@ class SessionManager:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SessionManager(agent_id={self.agent_id!r}, db_path={self.db_path!r})"
+        return f"SessionManager(agent_id={self.agent_id!r}, url={self.url!r})"
+
+    @property
+    def capabilities(self) -> Any:
+        """What this backend can do (:class:`~session_manager.store.base.Capabilities`)."""
+        return self._store.capabilities
 
     @property
     def embedder_name(self) -> str:
@@ -146,13 +169,22 @@ class SessionManager:
             shared_pool = _identifier(shared_pool, "shared_pool")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
         session_id, now = new_id(), now_us()
-        with self._store.atomic() as conn:
-            conn.execute(
-                "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
-                "created_us, updated_us) VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?)",
-                (session_id, self.agent_id, user_id, goal, shared_pool, meta_json, now, now),
+        with self._store.atomic() as tx:
+            self._store.insert_session(
+                tx,
+                (
+                    session_id,
+                    self.agent_id,
+                    user_id,
+                    goal,
+                    "active",
+                    shared_pool,
+                    meta_json,
+                    now,
+                    now,
+                ),
             )
-            self._insert(conn, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None)
+            self._insert(tx, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None)
         self._indexer.notify()
         return self.get_session(session_id)
 
@@ -176,23 +208,14 @@ class SessionManager:
         include_shared: bool = True,
     ) -> list[Session]:
         """Visible sessions, most recently active first."""
-        clause, params = self.scope.sql("s", include_shared=include_shared)
-        parts = [clause]
-        if status is not None:
-            parts.append("s.status = ?")
-            params.append(self._check_status(status))
-        if user_id is not None:
-            parts.append("s.user_id = ?")
-            params.append(user_id)
-        if since is not None:
-            parts.append("s.updated_us >= ?")
-            params.append(to_us(since, "since"))
-        sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {' AND '.join(parts)} "
-        sql += "ORDER BY s.updated_us DESC, s.id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        return [row_to_session(row) for row in self._store.read(sql, params)]
+        flt = SessionFilter(
+            self.scope,
+            include_shared=include_shared,
+            status=None if status is None else self._check_status(status),
+            user_id=user_id,
+            since_us=None if since is None else to_us(since, "since"),
+        )
+        return self._store.sessions(flt, limit=None if limit is None else int(limit))
 
     @staticmethod
     def _check_status(status: str) -> str:
@@ -206,25 +229,22 @@ class SessionManager:
         """Close a session (completed / failed / abandoned); it then takes no new events."""
         if self._check_status(status) == "active":
             raise InvalidInput("end_session needs a final status: completed, failed or abandoned.")
-        with self._store.atomic() as conn:
-            self._owned(conn, session_id)
-            conn.execute(
-                "UPDATE sessions SET status = ?, updated_us = ? WHERE id = ?",
-                (status, now_us(), session_id),
-            )
+        with self._store.atomic() as tx:
+            self._owned(tx, session_id)
+            self._store.set_session_status(tx, session_id, status, now_us())
         return self.get_session(session_id)
 
     def delete_session(self, session_id: str) -> int:
         """Delete a session and its events from the log and every index; return the count."""
-        with self._store.atomic() as conn:
-            self._owned(conn, session_id, allow_closed=True)
-            return self._store.delete_session(conn, session_id)
+        with self._store.atomic() as tx:
+            self._owned(tx, session_id, allow_closed=True)
+            return self._store.delete_session(tx, session_id)
 
     def _owned(
-        self, conn: Any, session_id: str, *, allow_closed: bool = False
+        self, tx: Any, session_id: str, *, allow_closed: bool = False
     ) -> tuple[str, str | None]:
         """Check this agent may write the session; return (status, shared_pool)."""
-        found = self._store.owner_of(conn, session_id) if isinstance(session_id, str) else None
+        found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
         if found is None or not self.scope.can_read(found[0], found[2]):
             raise SessionNotFound(
                 f"Session {session_id!r} does not exist for agent {self.agent_id!r}. "
@@ -267,9 +287,9 @@ class SessionManager:
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         prepared = self._prepare(kind, content, payload, importance, tags, metadata, created_at)
-        with self._store.atomic() as conn:
-            _, pool = self._owned(conn, session_id)
-            event = self._insert(conn, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind))
+        with self._store.atomic() as tx:
+            _, pool = self._owned(tx, session_id)
+            event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind))
         self._indexer.notify()
         return event
 
@@ -288,7 +308,7 @@ class SessionManager:
 
     def _insert(
         self,
-        conn: Any,
+        tx: Any,
         session_id: str,
         pool: str | None,
         kind: str,
@@ -305,10 +325,8 @@ class SessionManager:
         if payload_json is not None:
             tokens += self._tokenizer().count(payload_json)
         partition = partition_of(self.agent_id, pool)
-        cursor = conn.execute(
-            "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, "
-            "tags, metadata, status, created_us, token_count, partition) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        seq = self._store.insert_event(
+            tx,
             (
                 event_id,
                 session_id,
@@ -322,12 +340,11 @@ class SessionManager:
                 status,
                 created_us,
                 tokens,
+                0,
                 partition,
             ),
+            touch_us=now_us(),
         )
-        seq = int(cursor.lastrowid or 0)
-        conn.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, partition))
-        conn.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (now_us(), session_id))
         return Event(
             id=event_id,
             session_id=session_id,
@@ -341,7 +358,7 @@ class SessionManager:
             status=status,
             created_at=_from_us(created_us),
             token_count=tokens,
-            seq=seq,
+            seq=seq or 0,
         )
 
     def _tokenizer(self) -> Any:
@@ -420,24 +437,24 @@ class SessionManager:
         pending = self._pending(pending_id)
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
         prepared = self._prepare("step", pending.content, payload, None, None, None, None)
-        with self._store.atomic() as conn:
-            _, pool = self._owned(conn, pending.session_id)
-            if not self._claim_status(conn, pending, "done"):
+        with self._store.atomic() as tx:
+            _, pool = self._owned(tx, pending.session_id)
+            if not self._claim_status(tx, pending, "done"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
-            step = self._insert(conn, pending.session_id, pool, *prepared, None)
-            self._merge_metadata(conn, pending, {"completed_by": step.id})
+            step = self._insert(tx, pending.session_id, pool, *prepared, None)
+            self._merge_metadata(tx, pending, {"completed_by": step.id})
         self._indexer.notify()
         return step
 
     def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
         """Cancel an open pending step."""
         pending = self._pending(pending_id)
-        with self._store.atomic() as conn:
-            self._owned(conn, pending.session_id)
-            if not self._claim_status(conn, pending, "cancelled"):
+        with self._store.atomic() as tx:
+            self._owned(tx, pending.session_id)
+            if not self._claim_status(tx, pending, "cancelled"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
             if reason:
-                self._merge_metadata(conn, pending, {"cancel_reason": _text(reason, "reason")})
+                self._merge_metadata(tx, pending, {"cancel_reason": _text(reason, "reason")})
         return self.get_event(pending_id)
 
     def _pending(self, pending_id: str) -> Event:
@@ -448,20 +465,11 @@ class SessionManager:
             raise InvalidInput(f"Pending step {pending_id!r} is already {pending.status}.")
         return pending
 
-    @staticmethod
-    def _claim_status(conn: Any, event: Event, status: str) -> bool:
-        cursor = conn.execute(
-            "UPDATE events SET status = ? WHERE id = ? AND status = ?",
-            (status, event.id, event.status),
-        )
-        return bool(cursor.rowcount)
+    def _claim_status(self, tx: Any, event: Event, status: str) -> bool:
+        return self._store.claim_event_status(tx, event.id, event.status, status)
 
-    @staticmethod
-    def _merge_metadata(conn: Any, event: Event, extra: dict[str, Any]) -> None:
-        conn.execute(
-            "UPDATE events SET metadata = ? WHERE id = ?",
-            (_json.dumps({**event.metadata, **extra}), event.id),
-        )
+    def _merge_metadata(self, tx: Any, event: Event, extra: dict[str, Any]) -> None:
+        self._store.set_event_metadata(tx, event.id, _json.dumps({**event.metadata, **extra}))
 
     def _set_status(self, event_id: str, kind: str, before: tuple[str, ...], after: str) -> Event:
         event = self.get_event(event_id)
@@ -469,9 +477,9 @@ class SessionManager:
             raise InvalidInput(
                 f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}."
             )
-        with self._store.atomic() as conn:
-            self._owned(conn, event.session_id, allow_closed=True)
-            self._claim_status(conn, event, after)
+        with self._store.atomic() as tx:
+            self._owned(tx, event.session_id, allow_closed=True)
+            self._claim_status(tx, event, after)
         return self.get_event(event_id)
 
     # -- reads -----------------------------------------------------------------------------
@@ -493,14 +501,14 @@ class SessionManager:
     ) -> list[Event]:
         """A session's events in order (by time, then recording order)."""
         self.get_session(session_id)
-        where, params = self._store.event_filter_sql(
+        flt = EventFilter(
             self.scope,
             session_id=session_id,
-            kinds=[validate_kind(kind) for kind in kinds] if kinds else None,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
             since_us=None if since is None else to_us(since, "since"),
             until_us=None if until is None else to_us(until, "until"),
         )
-        return self._store.select_events(where, params, limit=limit)
+        return self._store.events(flt, limit=limit)
 
     def search(
         self,

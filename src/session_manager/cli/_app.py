@@ -25,6 +25,7 @@ from ..embed import HashEmbedder
 from ..errors import InvalidInput, SessionManagerError
 from ..manager import SessionManager
 from ..protocols import Embedder
+from ..store import sqlite_path
 
 __all__ = [
     "Env",
@@ -50,6 +51,7 @@ COMMAND_ORDER = (
     "stats",
     "export",
     "import",
+    "migrate",
     "reindex",
     "delete",
     "prune",
@@ -77,6 +79,7 @@ class Env:
 
     db: str
     agent: str | None
+    index: str | None
     debug: bool
     out: Console
     err: Console
@@ -90,20 +93,19 @@ class Env:
         """
         if self._admin is not None:
             return self._admin
-        path = Path(self.db)
-        if must_exist and path.parent.is_dir() and not path.exists():
-            raise InvalidInput(
-                f"The database {self.db!r} does not exist. Point --db (or ASM_DB) at a session "
-                "database, or run `asm demo` to make one to explore."
-            )
-        admin = self._admin = StoreAdmin(self.db, embedder=embedder_from_env())
+        admin = self._admin = open_admin(self.db, self.index, must_exist=must_exist)
         click.get_current_context().call_on_close(admin.close)
         return admin
 
     def manager(self, agent: str, **options: Any) -> SessionManager:
         """A :class:`SessionManager` for ``agent`` on ``--db`` (no background thread)."""
         mgr = SessionManager(
-            agent, self.db, embedder=embedder_from_env(), background=False, **options
+            agent,
+            url=self.db,
+            index=self.index,
+            embedder=embedder_from_env(),
+            background=False,
+            **options,
         )
         click.get_current_context().call_on_close(mgr.close)
         return mgr
@@ -111,6 +113,25 @@ class Env:
     def note(self, message: str, style: str = "dim") -> None:
         """A human remark on stderr (never mixed into data on stdout)."""
         self.err.print(message, style=style)
+
+
+def open_admin(target: str, index: str | None, *, must_exist: bool = True) -> StoreAdmin:
+    """A :class:`StoreAdmin` on a path or URL, closed when the command ends.
+
+    Read commands refuse a SQLite file that does not exist rather than creating an empty
+    one: a typo in ``--db`` should not look like an empty store.
+    """
+    path_text = sqlite_path(target)
+    if must_exist and path_text is not None and path_text != ":memory:":
+        path = Path(path_text)
+        if path.parent.is_dir() and not path.exists():
+            raise InvalidInput(
+                f"The database {target!r} does not exist. Point --db (or ASM_DB) at a session "
+                "database, or run `asm demo` to make one to explore."
+            )
+    admin = StoreAdmin(url=target, index=index, embedder=embedder_from_env())
+    click.get_current_context().call_on_close(admin.close)
+    return admin
 
 
 def _console(*, stderr: bool) -> Console:
@@ -140,7 +161,7 @@ def db_option(func: F) -> F:
         metavar="PATH",
         expose_value=False,
         callback=_set_local("db"),
-        help="The SQLite database (same as the global --db).",
+        help="The store: a SQLite path or a URL (same as the global --db).",
     )(func)
 
 
@@ -243,8 +264,17 @@ class AsmGroup(click.Group):
     show_default=True,
     envvar="ASM_DB",
     show_envvar=True,
-    metavar="PATH",
-    help="The SQLite session database.",
+    metavar="PATH|URL",
+    help="The store: a SQLite file, sqlite:///path.db or postgresql://user@host/db "
+    "(docs/backends.md).",
+)
+@click.option(
+    "--index",
+    envvar="ASM_INDEX",
+    show_envvar=True,
+    metavar="URL",
+    help="Where the vectors live when not in the store itself: chroma:///dir or "
+    "chroma+http://host:port.",
 )
 @click.option(
     "--agent",
@@ -256,15 +286,21 @@ class AsmGroup(click.Group):
 @click.option("--debug", is_flag=True, help="On errors, print the full traceback too.")
 @click.version_option(package_name="agent-session-manager", prog_name="asm")
 @click.pass_context
-def cli(ctx: click.Context, db: str, agent: str | None, debug: bool) -> None:
+def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug: bool) -> None:
     """asm: look into, search, restore and maintain agent-session-manager databases.
 
-    Every command reads or changes one SQLite file (--db). Read commands print tables
+    Every command reads or changes one store (--db: a SQLite file, or a PostgreSQL URL;
+    --index for vectors kept in Chroma). Read commands print tables
     for people and JSON with --json; commands that delete ask first unless --yes.
     Start with `asm demo`, then `asm sessions`.
     """
     ctx.obj = Env(
-        db=db, agent=agent, debug=debug, out=_console(stderr=False), err=_console(stderr=True)
+        db=db,
+        agent=agent,
+        index=index,
+        debug=debug,
+        out=_console(stderr=False),
+        err=_console(stderr=True),
     )
 
 

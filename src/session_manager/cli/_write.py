@@ -22,7 +22,8 @@ from rich.progress import (
 
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
-from ._app import Env, agent_option, cli, db_option
+from ..store import sqlite_path
+from ._app import Env, agent_option, cli, db_option, open_admin
 from ._render import shorten, stamp
 
 
@@ -143,7 +144,8 @@ def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
     total = None if file == "-" else _count_lines(file)
     verb = "Checking" if dry_run else "Importing"
     with open(file, "rb") if file != "-" else nullcontext(sys.stdin.buffer) as stream:
-        if dry_run and Path(env.db).parent.is_dir() and not Path(env.db).exists():
+        path = sqlite_path(env.db)
+        if dry_run and path is not None and Path(path).parent.is_dir() and not Path(path).exists():
             # Check against an empty store in memory: a dry run creates no file either.
             admin = StoreAdmin(":memory:")
             click.get_current_context().call_on_close(admin.close)
@@ -185,6 +187,71 @@ def _report_import(env: Env, result: ImportResult) -> None:
             env.err.print(f"  ... and {len(result.bad) - 20:,} more")
     if result.dry_run:
         env.note("Dry run: nothing was written.")
+
+
+# -- migrate ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--from", "source", required=True, metavar="URL", help="The store to copy from (path or URL)."
+)
+@click.option(
+    "--to", "target", required=True, metavar="URL", help="The store to copy into (created if new)."
+)
+@click.option("--from-index", metavar="URL", help="The source's Chroma index, if it has one.")
+@click.option("--to-index", metavar="URL", help="Keep the target's vectors in Chroma (URL).")
+@click.option(
+    "--embed",
+    is_flag=True,
+    help="Also embed the copied events in the target now (default: its next user does).",
+)
+@click.pass_obj
+def migrate(
+    env: Env,
+    source: str,
+    target: str,
+    from_index: str | None,
+    to_index: str | None,
+    embed: bool,
+) -> None:
+    """Copy every session and event from one store to another, losslessly.
+
+    Works between any two backends (SQLite, PostgreSQL, either with a Chroma index),
+    streaming, with a progress bar. Interrupted? Run the same command again: what is
+    already in the target is skipped, and the copy carries on. Vectors are not copied: the
+    target embeds the events (at once with --embed, else in the background of its next
+    SessionManager).
+
+    \b
+    asm migrate --from sessions.db --to postgresql://app@db/agents
+    asm migrate --from postgresql://app@db/agents --to sqlite:///backup.db
+    """
+    old = open_admin(source, from_index)
+    new = open_admin(target, to_index, must_exist=False)
+    started = time.perf_counter()
+    with _progress(env, "Copying", None) as bar:
+        task = bar.task_ids[0]
+        result = old.copy_to(
+            new, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    env.out.print(
+        f"Copied {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
+        f"event(s) in {time.perf_counter() - started:.1f} s; {result.skipped:,} record(s) "
+        "already in the target were skipped."
+    )
+    if embed:
+        with _progress(env, f"Embedding with {new.embedder.name}", None) as bar:
+            task = bar.task_ids[0]
+            count = new.embed_pending(
+                progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        env.out.print(f"Embedded {count:,} event(s) in the target.")
+    elif result.events_inserted:
+        env.note(
+            f"{result.events_inserted:,} event(s) wait for embedding in the target: its next "
+            "SessionManager (or `asm migrate ... --embed`) embeds them."
+        )
 
 
 # -- reindex ------------------------------------------------------------------------------

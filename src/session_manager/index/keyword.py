@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["KEYWORD_WEIGHTS", "fts_query", "reciprocal_rank_fusion"]
+__all__ = ["KEYWORD_WEIGHTS", "fts_query", "query_words", "reciprocal_rank_fusion", "tsquery"]
 
 #: BM25 weights of the keyword index's two columns: an event's own content, and its context
 #: (the neighbouring events of its session and its date; store/_migrations.py). Context counts
@@ -28,6 +28,34 @@ STOP_WORDS = frozenset(
 )
 
 
+def query_words(text: str) -> list[str]:
+    """The distinct lower-case words of ``text``, stop words dropped unless nothing else is left.
+
+    >>> query_words("Did we turn OFF the 2FA?")
+    ['turn', 'off', '2fa']
+    """
+    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    return [word for word in words if word not in STOP_WORDS] or words
+
+
+def tsquery(text: str, *, content_only: bool = False) -> str | None:
+    """A PostgreSQL ``to_tsquery`` text matching any content word of ``text``.
+
+    Words are runs of ``\\w`` characters, so no tsquery syntax (``&|!():*<>'``) can get in.
+    ``content_only`` restricts each word to the content's weight (``A``; the context is ``B``).
+
+    >>> tsquery("turn off 2FA: 'anywhere'?", content_only=True)
+    'turn:A | off:A | 2fa:A | anywhere:A'
+    """
+    # "_" is a word character but not a lexeme one: split on it
+    words = list(dict.fromkeys(part for word in query_words(text) for part in word.split("_")))
+    words = [word for word in words if word]
+    if not words:
+        return None
+    suffix = ":A" if content_only else ""
+    return " | ".join(word + suffix for word in words)
+
+
 def fts_query(text: str) -> str | None:
     """An FTS5 query matching any content word of ``text`` (BM25 ranks by how many and how rare).
 
@@ -38,10 +66,9 @@ def fts_query(text: str) -> str | None:
     >>> fts_query('did we turn off 2FA: "anywhere"?')
     '"turn" OR "off" OR "2fa" OR "anywhere"'
     """
-    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    words = query_words(text)
     if not words:
         return None
-    words = [word for word in words if word not in STOP_WORDS] or words
     return " OR ".join(f'"{word}"' for word in words)
 
 

@@ -1,0 +1,160 @@
+"""Choosing a backend from a URL (docs/backends.md describes the scheme).
+
+==============================  ==========================================================
+``url`` (the log)               meaning
+==============================  ==========================================================
+``sessions.db`` (a plain path)  a SQLite file (what ``db_path=`` gives)
+``sqlite:///relative.db``       a SQLite file, path relative to the working directory
+``sqlite:////abs/path.db``      a SQLite file, absolute path (SQLAlchemy's convention)
+``postgresql://user@host/db``   PostgreSQL + pgvector (extra ``[postgres]``); ``postgres://``
+                                too. Query options: ``schema`` (default ``asm``),
+                                ``pool_size`` (default 4), ``vector_index`` (``exact``, the
+                                default, or ``hnsw``); the rest goes to libpq.
+==============================  ==========================================================
+
+==============================  ==========================================================
+``index`` (the vectors)         meaning
+==============================  ==========================================================
+``None``                        the log's own store (SQLite BLOBs + numpy, or pgvector)
+``chroma:///relative/dir``      ChromaDB embedded (``PersistentClient``), one process only
+``chroma:////abs/dir``          the same, absolute path
+``chroma``                      embedded, in ``<sqlite file>.chroma/`` beside the log
+``chroma+http://host:port``     a Chroma server (``chroma run``); ``chroma+https://`` too
+==============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import InvalidInput
+from .base import Capabilities, EventFilter, SessionFilter, Store
+
+__all__ = [
+    "Capabilities",
+    "EventFilter",
+    "SessionFilter",
+    "Store",
+    "describe_url",
+    "open_store",
+    "redact",
+    "sqlite_path",
+]
+
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages and ``repr``.
+
+    >>> redact("postgresql://me:secret@db:5432/asm")
+    'postgresql://me:***@db:5432/asm'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def sqlite_path(target: str | os.PathLike[str]) -> str | None:
+    """The SQLite file ``target`` names (a plain path or ``sqlite:///...``), else None.
+
+    >>> sqlite_path("sqlite:///data/s.db"), sqlite_path("sqlite:////tmp/s.db")
+    ('data/s.db', '/tmp/s.db')
+    >>> sqlite_path("postgresql://h/db") is None
+    True
+    """
+    text = os.fspath(target)
+    match = _SCHEME.match(text)
+    if match is None:
+        return text
+    if match.group(1).lower() != "sqlite":
+        return None
+    rest = text[len("sqlite://") :]
+    if not rest.startswith("/") or len(rest) < 2:
+        raise InvalidInput(
+            f"The SQLite URL {text!r} names no file. Use sqlite:///relative.db or "
+            "sqlite:////absolute/path.db (or a plain path)."
+        )
+    return rest[1:]
+
+
+def describe_url(target: str | os.PathLike[str]) -> str:
+    text = os.fspath(target)
+    return redact(text) if _SCHEME.match(text) else text
+
+
+def open_store(
+    target: str | os.PathLike[str],
+    index: str | None = None,
+    *,
+    autocheckpoint: bool = True,
+) -> Store:
+    """Open the store ``target`` names (a path or URL), with vectors in ``index``."""
+    path = sqlite_path(target)
+    text = os.fspath(target)
+    log: Store
+    if path is not None:
+        from .sqlite import SqliteStore
+
+        log = SqliteStore(path, autocheckpoint=autocheckpoint)
+    else:
+        scheme = _SCHEME.match(text).group(1).lower()  # type: ignore[union-attr]
+        if scheme in ("postgresql", "postgres"):
+            from .postgres import PostgresStore
+
+            log = PostgresStore(text)
+        else:
+            raise InvalidInput(
+                f"Unknown store URL {redact(text)!r}. Use a SQLite path (sessions.db, "
+                "sqlite:///sessions.db) or postgresql://user@host/database; see "
+                "docs/backends.md."
+            )
+    if index is None or index in ("sqlite", "postgres", "builtin"):
+        return log
+    try:
+        return _with_index(log, index, path)
+    except BaseException:
+        log.close()
+        raise
+
+
+def _with_index(log: Store, index: str, path: str | None) -> Store:
+    from ..index.chroma import ChromaIndexedStore
+
+    if index == "chroma":
+        if path is None or path == ":memory:":
+            raise InvalidInput(
+                "index='chroma' keeps Chroma's files beside a SQLite file; with this log, "
+                "give a location: index='chroma:///path/to/dir' or 'chroma+http://host:port'."
+            )
+        return ChromaIndexedStore(log, path=path + ".chroma")
+    match = _SCHEME.match(index)
+    scheme = match.group(1).lower() if match else ""
+    if scheme == "chroma":
+        rest = index[len("chroma://") :]
+        if not rest.startswith("/") or len(rest) < 2:
+            raise InvalidInput(
+                f"The Chroma URL {index!r} names no folder. Use chroma:///relative/dir or "
+                "chroma:////absolute/dir."
+            )
+        return ChromaIndexedStore(log, path=rest[1:])
+    if scheme in ("chroma+http", "chroma+https"):
+        parts = urlsplit(index)
+        if not parts.hostname:
+            raise InvalidInput(
+                f"The Chroma URL {index!r} names no host; e.g. chroma+http://localhost:8000."
+            )
+        return ChromaIndexedStore(
+            log,
+            host=parts.hostname,
+            port=parts.port or (443 if scheme.endswith("s") else 8000),
+            ssl=scheme.endswith("s"),
+        )
+    raise InvalidInput(
+        f"Unknown index {index!r}. Use None (vectors in the log's store), 'chroma', "
+        "'chroma:///path/to/dir' or 'chroma+http://host:port'; see docs/backends.md."
+    )

@@ -1,4 +1,4 @@
-"""The SQLite event log: sessions, events, the embedding outbox, vectors and FTS5.
+"""The SQLite backend: sessions, events, the embedding outbox, vectors and FTS5 in one file.
 
 One file holds everything (DESIGN.md §1, §3). The file is opened in WAL mode with
 ``synchronous=NORMAL`` (a committed event survives the process being killed; only an OS crash
@@ -9,7 +9,9 @@ and :meth:`SqliteStore.atomic` retries that with backoff for a bounded time, so 
 see "database is locked" while other processes write.
 
 Each thread gets its own connection (sqlite3 connections must not be shared mid-transaction).
-Reads take their isolation rule from :class:`~session_manager._scope.Scope`.
+The statements shared with PostgreSQL live in ``_sql.py``; this module adds connections, the
+schema, FTS5 keyword search, the exact numpy vector search (``index/vectors.py``) and the
+lease-based outbox claim.
 """
 
 from __future__ import annotations
@@ -20,66 +22,44 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import _json
-from .._filters import compile_where
-from .._scope import Scope
-from .._time import from_us
+import numpy as np
+
 from ..errors import InvalidInput, SchemaTooNew, StoreBusy
-from ..events import Event, Session
+from ..index.keyword import KEYWORD_WEIGHTS, fts_query
+from ..index.vectors import VectorCache, VectorQuery, encode_vector
 from ._migrations import MIGRATIONS
+from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
+from .base import Capabilities, EventFilter, Vectors
 
-__all__ = ["EVENT_COLUMNS", "SqliteStore", "row_to_event", "row_to_session"]
+__all__ = [
+    "CAPABILITIES",
+    "EVENT_COLUMNS",
+    "SESSION_COLUMNS",
+    "SqliteStore",
+    "row_to_event",
+    "row_to_session",
+]
 
-EVENT_COLUMNS = (
-    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, e.payload, e.importance, "
-    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count"
-)
-SESSION_COLUMNS = (
-    "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
-    "s.created_us, s.updated_us"
+CAPABILITIES = Capabilities(
+    name="sqlite",
+    multi_process=True,
+    multi_host=False,
+    keyword_context=True,
+    exact_vectors=True,
+    transactional_vectors=True,
 )
 # How long a writer keeps trying to get the lock before StoreBusy: long enough to outlast any
 # burst of other writers, short enough that a wedged database is reported, not hung on.
 RETRY_SECONDS = 60.0
 BUSY_TIMEOUT_MS = 5_000
-
-
-def row_to_event(row: Sequence[Any]) -> Event:
-    return Event(
-        seq=row[0],
-        id=row[1],
-        session_id=row[2],
-        agent_id=row[3],
-        kind=row[4],
-        content=row[5],
-        payload=_json.loads(row[6]),
-        importance=row[7],
-        tags=tuple(_json.loads(row[8])),
-        metadata=_json.loads(row[9]),
-        status=row[10],
-        created_at=from_us(row[11]),
-        token_count=row[12],
-        recall_count=row[13],
-    )
-
-
-def row_to_session(row: Sequence[Any]) -> Session:
-    return Session(
-        id=row[0],
-        agent_id=row[1],
-        user_id=row[2],
-        goal=row[3],
-        status=row[4],
-        shared_pool=row[5],
-        metadata=_json.loads(row[6]),
-        created_at=from_us(row[7]),
-        updated_at=from_us(row[8]),
-    )
+# How long a background worker's claim on outbox rows lasts: a killed worker's claim expires.
+LEASE_SECONDS = 120.0
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -87,13 +67,16 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SqliteStore:
-    """Low-level access to one SQLite database file. Not part of the public API."""
+class SqliteStore(SqlStore):
+    """The log, vectors and keyword index in one SQLite file. Not part of the public API."""
+
+    capabilities = CAPABILITIES
 
     def __init__(self, path: str | os.PathLike[str], *, autocheckpoint: bool = True) -> None:
-        """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`checkpoint` calls (the
+        """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`maintenance` calls (the
         background worker's), so a caller's commit never pays for one."""
         self.path = Path(path)
+        self.location = str(path)
         self.autocheckpoint = autocheckpoint
         if str(path) != ":memory:" and not self.path.parent.is_dir():
             raise InvalidInput(
@@ -108,6 +91,8 @@ class SqliteStore:
         # polls with sleeps of up to tens of milliseconds: a record() behind the embedding
         # worker's short commit then waits microseconds, not a sleep quantum.
         self._write_lock = threading.RLock()
+        self._vectors: VectorCache | None = None
+        self._vectors_lock = threading.Lock()
         self._migrate()
 
     # -- connections and transactions -------------------------------------------------------
@@ -151,31 +136,52 @@ class SqliteStore:
                 delay = min(delay * 2, 0.25)
 
     @contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
+    def atomic(self) -> Iterator[SqlTx]:
         """A write transaction: committed on success, rolled back on any exception.
 
         The whole block is retried only while *starting* it is busy; once inside, the write
         lock is held, so the block itself never sees "database is locked".
         """
         conn = self.connection()
+        tx = SqlTx(conn)
         with self._write_lock:
             self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
-                yield conn
+                yield tx
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             else:
                 self._retry(lambda: conn.execute("COMMIT"))
+        tx.committed()
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlTx]:
+        """One read snapshot (WAL: writers go on meanwhile)."""
+        conn = self.connection()
+        conn.execute("BEGIN")
+        try:
+            yield SqlTx(conn)
+        finally:
+            # ProgrammingError: the store was closed before the reader finished
+            with contextlib.suppress(sqlite3.ProgrammingError):
+                conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
+        if tx is not None:
+            return list(tx.execute(sql, params).fetchall())
         conn = self.connection()
         result: list[Any] = self._retry(lambda: conn.execute(sql, params).fetchall())
         return result
 
-    def checkpoint(self) -> None:
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._read(sql, params)
+
+    def maintenance(self) -> None:
         """Copy the WAL back into the database file without blocking readers or writers."""
         self._retry(lambda: self.connection().execute("PRAGMA wal_checkpoint(PASSIVE)"))
+
+    checkpoint = maintenance
 
     def close(self) -> None:
         self._closed = True
@@ -191,7 +197,8 @@ class SqliteStore:
 
     def _migrate(self) -> None:
         try:
-            with self.atomic() as conn:
+            with self.atomic() as tx:
+                conn = tx.conn
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS migrations "
                     "(name TEXT PRIMARY KEY, applied_us INTEGER)"
@@ -222,218 +229,112 @@ class SqliteStore:
                 "Point db_path at a new file or a database made by agent-session-manager."
             ) from exc
 
-    # -- meta ------------------------------------------------------------------------------
+    # -- hooks of the shared statements ----------------------------------------------------
 
-    def meta(self, key: str) -> str | None:
-        rows = self.read("SELECT value FROM meta WHERE key = ?", (key,))
-        return rows[0][0] if rows else None
-
-    @staticmethod
-    def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    @staticmethod
-    def bump_generation(conn: sqlite3.Connection) -> None:
-        """Tell every vector cache (in any process) that rows disappeared."""
-        conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-
-    # -- sessions --------------------------------------------------------------------------
-
-    def session(self, session_id: str, scope: Scope) -> Session | None:
-        clause, params = scope.sql("s")
-        rows = self.read(
-            f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ? AND {clause}",
-            (session_id, *params),
-        )
-        return row_to_session(rows[0]) if rows else None
-
-    @staticmethod
-    def owner_of(conn: sqlite3.Connection, session_id: str) -> tuple[str, str, str | None] | None:
-        """(agent_id, status, shared_pool) of a session, unscoped: for write checks only."""
-        row = conn.execute(
-            "SELECT agent_id, status, shared_pool FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        return (row[0], row[1], row[2]) if row else None
-
-    def own_pools(self, agent_id: str) -> set[str]:
-        rows = self.read(
-            "SELECT DISTINCT shared_pool FROM sessions "
-            "WHERE agent_id = ? AND shared_pool IS NOT NULL",
-            (agent_id,),
-        )
-        return {row[0] for row in rows}
-
-    def delete_session(self, conn: sqlite3.Connection, session_id: str) -> int:
-        """Delete a session and its events (vectors, outbox and FTS rows follow); return the
-        number of events. Call inside :meth:`atomic`, after checking who may delete it."""
-        count = conn.execute(
-            "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
-        ).fetchone()[0]
+    def _deleting_session(self, tx: Any, session_id: str) -> None:
         # Drop the session's keyword rows first: the delete trigger then has no neighbour
         # context left to refresh inside the session (it would be deleted a moment later).
-        conn.execute(
+        tx.execute(
             "DELETE FROM events_fts WHERE rowid IN (SELECT seq FROM events WHERE session_id = ?)",
             (session_id,),
         )
-        conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        self.bump_generation(conn)
-        return int(count)
 
-    # -- events ----------------------------------------------------------------------------
-
-    def event(self, event_id: str, scope: Scope) -> Event | None:
-        clause, params = scope.sql("s")
-        rows = self.read(
-            f"SELECT {EVENT_COLUMNS} FROM events e JOIN sessions s ON s.id = e.session_id "
-            f"WHERE e.id = ? AND {clause}",
-            (event_id, *params),
-        )
-        return row_to_event(rows[0]) if rows else None
-
-    def events_by_seq(self, seqs: Sequence[int]) -> dict[int, Event]:
-        out: dict[int, Event] = {}
-        for start in range(0, len(seqs), 500):
-            chunk = list(seqs[start : start + 500])
-            marks = ", ".join("?" for _ in chunk)
-            for row in self.read(
-                f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.seq IN ({marks})", chunk
-            ):
-                out[row[0]] = row_to_event(row)
-        return out
-
-    def bump_recall(self, seqs: Sequence[int]) -> None:
-        if not seqs:
-            return
-        marks = ", ".join("?" for _ in seqs)
-        with self.atomic() as conn:
-            conn.execute(
-                f"UPDATE events SET recall_count = recall_count + 1 WHERE seq IN ({marks})",
-                list(seqs),
-            )
-
-    # -- filtered reads --------------------------------------------------------------------
+    def _deleted(self, tx: Any) -> None:
+        self.bump_generation(tx)
 
     @staticmethod
-    def event_filter_sql(
-        scope: Scope,
-        *,
-        session_id: str | None = None,
-        kinds: Sequence[str] | None = None,
-        since_us: int | None = None,
-        until_us: int | None = None,
-        where: Any = None,
-        include_shared: bool = True,
-    ) -> tuple[str, list[Any]]:
-        """The WHERE clause shared by every filtered event read (aliases ``e`` and ``s``)."""
-        clause, params = scope.sql("s", include_shared=include_shared)
-        parts = [clause]
-        if session_id is not None:
-            parts.append("e.session_id = ?")
-            params.append(session_id)
-        if kinds:
-            parts.append(f"e.kind IN ({', '.join('?' for _ in kinds)})")
-            params.extend(kinds)
-        if since_us is not None:
-            parts.append("e.created_us >= ?")
-            params.append(since_us)
-        if until_us is not None:
-            parts.append("e.created_us < ?")
-            params.append(until_us)
-        if where:
-            sql, where_params = compile_where(where)
-            parts.append(sql)
-            params.extend(where_params)
-        return " AND ".join(parts), params
-
-    def select_events(
-        self,
-        where_sql: str,
-        params: Sequence[Any],
-        *,
-        order: str = "e.created_us, e.seq",
-        limit: int | None = None,
-    ) -> list[Event]:
-        sql = (
-            f"SELECT {EVENT_COLUMNS} FROM events e JOIN sessions s ON s.id = e.session_id "
-            f"WHERE {where_sql} ORDER BY {order}"
+    def bump_generation(tx: Any) -> None:
+        """Tell every vector cache (in any process) that rows disappeared."""
+        tx.execute(
+            "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+            "WHERE key = 'generation'"
         )
-        args = list(params)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return [row_to_event(row) for row in self.read(sql, args)]
 
-    def select_seqs(self, where_sql: str, params: Sequence[Any]) -> list[int]:
-        rows = self.read(
-            f"SELECT e.seq FROM events e JOIN sessions s ON s.id = e.session_id WHERE {where_sql}",
-            params,
-        )
-        return [row[0] for row in rows]
+    # -- search ----------------------------------------------------------------------------
 
     def keyword_search(
-        self,
-        fts: str,
-        where_sql: str,
-        params: Sequence[Any],
-        limit: int,
-        weights: tuple[float, float] = (1.0, 0.5),
+        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
     ) -> list[tuple[int, float]]:
-        """``(seq, score)`` best first; score is the negated FTS5 BM25 (higher is better).
-
-        ``weights`` are the BM25 weights of the two indexed columns: the event's content and
-        its context (neighbouring events and date; see ``0002_keyword_context``).
-        """
-        content, context = (float(w) for w in weights)
-        rows = self.read(
+        """FTS5 BM25 over the event's content and its context (``0002_keyword_context``),
+        weighted by :data:`~session_manager.index.keyword.KEYWORD_WEIGHTS`; the score is the
+        negated BM25 (higher is better)."""
+        fts = fts_query(text)
+        if not fts:
+            return []
+        if content_only:
+            fts = f"content : ({fts})"
+        where, params = self.event_where(flt)
+        content, context = (float(w) for w in KEYWORD_WEIGHTS)
+        rows = self._read(
             f"SELECT e.seq, bm25(events_fts, {content!r}, {context!r}) AS rank FROM events_fts "
             "JOIN events e ON e.seq = events_fts.rowid JOIN sessions s ON s.id = e.session_id "
-            f"WHERE events_fts MATCH ? AND {where_sql} ORDER BY rank LIMIT ?",
+            f"WHERE events_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
             (fts, *params, limit),
         )
-        return [(row[0], -float(row[1])) for row in rows]
+        return [(int(row[0]), -float(row[1])) for row in rows]
 
-    def event_times(self, seqs: Sequence[int]) -> dict[int, int]:
-        """``seq -> created_us`` for the given events (those that still exist)."""
-        out: dict[int, int] = {}
-        for start in range(0, len(seqs), 500):
-            chunk = list(seqs[start : start + 500])
-            marks = ", ".join("?" for _ in chunk)
-            for seq, created in self.read(
-                f"SELECT seq, created_us FROM events WHERE seq IN ({marks})", chunk
-            ):
-                out[int(seq)] = int(created)
-        return out
+    def vector_search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """Exact cosine over the cached per-partition matrices (``index/vectors.py``)."""
+        with self._vectors_lock:
+            if self._vectors is None:
+                self._vectors = VectorCache(self)
+        allowed = None
+        if flt.where or flt.exclude_kinds or flt.status or flt.min_importance is not None:
+            allowed = np.asarray(self.select_seqs(flt), dtype=np.int64)
+        filters = VectorQuery(
+            session_id=flt.session_id,
+            kinds=frozenset(flt.kinds) if flt.kinds else None,
+            since_us=flt.since_us,
+            until_us=flt.until_us,
+            allowed_seqs=allowed,
+        )
+        agent = flt.scope.agent_id if flt.scope is not None else ""
+        return self._vectors.search(query, list(partitions), agent, k, filters)
+
+    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
+        return self._read(
+            "SELECT v.vid, v.seq, e.session_id, e.agent_id, e.kind, e.created_us, v.vector "
+            "FROM vectors v JOIN events e ON e.seq = v.seq "
+            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid LIMIT ?",
+            (partition, after_vid, limit),
+        )
+
+    def vector_count(self, partition: str, after_vid: int) -> int:
+        rows = self._read(
+            "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
+        )
+        return int(rows[0][0])
+
+    def generation(self) -> int:
+        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
 
     # -- outbox and vectors ----------------------------------------------------------------
 
-    def pending_count(self, partitions: Sequence[str] | None = None) -> int:
-        if partitions is None:
-            return int(self.read("SELECT count(*) FROM outbox")[0][0])
-        marks = ", ".join("?" for _ in partitions)
-        rows = self.read(f"SELECT count(*) FROM outbox WHERE partition IN ({marks})", partitions)
-        return int(rows[0][0])
-
-    def claim_pending(
-        self,
-        limit: int,
-        partitions: Sequence[str] | None = None,
-        *,
-        force: bool = False,
-        lease: float = 120.0,
-    ) -> list[tuple[int, str, str]]:
-        """Claim up to ``limit`` outbox rows for embedding: ``(seq, partition, content)``.
+    @contextmanager
+    def claim_outbox(
+        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+    ) -> Iterator[_SqliteBatch]:
+        """Claim up to ``limit`` outbox rows for embedding.
 
         Without ``partitions`` (the background worker), rows another process claimed less
-        than ``lease`` seconds ago are skipped, so workers in several processes share the
+        than :data:`LEASE_SECONDS` ago are skipped, so workers in several processes share the
         work; a claim by a process that died simply expires. With ``partitions`` (a search
         catching up on its own scope) or ``force`` (flush) every pending row is taken:
         read-your-writes wins over the rare duplicate embedding, which is harmless (vectors
         are keyed by event).
         """
+        yield _SqliteBatch(self, self._claim(limit, partitions, force))
+
+    def _claim(
+        self, limit: int, partitions: Sequence[str] | None, force: bool
+    ) -> list[tuple[int, str, str]]:
         now = time.time()
         where: str = "claimed_until < ?"
         params: list[Any] = [now]
@@ -442,7 +343,8 @@ class SqliteStore:
         if partitions is not None:
             where = f"partition IN ({', '.join('?' for _ in partitions)})"
             params = list(partitions)
-        with self.atomic() as conn:
+        with self.atomic() as tx:
+            conn = tx.conn
             seqs = [
                 row[0]
                 for row in conn.execute(
@@ -453,7 +355,8 @@ class SqliteStore:
                 return []
             marks = ", ".join("?" for _ in seqs)
             conn.execute(
-                f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})", (now + lease, *seqs)
+                f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})",
+                (now + LEASE_SECONDS, *seqs),
             )
             rows = conn.execute(
                 "SELECT o.seq, o.partition, e.content FROM outbox o "
@@ -463,19 +366,21 @@ class SqliteStore:
             ).fetchall()
         return [(row[0], row[1], row[2]) for row in rows]
 
-    def store_vectors(self, rows: Sequence[tuple[int, str, bytes]], register: Any = None) -> None:
-        """Write embeddings and clear their outbox rows, in one transaction.
-
-        ``register(conn)`` runs first inside the transaction (it checks or records which
-        embedder made the vectors). Events deleted while they were being embedded are skipped.
-        """
-        with self.atomic() as conn:
+    def finish_batch(
+        self,
+        rows: Sequence[tuple[int, str, bytes | None]],
+        register: Callable[[Any], None] | None,
+    ) -> None:
+        """Write embeddings (``None``: kept elsewhere) and clear their outbox rows, in one
+        transaction; ``register(tx)`` runs first. Events deleted meanwhile are skipped."""
+        with self.atomic() as tx:
             if register is not None:
-                register(conn)
+                register(tx)
+            conn = tx.conn
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors (seq, partition, vector) "
                 "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE seq = ?)",
-                [(seq, partition, blob, seq) for seq, partition, blob in rows],
+                [(seq, part, blob, seq) for seq, part, blob in rows if blob is not None],
             )
             conn.executemany("DELETE FROM outbox WHERE seq = ?", [(row[0],) for row in rows])
             self.refresh_previous_context(conn, [row[0] for row in rows])
@@ -511,7 +416,8 @@ class SqliteStore:
         """Drop every vector and the embedder identity, queue every event for embedding and
         rebuild the FTS5 index: the projections start again from the log. Returns the number
         of events queued."""
-        with self.atomic() as conn:
+        with self.atomic() as tx:
+            conn = tx.conn
             conn.execute("DELETE FROM vectors")
             conn.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
             conn.execute(
@@ -523,27 +429,40 @@ class SqliteStore:
                 "INSERT INTO events_fts (rowid, content, context) "
                 "SELECT seq, content, context FROM events_search_text"
             )
-            self.bump_generation(conn)
+            self.bump_generation(tx)
             count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
         return int(count)
 
-    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
-        return self.read(
-            "SELECT v.vid, v.seq, e.session_id, e.agent_id, e.kind, e.created_us, v.vector "
-            "FROM vectors v JOIN events e ON e.seq = v.seq "
-            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid LIMIT ?",
-            (partition, after_vid, limit),
+    # -- operators -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        stats = self.base_stats()
+        stats["size_bytes"] = sum(
+            path.stat().st_size
+            for path in (self.path, Path(str(self.path) + "-wal"))
+            if path.exists()
+        )
+        return stats
+
+
+@dataclass
+class _SqliteBatch:
+    store: SqliteStore
+    rows: list[tuple[int, str, str]]
+
+    def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
+        self.store.finish_batch(
+            [
+                (seq, part, encode_vector(vec))
+                for (seq, part, _), vec in zip(self.rows, vectors, strict=True)
+            ],
+            register,
         )
 
-    def vector_count(self, partition: str, after_vid: int) -> int:
-        rows = self.read(
-            "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
-        )
-        return int(rows[0][0])
-
-    def generation(self) -> int:
-        rows = self.read("SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
+    def done(self, register: Callable[[Any], None]) -> None:
+        """Clear the rows from the outbox without storing vectors here (an external index
+        holds them)."""
+        self.store.finish_batch([(seq, part, None) for seq, part, _ in self.rows], register)
 
 
 def _split_sql(script: str) -> list[str]:

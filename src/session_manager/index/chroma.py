@@ -1,0 +1,316 @@
+"""Vectors in ChromaDB, the log in SQLite or PostgreSQL: the product page's original design.
+
+Install the extra: ``pip install 'agent-session-manager[chroma]'``. Select it with
+``SessionManager(..., index="chroma+http://host:port")`` (a ``chroma run`` server) or
+``index="chroma:///path/to/dir"`` (embedded, ``PersistentClient``).
+
+:class:`ChromaIndexedStore` wraps the log's store and replaces its vector projection; every
+other operation (the log, the outbox, keyword search, isolation) is the log store's own.
+
+* **Fed by the same outbox.** The worker claims outbox rows from the log, embeds them with
+  *our* embedder, upserts the vectors into Chroma (ids are the events' ``seq``; metadata holds
+  partition, agent, session, kind and time) and only then clears the rows from the outbox. A
+  crash in between re-embeds and upserts again (idempotent). Chroma never embeds anything:
+  collections are opened with ``embedding_function=None``, so it never loads a model.
+* **Isolation and filters** go to Chroma as a ``where`` document: the scope's partitions from
+  :meth:`Scope.chroma_where <session_manager._scope.Scope.chroma_where>`, plus session, kinds
+  and time. A ``where`` on our own metadata is answered by the log (the events it admits) and
+  passed as ``seq $in [...]``, or for large sets applied after an over-fetch.
+* **Deletes reach Chroma** after the log's transaction commits (a crash in between leaves
+  vectors of deleted events, which searches drop because the log no longer has them);
+  ``reindex`` drops and rebuilds the collection.
+* **One collection per store**: ``asm_<store id>``, the id kept in the log's ``meta``.
+* **Processes**: a Chroma *server* may be shared by any number of processes and hosts.
+  The *embedded* client is not safe for two processes on one folder (chroma issues #7040,
+  #3792): this wrapper takes an exclusive lock on the folder, and a second process gets
+  :class:`~session_manager.errors.StoreBusy` naming the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import InvalidInput, StoreBusy
+from ..store.base import EventFilter, OutboxBatch, Store, Vectors
+
+__all__ = ["ChromaIndexedStore"]
+
+# A `where` on our metadata is sent to Chroma as `seq $in [...]` up to this many events;
+# beyond, Chroma is asked for more neighbours than k and the rest is filtered here.
+_IN_LIMIT = 2_000
+
+
+def _import_chromadb() -> Any:
+    try:
+        import chromadb
+    except ImportError:
+        raise InvalidInput(
+            "The Chroma index needs its extra: pip install 'agent-session-manager[chroma]'."
+        ) from None
+    return chromadb
+
+
+class ChromaIndexedStore:
+    """A log store whose vectors live in a Chroma collection (see the module docstring)."""
+
+    def __init__(
+        self,
+        log: Store,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        host: str | None = None,
+        port: int = 8000,
+        ssl: bool = False,
+    ) -> None:
+        chromadb = _import_chromadb()
+        from chromadb.config import Settings
+
+        self._log = log
+        self._lock_file: Any = None
+        settings = Settings(anonymized_telemetry=False)
+        server = host is not None
+        if server:
+            where = f"chroma+{'https' if ssl else 'http'}://{host}:{port}"
+            try:
+                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+                self._client.heartbeat()
+            except Exception as exc:
+                raise StoreBusy(
+                    f"Cannot reach the Chroma server at {where}: {exc}. Start it with "
+                    "`chroma run --host HOST --port PORT --path DIR`, or check the URL."
+                ) from exc
+        else:
+            assert path is not None
+            folder = Path(path)
+            if not folder.parent.is_dir():
+                raise InvalidInput(
+                    f"The folder {str(folder.parent)!r} for the Chroma index {str(folder)!r} "
+                    "does not exist. Create it first (mkdir -p) or choose another path."
+                )
+            folder.mkdir(exist_ok=True)
+            self._lock_file = _FolderLock.acquire(folder)
+            where = f"chroma:///{folder}"
+            self._client = chromadb.PersistentClient(path=str(folder), settings=settings)
+        self.path = None if server else Path(path)  # type: ignore[arg-type]
+        self.location = f"{log.location} + {where}"
+        self.capabilities = replace(
+            log.capabilities,
+            name=f"{log.capabilities.name}+chroma-{'server' if server else 'embedded'}",
+            multi_process=log.capabilities.multi_process and server,
+            multi_host=log.capabilities.multi_host and server,
+            exact_vectors=False,
+            transactional_vectors=False,
+        )
+        self._name = f"asm_{self._store_id()}"
+        self._collection = self._open_collection()
+
+    def __getattr__(self, name: str) -> Any:
+        # everything but the vector projection is the log store's own
+        return getattr(self._log, name)
+
+    def _store_id(self) -> str:
+        found = self._log.get_meta("store_id")
+        if found is None:
+            with self._log.atomic() as tx:
+                found = self._log.get_meta("store_id", tx)
+                if found is None:
+                    found = uuid.uuid4().hex
+                    self._log.set_meta(tx, "store_id", found)
+        return found
+
+    def _open_collection(self) -> Any:
+        return self._client.get_or_create_collection(
+            self._name,
+            embedding_function=None,  # our embeddings only: Chroma must never load a model
+            configuration={"hnsw": {"space": "cosine"}},
+            metadata={"created_by": "agent-session-manager"},
+        )
+
+    def close(self) -> None:
+        try:
+            self._log.close()
+        finally:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            if self._lock_file is not None:
+                self._lock_file.release()
+                self._lock_file = None
+
+    # -- the vector projection -------------------------------------------------------------
+
+    @contextmanager
+    def claim_outbox(
+        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+    ) -> Iterator[_ChromaBatch]:
+        with self._log.claim_outbox(limit, partitions, force=force) as batch:
+            yield _ChromaBatch(self, batch, batch.rows)
+
+    def _upsert(self, rows: list[tuple[int, str, str]], vectors: Vectors) -> None:
+        details = self._log.outbox_details([seq for seq, _, _ in rows])
+        keep = [i for i, (seq, _, _) in enumerate(rows) if seq in details]
+        if not keep:
+            return
+        metadatas = []
+        for i in keep:
+            seq, partition, _ = rows[i]
+            session_id, agent_id, kind, created_us = details[seq]
+            metadatas.append(
+                {
+                    "seq": seq,
+                    "partition": partition,
+                    "agent": agent_id,
+                    "session": session_id,
+                    "kind": kind,
+                    "time": created_us,
+                }
+            )
+        self._collection.upsert(
+            ids=[str(rows[i][0]) for i in keep],
+            embeddings=vectors[keep],
+            metadatas=metadatas,
+        )
+
+    def vector_search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        if flt.scope is None:
+            raise InvalidInput("A Chroma search needs a scope.")
+        clauses: list[dict[str, Any]] = [flt.scope.chroma_where(list(partitions))]
+        if flt.session_id is not None:
+            clauses.append({"session": flt.session_id})
+        if flt.kinds:
+            clauses.append({"kind": {"$in": list(flt.kinds)}})
+        if flt.since_us is not None:
+            clauses.append({"time": {"$gte": flt.since_us}})
+        if flt.until_us is not None:
+            clauses.append({"time": {"$lt": flt.until_us}})
+        allowed: set[int] | None = None
+        if flt.where or flt.exclude_kinds or flt.status or flt.min_importance is not None:
+            allowed = set(self._log.select_seqs(flt))
+            if not allowed:
+                return []
+            if len(allowed) <= _IN_LIMIT:
+                clauses.append({"seq": {"$in": sorted(allowed)}})
+                allowed = None
+        where = clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        n = k if allowed is None else min(4 * k, len(allowed))
+        while True:
+            found = self._query(query, where, n)
+            if allowed is not None:
+                kept = [pair for pair in found if pair[0] in allowed]
+                if len(kept) < k and len(found) == n:
+                    n *= 4  # not enough survived the filter: ask for more neighbours
+                    continue
+                found = kept
+            found.sort(key=lambda pair: (-pair[1], pair[0]))
+            return found[:k]
+
+    def _query(self, query: Vectors, where: dict[str, Any], n: int) -> list[tuple[int, float]]:
+        result = self._collection.query(
+            query_embeddings=[query], n_results=n, where=where, include=["distances"]
+        )
+        ids = result["ids"][0] if result["ids"] else []
+        distances = result["distances"][0] if result["distances"] else []
+        return [(int(i), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+
+    # -- deletes and rebuilds reach Chroma -------------------------------------------------
+
+    def delete_session(self, tx: Any, session_id: str) -> int:
+        count = self._log.delete_session(tx, session_id)
+        tx.on_commit(lambda: self._collection.delete(where={"session": session_id}))
+        return count
+
+    def delete_events(self, tx: Any, flt: EventFilter) -> int:
+        seqs = self._log.select_seqs(flt)
+        count = self._log.delete_events(tx, flt)
+        ids = [str(seq) for seq in seqs]
+        if ids:
+            tx.on_commit(lambda: self._delete_ids(ids))
+        return count
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 1_000):
+            self._collection.delete(ids=ids[start : start + 1_000])
+
+    def requeue_all(self) -> int:
+        count = self._log.requeue_all()
+        with contextlib.suppress(Exception):  # already gone
+            self._client.delete_collection(self._name)
+        self._collection = self._open_collection()
+        return count
+
+    def stats(self) -> dict[str, Any]:
+        stats = self._log.stats()
+        stats["vectors"] = int(self._collection.count())
+        if self.path is not None:
+            stats["size_bytes"] = int(stats["size_bytes"]) + sum(
+                file.stat().st_size for file in self.path.rglob("*") if file.is_file()
+            )
+        return stats
+
+
+class _FolderLock:
+    """An exclusive lock on an embedded Chroma folder, held by one process (shared by the
+    stores of that process, counted)."""
+
+    _held: ClassVar[dict[str, _FolderLock]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, key: str, handle: Any) -> None:
+        self.key, self.handle, self.count = key, handle, 1
+
+    @classmethod
+    def acquire(cls, folder: Path) -> _FolderLock:
+        import fcntl
+
+        key = str(folder.resolve())
+        with cls._guard:
+            held = cls._held.get(key)
+            if held is not None:
+                held.count += 1
+                return held
+            handle = open(folder / ".asm-lock", "a+")  # noqa: SIM115 (held until release())
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                raise StoreBusy(
+                    f"The embedded Chroma index {str(folder)!r} is open in another process, "
+                    "and Chroma's embedded client is not safe for several processes. Use a "
+                    "Chroma server (`chroma run`, index='chroma+http://host:port') to share it."
+                ) from None
+            lock = cls._held[key] = _FolderLock(key, handle)
+            return lock
+
+    def release(self) -> None:
+        with self._guard:
+            self.count -= 1
+            if self.count == 0:
+                del self._held[self.key]
+                self.handle.close()
+
+
+@dataclass
+class _ChromaBatch:
+    owner: ChromaIndexedStore
+    batch: OutboxBatch
+    rows: list[tuple[int, str, str]]
+
+    def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
+        self.owner._upsert(self.batch.rows, vectors)
+        self.batch.done(register)
+
+    def done(self, register: Callable[[Any], None]) -> None:
+        self.batch.done(register)

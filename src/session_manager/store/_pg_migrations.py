@@ -1,0 +1,140 @@
+"""Named schema migrations of the PostgreSQL store, applied in order on open.
+
+Never edit a migration that has shipped: add a new one. They run in one transaction while the
+opening process holds an advisory lock, so any number of processes may open a new database at
+once; each name is recorded in the ``migrations`` table of the store's schema.
+
+The layout mirrors the SQLite store (``store/_migrations.py``) so that both share their
+statements (``store/_sql.py``): ``sessions`` and ``events`` are the log, ``outbox`` the
+embedding queue, ``vectors`` (pgvector) and ``events.search_text`` (a ``tsvector`` with a GIN
+index) the projections. Differences:
+
+- ``events.metadata`` is the canonical JSON text (so export is byte-identical across
+  backends); ``metadata_j`` is the same as ``jsonb``, generated, for ``where`` filters.
+- The keyword context of 0002_keyword_context (the two events before and after in the
+  session, cut to 1,000 / 500 characters, and the UTC date written out) is computed by
+  ``asm_context()``; the content is weighted ``A`` and the context ``B`` in one tsvector.
+  New events are indexed by a ``BEFORE INSERT`` trigger with their predecessors; the outbox
+  worker refreshes the predecessors (as in SQLite); a statement-level ``AFTER DELETE``
+  trigger refreshes the neighbours of deleted events.
+- ``vectors`` repeats each event's partition and agent, so a search of a scope reads that
+  table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``vector``: the
+  dimension is the embedder's (recorded in ``meta``); an HNSW index, when chosen, is an
+  expression index on the sized cast.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_INITIAL = r"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    agent_id    TEXT NOT NULL,
+    user_id     TEXT,
+    goal        TEXT NOT NULL,
+    status      TEXT NOT NULL
+                CHECK (status IN ('active', 'completed', 'failed', 'abandoned')),
+    shared_pool TEXT,
+    metadata    TEXT NOT NULL DEFAULT '{}',
+    created_us  BIGINT NOT NULL,
+    updated_us  BIGINT NOT NULL
+);
+CREATE INDEX sessions_by_agent ON sessions (agent_id, updated_us);
+CREATE INDEX sessions_by_pool ON sessions (shared_pool) WHERE shared_pool IS NOT NULL;
+CREATE TABLE events (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    agent_id     TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    payload      TEXT,
+    importance   DOUBLE PRECISION NOT NULL CHECK (importance BETWEEN 0 AND 1),
+    tags         TEXT NOT NULL DEFAULT '[]',
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    metadata_j   JSONB GENERATED ALWAYS AS (metadata::jsonb) STORED,
+    status       TEXT,
+    created_us   BIGINT NOT NULL,
+    token_count  INTEGER NOT NULL,
+    recall_count INTEGER NOT NULL DEFAULT 0,
+    partition    TEXT NOT NULL,
+    search_text  TSVECTOR
+);
+CREATE INDEX events_by_session_time ON events (session_id, created_us, seq);
+CREATE INDEX events_by_session_seq ON events (session_id, seq);
+CREATE INDEX events_by_agent_kind ON events (agent_id, kind);
+CREATE INDEX events_search ON events USING gin (search_text);
+CREATE TABLE outbox (
+    seq       BIGINT PRIMARY KEY REFERENCES events (seq) ON DELETE CASCADE,
+    partition TEXT NOT NULL
+);
+CREATE INDEX outbox_by_partition ON outbox (partition, seq);
+CREATE TABLE vectors (
+    seq       BIGINT PRIMARY KEY REFERENCES events (seq) ON DELETE CASCADE,
+    partition TEXT NOT NULL,
+    agent_id  TEXT NOT NULL,
+    embedding vector NOT NULL
+);
+CREATE INDEX vectors_by_partition ON vectors (partition, agent_id);
+
+CREATE FUNCTION asm_context(p_session TEXT, p_seq BIGINT, p_created BIGINT) RETURNS TEXT
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+    SELECT coalesce((SELECT substr(p.content, 1, 500) FROM events p
+                     WHERE p.session_id = p_session AND p.seq < p_seq
+                     ORDER BY p.seq DESC LIMIT 1 OFFSET 1), '')
+        || E'\n'
+        || coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+                     WHERE p.session_id = p_session AND p.seq < p_seq
+                     ORDER BY p.seq DESC LIMIT 1), '')
+        || E'\n'
+        || to_char(to_timestamp(p_created / 1000000.0) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY')
+        || E'\n'
+        || coalesce((SELECT substr(n.content, 1, 1000) FROM events n
+                     WHERE n.session_id = p_session AND n.seq > p_seq
+                     ORDER BY n.seq LIMIT 1), '')
+        || E'\n'
+        || coalesce((SELECT substr(n.content, 1, 500) FROM events n
+                     WHERE n.session_id = p_session AND n.seq > p_seq
+                     ORDER BY n.seq LIMIT 1 OFFSET 1), '')
+$$;
+
+CREATE FUNCTION asm_search_text(p_session TEXT, p_seq BIGINT, p_created BIGINT, p_content TEXT)
+RETURNS TSVECTOR LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+    SELECT setweight(to_tsvector('english', p_content), 'A')
+        || setweight(to_tsvector('english', asm_context(p_session, p_seq, p_created)), 'B')
+$$;
+
+CREATE FUNCTION asm_events_insert() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    NEW.search_text := asm_search_text(NEW.session_id, NEW.seq, NEW.created_us, NEW.content);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER events_insert BEFORE INSERT ON events
+    FOR EACH ROW EXECUTE FUNCTION asm_events_insert();
+
+CREATE FUNCTION asm_events_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE events e
+    SET search_text = asm_search_text(e.session_id, e.seq, e.created_us, e.content)
+    WHERE e.seq IN (
+        SELECT n.seq FROM gone g CROSS JOIN LATERAL (
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq < g.seq
+             ORDER BY p.seq DESC LIMIT 2)
+            UNION ALL
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq > g.seq
+             ORDER BY p.seq LIMIT 2)
+        ) n
+    );
+    RETURN NULL;
+END $$;
+CREATE TRIGGER events_deleted AFTER DELETE ON events
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION asm_events_deleted();
+
+INSERT INTO meta (key, value) VALUES ('generation', '0');
+"""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)

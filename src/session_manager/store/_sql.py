@@ -1,0 +1,450 @@
+"""What the SQL backends share: the log's tables, read and written with the same statements.
+
+SQLite and PostgreSQL hold the same tables (``sessions``, ``events``, ``outbox``, ``vectors``,
+``meta``, ``migrations``) and accept the same SQL for everything but keyword search, vector
+search, the outbox claim and schema management, which each backend writes itself. Statements
+here use ``?`` placeholders; the PostgreSQL backend rewrites them for psycopg. Isolation comes
+from :meth:`Scope.sql <session_manager._scope.Scope.sql>` and ``where`` filters from
+:func:`~session_manager._filters.compile_where` with the backend's dialect — never from SQL
+written by callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _json
+from .._filters import compile_where
+from .._scope import Scope
+from .._time import from_us
+from ..events import Event, Session
+from .base import EventFilter, EventRow, SessionFilter, SessionRow, Tx, batched
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "SESSION_COLUMNS",
+    "SqlStore",
+    "SqlTx",
+    "row_to_event",
+    "row_to_session",
+]
+
+EVENT_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, e.payload, e.importance, "
+    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count"
+)
+SESSION_COLUMNS = (
+    "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
+    "s.created_us, s.updated_us"
+)
+_EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
+_INSERT_EVENT = (
+    "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
+    "metadata, status, created_us, token_count, recall_count, partition) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq"
+)
+
+
+def row_to_event(row: Sequence[Any]) -> Event:
+    return Event(
+        seq=int(row[0]),
+        id=row[1],
+        session_id=row[2],
+        agent_id=row[3],
+        kind=row[4],
+        content=row[5],
+        payload=_json.loads(row[6]),
+        importance=float(row[7]),
+        tags=tuple(_json.loads(row[8])),
+        metadata=_json.loads(row[9]),
+        status=row[10],
+        created_at=from_us(row[11]),
+        token_count=int(row[12]),
+        recall_count=int(row[13]),
+    )
+
+
+def row_to_session(row: Sequence[Any]) -> Session:
+    return Session(
+        id=row[0],
+        agent_id=row[1],
+        user_id=row[2],
+        goal=row[3],
+        status=row[4],
+        shared_pool=row[5],
+        metadata=_json.loads(row[6]),
+        created_at=from_us(row[7]),
+        updated_at=from_us(row[8]),
+    )
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+class SqlTx:
+    """One open transaction on a DB-API connection (``?`` placeholders)."""
+
+    __slots__ = ("_hooks", "conn")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._hooks: list[Callable[[], None]] | None = None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(callback)
+
+    def committed(self) -> None:
+        hooks, self._hooks = self._hooks, None
+        for hook in hooks or ():
+            hook()
+
+
+class SqlStore:
+    """The statements both SQL backends share; subclasses add connections and schema."""
+
+    #: the ``where`` dialect (``_filters.compile_where``)
+    dialect = "sqlite"
+    #: the column ``where`` filters read (PostgreSQL: a generated ``jsonb`` column)
+    metadata_column = "e.metadata"
+    #: appended to the write check's read: PostgreSQL locks the session row
+    lock_suffix = ""
+
+    # -- provided by the backend -----------------------------------------------------------
+
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
+        raise NotImplementedError
+
+    def atomic(self) -> Any:
+        raise NotImplementedError
+
+    def _deleted(self, tx: Any) -> None:
+        """Called in the transaction that deleted events (SQLite: vector caches rebuild)."""
+
+    def _deleting_session(self, tx: Any, session_id: str) -> None:
+        """Called before a session's rows go (SQLite: drop its keyword rows first)."""
+
+    # -- filters ---------------------------------------------------------------------------
+
+    def event_where(self, flt: EventFilter) -> tuple[str, list[Any]]:
+        """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if flt.scope is not None:
+            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+            parts.append(clause)
+        if flt.session_id is not None:
+            parts.append("e.session_id = ?")
+            params.append(flt.session_id)
+        if flt.kinds:
+            parts.append(f"e.kind IN ({_marks(flt.kinds)})")
+            params.extend(flt.kinds)
+        if flt.exclude_kinds:
+            parts.append(f"e.kind NOT IN ({_marks(flt.exclude_kinds)})")
+            params.extend(flt.exclude_kinds)
+        if flt.status is not None:
+            parts.append("e.status = ?")
+            params.append(flt.status)
+        if flt.min_importance is not None:
+            parts.append("e.importance >= ?")
+            params.append(flt.min_importance)
+        if flt.since_us is not None:
+            parts.append("e.created_us >= ?")
+            params.append(flt.since_us)
+        if flt.until_us is not None:
+            parts.append("e.created_us < ?")
+            params.append(flt.until_us)
+        if flt.where:
+            sql, where_params = compile_where(flt.where, self.metadata_column, self.dialect)
+            parts.append(sql)
+            params.extend(where_params)
+        if flt.session_status is not None:
+            parts.append("s.status = ?")
+            params.append(flt.session_status)
+        if flt.session_before_us is not None:
+            parts.append("s.updated_us < ?")
+            params.append(flt.session_before_us)
+        return " AND ".join(parts) or "TRUE", params
+
+    @staticmethod
+    def session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
+        parts: list[str] = []
+        params: list[Any] = []
+        if flt.scope is not None:
+            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+            parts.append(clause)
+        for column, value in (
+            ("s.id = ?", flt.session_id),
+            ("s.agent_id = ?", flt.agent_id),
+            ("s.status = ?", flt.status),
+            ("s.user_id = ?", flt.user_id),
+            ("s.updated_us >= ?", flt.since_us),
+            ("s.updated_us < ?", flt.before_us),
+        ):
+            if value is not None:
+                parts.append(column)
+                params.append(value)
+        return " AND ".join(parts) or "TRUE", params
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def owner_of(self, tx: Any, session_id: str) -> tuple[str, str, str | None] | None:
+        row = tx.execute(
+            "SELECT agent_id, status, shared_pool FROM sessions WHERE id = ?" + self.lock_suffix,
+            (session_id,),
+        ).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    def insert_session(self, tx: Any, row: SessionRow) -> bool:
+        cursor = tx.execute(
+            "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
+            "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            row,
+        )
+        return bool(cursor.rowcount)
+
+    def insert_event(self, tx: Any, row: EventRow, *, touch_us: int | None) -> int | None:
+        found = tx.execute(_INSERT_EVENT, row).fetchone()
+        if found is None:
+            return None
+        seq = int(found[0])
+        tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, row[13]))
+        if touch_us is not None:
+            tx.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, row[1]))
+        return seq
+
+    def set_session_status(self, tx: Any, session_id: str, status: str, now: int) -> None:
+        tx.execute(
+            "UPDATE sessions SET status = ?, updated_us = ? WHERE id = ?",
+            (status, now, session_id),
+        )
+
+    def claim_event_status(self, tx: Any, event_id: str, before: str | None, after: str) -> bool:
+        cursor = tx.execute(
+            "UPDATE events SET status = ? WHERE id = ? AND status = ?", (after, event_id, before)
+        )
+        return bool(cursor.rowcount)
+
+    def set_event_metadata(self, tx: Any, event_id: str, metadata_json: str) -> None:
+        tx.execute("UPDATE events SET metadata = ? WHERE id = ?", (metadata_json, event_id))
+
+    def delete_session(self, tx: Any, session_id: str) -> int:
+        count = tx.execute(
+            "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        self._deleting_session(tx, session_id)
+        tx.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._deleted(tx)
+        return int(count)
+
+    def delete_events(self, tx: Any, flt: EventFilter) -> int:
+        where, params = self.event_where(flt)
+        cursor = tx.execute(
+            f"DELETE FROM events WHERE seq IN (SELECT e.seq {_EVENTS_JOIN} WHERE {where})",
+            params,
+        )
+        self._deleted(tx)
+        return int(cursor.rowcount)
+
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,), tx)
+        return rows[0][0] if rows else None
+
+    def set_meta(self, tx: Any, key: str, value: str) -> None:
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def session(self, session_id: str, scope: Scope | None) -> Session | None:
+        found = self.sessions(SessionFilter(scope, session_id=session_id), limit=1)
+        return found[0] if found else None
+
+    def sessions(
+        self,
+        flt: SessionFilter,
+        *,
+        limit: int | None = None,
+        oldest_first: bool = False,
+        tx: Any = None,
+    ) -> list[Session]:
+        where, params = self.session_where(flt)
+        order = "s.created_us, s.id" if oldest_first else "s.updated_us DESC, s.id DESC"
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        return [row_to_session(row) for row in self._read(sql, params, tx)]
+
+    def session_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        sizes = {session_id: (0, 0) for session_id in session_ids}
+        for chunk in batched(list(session_ids)):
+            for session_id, count, tokens in self._read(
+                "SELECT session_id, count(*), coalesce(sum(token_count), 0) FROM events "
+                f"WHERE session_id IN ({_marks(chunk)}) GROUP BY session_id",
+                chunk,
+            ):
+                sizes[session_id] = (int(count), int(tokens))
+        return sizes
+
+    def own_pools(self, agent_id: str) -> set[str]:
+        rows = self._read(
+            "SELECT DISTINCT shared_pool FROM sessions "
+            "WHERE agent_id = ? AND shared_pool IS NOT NULL",
+            (agent_id,),
+        )
+        return {row[0] for row in rows}
+
+    def agents(self) -> list[str]:
+        return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
+
+    def event(self, event_id: str, scope: Scope | None) -> Event | None:
+        params: list[Any] = [event_id]
+        clause = "TRUE"
+        if scope is not None:
+            clause, scope_params = scope.sql("s")
+            params.extend(scope_params)
+        rows = self._read(
+            f"SELECT {EVENT_COLUMNS} {_EVENTS_JOIN} WHERE e.id = ? AND {clause}", params
+        )
+        return row_to_event(rows[0]) if rows else None
+
+    def events(
+        self,
+        flt: EventFilter,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        after: tuple[int, int] | None = None,
+        tx: Any = None,
+    ) -> list[Event]:
+        where, params = self.event_where(flt)
+        if after is not None:
+            where += " AND (e.created_us, e.seq) > (?, ?)"
+            params.extend(after)
+        order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
+        sql = f"SELECT {EVENT_COLUMNS} {_EVENTS_JOIN} WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        return [row_to_event(row) for row in self._read(sql, params, tx)]
+
+    def count_events(self, flt: EventFilter) -> int:
+        where, params = self.event_where(flt)
+        return int(self._read(f"SELECT count(*) {_EVENTS_JOIN} WHERE {where}", params)[0][0])
+
+    def kind_counts(self, flt: EventFilter) -> dict[str, int]:
+        where, params = self.event_where(flt)
+        rows = self._read(
+            f"SELECT e.kind, count(*) {_EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
+            params,
+        )
+        return {kind: int(count) for kind, count in rows}
+
+    def sessions_touched(self, flt: EventFilter) -> int:
+        where, params = self.event_where(flt)
+        rows = self._read(
+            f"SELECT count(DISTINCT e.session_id) {_EVENTS_JOIN} WHERE {where}", params
+        )
+        return int(rows[0][0])
+
+    def select_seqs(self, flt: EventFilter) -> list[int]:
+        where, params = self.event_where(flt)
+        return [
+            int(row[0]) for row in self._read(f"SELECT e.seq {_EVENTS_JOIN} WHERE {where}", params)
+        ]
+
+    def events_by_seq(self, seqs: Sequence[int]) -> dict[int, Event]:
+        out: dict[int, Event] = {}
+        for chunk in batched(list(seqs)):
+            for row in self._read(
+                f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.seq IN ({_marks(chunk)})", chunk
+            ):
+                event = row_to_event(row)
+                out[event.seq] = event
+        return out
+
+    def event_times(self, seqs: Sequence[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk in batched(list(seqs)):
+            for seq, created in self._read(
+                f"SELECT seq, created_us FROM events WHERE seq IN ({_marks(chunk)})", chunk
+            ):
+                out[int(seq)] = int(created)
+        return out
+
+    def bump_recall(self, seqs: Sequence[int]) -> None:
+        if not seqs:
+            return
+        with self.atomic() as tx:
+            tx.execute(
+                f"UPDATE events SET recall_count = recall_count + 1 WHERE seq IN ({_marks(seqs)})",
+                list(seqs),
+            )
+
+    def pending_count(self, partitions: Sequence[str] | None = None) -> int:
+        if partitions is None:
+            return int(self._read("SELECT count(*) FROM outbox")[0][0])
+        if not partitions:
+            return 0
+        rows = self._read(
+            f"SELECT count(*) FROM outbox WHERE partition IN ({_marks(partitions)})",
+            list(partitions),
+        )
+        return int(rows[0][0])
+
+    def outbox_details(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, str, int]]:
+        """``seq -> (session_id, agent_id, kind, created_us)``: what an external vector index
+        stores beside each vector."""
+        out: dict[int, tuple[str, str, str, int]] = {}
+        for chunk in batched(list(seqs)):
+            for seq, session_id, agent_id, kind, created in self._read(
+                "SELECT seq, session_id, agent_id, kind, created_us FROM events "
+                f"WHERE seq IN ({_marks(chunk)})",
+                chunk,
+            ):
+                out[int(seq)] = (session_id, agent_id, kind, int(created))
+        return out
+
+    # -- operators -------------------------------------------------------------------------
+
+    def base_stats(self) -> dict[str, Any]:
+        by_agent: dict[str, dict[str, int]] = {}
+        for agent, kind, count in self._read(
+            "SELECT agent_id, kind, count(*) FROM events GROUP BY agent_id, kind "
+            "ORDER BY agent_id, kind"
+        ):
+            by_agent.setdefault(agent, {})[kind] = int(count)
+        by_status = {
+            status: int(count)
+            for status, count in self._read(
+                "SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status"
+            )
+        }
+        return {
+            "events_by_agent": by_agent,
+            "sessions_by_status": by_status,
+            "vectors": int(self._read("SELECT count(*) FROM vectors")[0][0]),
+            "migrations": [
+                row[0] for row in self._read("SELECT name FROM migrations ORDER BY name")
+            ],
+        }
+
+    def session_owner(self, session_id: str) -> tuple[str, str | None] | None:
+        rows = self._read("SELECT agent_id, shared_pool FROM sessions WHERE id = ?", (session_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def event_exists(self, event_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM events WHERE id = ?", (event_id,)))

@@ -1,0 +1,285 @@
+"""The backend interface: the few primitive operations every store implements.
+
+The façade (:class:`~session_manager.SessionManager`), the operator's
+:class:`~session_manager.admin.StoreAdmin`, search, restore and export/import are written once,
+on top of :class:`Store`. A backend is a log (sessions, events, the embedding outbox, ``meta``)
+plus a vector and a keyword projection of it:
+
+* :class:`~session_manager.store.sqlite.SqliteStore` — one SQLite file (the default);
+* :class:`~session_manager.store.postgres.PostgresStore` — PostgreSQL + pgvector;
+* :class:`~session_manager.index.chroma.ChromaIndexedStore` — either of them as the log, with
+  the vectors in ChromaDB (embedded or a server), fed by the same outbox.
+
+Isolation is never built by callers: reads take a :class:`~session_manager._scope.Scope` (or
+``None`` for the operator's unscoped view) inside an :class:`EventFilter` /
+:class:`SessionFilter`, and each backend turns it into its own clause in one place.
+
+What a backend cannot do it declares in :class:`Capabilities`; the conformance suite
+(``session_manager.testing``) checks each declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from .._scope import Scope
+from ..events import Event, Session
+
+__all__ = [
+    "Capabilities",
+    "EventFilter",
+    "EventRow",
+    "OutboxBatch",
+    "SessionFilter",
+    "SessionRow",
+    "Store",
+    "Tx",
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; the conformance suite checks every ``False`` as well.
+
+    Attributes:
+        multi_process: several processes may open the store at once (SQLite: on one machine;
+            PostgreSQL and a Chroma server: from many hosts). Chroma's embedded client cannot:
+            a second process is refused with a clear error.
+        multi_host: processes on different machines may share the store.
+        keyword_context: the keyword index also sees each event's neighbours and date
+            (docs/architecture.md §3b).
+        exact_vectors: semantic search is exact (brute force); otherwise approximate (HNSW).
+        transactional_vectors: vectors commit in the log's own transactions.
+    """
+
+    name: str
+    multi_process: bool
+    multi_host: bool
+    keyword_context: bool
+    exact_vectors: bool
+    transactional_vectors: bool
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """A restriction of event reads. ``scope=None`` is the operator's unscoped view."""
+
+    scope: Scope | None
+    include_shared: bool = True
+    session_id: str | None = None
+    kinds: tuple[str, ...] | None = None
+    exclude_kinds: tuple[str, ...] | None = None
+    status: str | None = None
+    min_importance: float | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+    where: Mapping[str, Any] | None = None
+    # operator filters (prune): the event's session
+    session_status: str | None = None
+    session_before_us: int | None = None  # the session's last activity is before this
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """A restriction of session reads. ``scope=None`` is the operator's unscoped view."""
+
+    scope: Scope | None
+    include_shared: bool = True
+    session_id: str | None = None
+    agent_id: str | None = None
+    status: str | None = None
+    user_id: str | None = None
+    since_us: int | None = None  # updated at or after
+    before_us: int | None = None  # updated before (prune)
+
+
+#: ``(id, agent_id, user_id, goal, status, shared_pool, metadata_json, created_us, updated_us)``
+SessionRow = tuple[str, str, str | None, str, str, str | None, str, int, int]
+#: ``(id, session_id, agent_id, kind, content, payload_json, importance, tags_json,
+#: metadata_json, status, created_us, token_count, recall_count, partition)``
+EventRow = tuple[
+    str, str, str, str, str, str | None, float, str, str, str | None, int, int, int, str
+]
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Tx(Protocol):
+    """An open write transaction (from :meth:`Store.atomic`)."""
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` after the transaction commits (never if it rolls back)."""
+
+
+class OutboxBatch(Protocol):
+    """Outbox rows claimed for embedding (from :meth:`Store.claim_outbox`)."""
+
+    #: ``(seq, partition, content)`` in seq order
+    rows: list[tuple[int, str, str]]
+
+    def store_vectors(self, vectors: Vectors, register: Callable[[Tx], None]) -> None:
+        """Write the vectors (one per row) and clear the rows from the outbox.
+
+        ``register(tx)`` runs first in the same transaction: it checks or records which
+        embedder made the vectors (:meth:`Store.get_meta` / :meth:`Store.set_meta`).
+        Events deleted meanwhile are skipped.
+        """
+
+    def done(self, register: Callable[[Tx], None]) -> None:
+        """Clear the rows from the outbox without storing vectors in the log's store (an
+        external index such as Chroma holds them); ``register`` as above."""
+
+
+class Store(Protocol):
+    """A session store: the log, its outbox, and its vector and keyword projections."""
+
+    capabilities: Capabilities
+    #: where the store lives, for messages (a path or a URL without its password)
+    location: str
+
+    def close(self) -> None: ...
+
+    # -- transactions and writes (inside atomic) ------------------------------------------
+    def atomic(self) -> AbstractContextManager[Tx]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        ...
+
+    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
+        """``(agent_id, status, shared_pool)`` of a session, unscoped and locked for the rest
+        of the transaction: what write checks are made from."""
+        ...
+
+    def insert_session(self, tx: Tx, row: SessionRow) -> bool:
+        """Insert a session; False if one with that id exists (left as it is)."""
+        ...
+
+    def insert_event(self, tx: Tx, row: EventRow, *, touch_us: int | None) -> int | None:
+        """Append an event and its outbox row; return its seq, or None if the id exists.
+        ``touch_us`` also sets the session's ``updated_us``."""
+        ...
+
+    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None: ...
+    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
+        """Compare-and-set an event's status; True if it was ``before``."""
+        ...
+
+    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None: ...
+    def delete_session(self, tx: Tx, session_id: str) -> int:
+        """Delete a session, its events and every projection of them; return the count."""
+        ...
+
+    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+        """Delete the events matching ``flt`` (and their projections); return the count."""
+        ...
+
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
+    def set_meta(self, tx: Tx, key: str, value: str) -> None: ...
+
+    # -- reads -----------------------------------------------------------------------------
+    def session(self, session_id: str, scope: Scope | None) -> Session | None: ...
+    def sessions(
+        self,
+        flt: SessionFilter,
+        *,
+        limit: int | None = None,
+        oldest_first: bool = False,
+        tx: Tx | None = None,
+    ) -> list[Session]: ...
+    def session_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """``session id -> (events, tokens)``."""
+        ...
+
+    def own_pools(self, agent_id: str) -> set[str]: ...
+    def agents(self) -> list[str]: ...
+    def event(self, event_id: str, scope: Scope | None) -> Event | None: ...
+    def events(
+        self,
+        flt: EventFilter,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        after: tuple[int, int] | None = None,
+        tx: Tx | None = None,
+    ) -> list[Event]:
+        """Events in log order (``created_us, seq``); ``after`` continues a keyset page."""
+        ...
+
+    def count_events(self, flt: EventFilter) -> int: ...
+    def select_seqs(self, flt: EventFilter) -> list[int]: ...
+    def outbox_details(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, str, int]]:
+        """``seq -> (session_id, agent_id, kind, created_us)``: what an external vector index
+        keeps beside each vector."""
+        ...
+
+    def kind_counts(self, flt: EventFilter) -> dict[str, int]: ...
+    def sessions_touched(self, flt: EventFilter) -> int: ...
+    def events_by_seq(self, seqs: Sequence[int]) -> dict[int, Event]: ...
+    def event_times(self, seqs: Sequence[int]) -> dict[int, int]: ...
+    def bump_recall(self, seqs: Sequence[int]) -> None: ...
+    def snapshot(self) -> AbstractContextManager[Tx]:
+        """A read transaction: every read given this ``tx`` sees one consistent state."""
+        ...
+
+    # -- search ----------------------------------------------------------------------------
+    def keyword_search(
+        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
+    ) -> list[tuple[int, float]]:
+        """``(seq, score)`` best first; ``content_only`` matches the event's own text only,
+        otherwise its keyword context too."""
+        ...
+
+    def vector_search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` ``(seq, cosine)`` among events matching ``flt`` in ``partitions``
+        (``(partition, owner_only)`` pairs from :meth:`Scope.partitions`)."""
+        ...
+
+    # -- the outbox ------------------------------------------------------------------------
+    def pending_count(self, partitions: Sequence[str] | None = None) -> int: ...
+    def claim_outbox(
+        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+    ) -> AbstractContextManager[OutboxBatch]:
+        """Claim up to ``limit`` pending events for embedding.
+
+        The background worker (no ``partitions``, no ``force``) skips rows another worker
+        holds, so any number of workers share the outbox without double work. A search
+        catching up on its partitions, or ``force`` (flush), takes every pending row.
+        """
+        ...
+
+    def requeue_all(self) -> int:
+        """Drop every vector and the embedder identity, queue every event again and rebuild
+        the keyword index. Returns the number of events queued."""
+        ...
+
+    def maintenance(self) -> None:
+        """Housekeeping the background worker runs between batches (a WAL checkpoint)."""
+        ...
+
+    # -- operators -------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """``size_bytes``, ``vectors``, ``migrations``, ``events_by_agent`` (agent -> kind ->
+        count) and ``sessions_by_status``."""
+        ...
+
+    def session_owner(self, session_id: str) -> tuple[str, str | None] | None:
+        """``(agent_id, shared_pool)`` of any session (import's check)."""
+        ...
+
+    def event_exists(self, event_id: str) -> bool: ...
+
+
+def batched(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])

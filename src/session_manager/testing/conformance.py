@@ -1,0 +1,455 @@
+"""The backend conformance suite: one set of tests every store must pass, written once.
+
+Subclass :class:`BackendConformance` in a pytest module and give it a ``backend`` fixture
+returning a :class:`BackendSpec` that names a fresh, empty store; every test then runs against
+that backend unchanged::
+
+    import pytest
+    from session_manager.testing import BackendConformance, BackendSpec
+
+    class TestSqlite(BackendConformance):
+        @pytest.fixture
+        def backend(self, tmp_path):
+            return BackendSpec("sqlite", url=f"sqlite:///{tmp_path}/s.db")
+
+It covers record / restore / search semantics, ``where`` filters (and that a filtered search
+still returns k results when k exist), isolation between agents and pools, bad input, export,
+deletes reaching every projection, crash catch-up from another process, and concurrency. What
+a backend declares it cannot do (:class:`~session_manager.store.base.Capabilities`) is checked
+as well: e.g. a store that is not ``multi_process`` must refuse a second process clearly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ..admin import StoreAdmin, json_line
+from ..embed import HashEmbedder
+from ..errors import (
+    InvalidFilter,
+    InvalidInput,
+    InvalidPayload,
+    PermissionDenied,
+    SessionClosed,
+    SessionNotFound,
+)
+from ..manager import SearchMode, SessionManager
+from ..store.base import Capabilities
+
+__all__ = ["BackendConformance", "BackendSpec"]
+
+ManagerFactory = Callable[..., SessionManager]
+MODES: tuple[SearchMode, ...] = ("hybrid", "semantic", "keyword")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A store to test: ``url`` (and ``index``) as ``SessionManager`` takes them."""
+
+    name: str
+    url: str
+    index: str | None = None
+
+    def manager(self, agent_id: str, **options: Any) -> SessionManager:
+        options.setdefault("embedder", HashEmbedder())
+        options.setdefault("background", False)
+        return SessionManager(agent_id, url=self.url, index=self.index, **options)
+
+    def admin(self) -> StoreAdmin:
+        return StoreAdmin(url=self.url, index=self.index, embedder=HashEmbedder())
+
+
+def _run_child(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+
+
+_CHILD_WRITER = """
+    import os, sys
+    from session_manager import SessionManager
+    from session_manager.testing import HashEmbedder
+
+    url, index, agent, count, mode = sys.argv[1:6]
+    mgr = SessionManager(agent, url=url, index=index or None, embedder=HashEmbedder(),
+                         background=False)
+    session = mgr.start_session(f"{agent} writes {count} facts")
+    for i in range(int(count)):
+        mgr.record_fact(session.id, f"{agent} fact {i} about widget {i % 7}")
+    print(session.id, flush=True)
+    if mode == "crash":
+        os._exit(0)  # no close(), no flush(): the outbox is left for someone else
+    mgr.close()
+"""
+
+_CHILD_OPEN = """
+    import sys
+    from session_manager import SessionManager, StoreBusy
+    from session_manager.testing import HashEmbedder
+
+    try:
+        SessionManager("other", url=sys.argv[1], index=sys.argv[2] or None,
+                       embedder=HashEmbedder(), background=False).close()
+    except StoreBusy as exc:
+        print("refused:", exc)
+    else:
+        print("opened")
+"""
+
+
+class BackendConformance:
+    """The tests every backend passes; subclasses provide the ``backend`` fixture."""
+
+    @pytest.fixture
+    def backend(self) -> BackendSpec:
+        raise NotImplementedError("Give the subclass a `backend` fixture (a fresh store).")
+
+    @pytest.fixture
+    def make(self, backend: BackendSpec) -> Iterator[ManagerFactory]:
+        opened: list[SessionManager] = []
+
+        def make(agent_id: str = "agent", **options: Any) -> SessionManager:
+            mgr = backend.manager(agent_id, **options)
+            opened.append(mgr)
+            return mgr
+
+        yield make
+        for mgr in opened:
+            mgr.close()
+
+    # -- declarations -------------------------------------------------------------------------
+
+    def test_declares_its_capabilities(self, make: ManagerFactory, backend: BackendSpec) -> None:
+        caps = make().capabilities
+        assert isinstance(caps, Capabilities)
+        assert caps.name.startswith(backend.name.split("+")[0])
+        assert not (caps.multi_host and not caps.multi_process)
+
+    # -- record, read, restore ----------------------------------------------------------------
+
+    def test_record_and_read_back(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("Audit staging", user_id="u1", metadata={"team": "a"})
+        base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        mgr.record_fact(session.id, "third", created_at=base + timedelta(days=3))
+        step = mgr.record_step(
+            session.id, "listed accounts", result={"accounts": 14, "ok": True}, tool="admin"
+        )
+        mgr.record_fact(session.id, "first", created_at=base + timedelta(days=1))
+        events = mgr.events(session.id)
+        assert [e.content for e in events[:2]] == ["first", "third"]  # by time, then order
+        assert {e.kind for e in events} == {"goal", "fact", "step"}
+        got = mgr.get_event(step.id)
+        assert got.payload == {"result": {"accounts": 14, "ok": True}, "tool": "admin"}
+        assert got.metadata == {"tool": "admin"} and got.token_count > 0
+        assert mgr.events(session.id, kinds=["fact"], limit=1)[0].content == "first"
+        assert mgr.get_session(session.id).metadata == {"team": "a"}
+        assert [s.id for s in mgr.list_sessions(user_id="u1")] == [session.id]
+
+    def test_pending_errors_and_restore(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("Ship the release")
+        todo = mgr.add_pending(session.id, "rotate the deploy key")
+        other = mgr.add_pending(session.id, "tell the team")
+        error = mgr.record_error(session.id, "deploy failed: key expired")
+        for i in range(30):
+            mgr.add_message(session.id, "assistant", f"progress note {i} " + "word " * 20)
+        step = mgr.complete_pending(todo.id, result="rotated")
+        assert mgr.get_event(todo.id).status == "done"
+        assert mgr.get_event(todo.id).metadata["completed_by"] == step.id
+        mgr.cancel_pending(other.id, reason="not needed")
+        assert mgr.resolve_error(error.id).status == "resolved"
+        with pytest.raises(InvalidInput):
+            mgr.complete_pending(todo.id)
+        context = mgr.restore(session.id, max_tokens=300)
+        assert context.token_count <= 300
+        assert "Ship the release" in context.text
+        assert "progress note 29" in context.text  # the most recent turns come in
+
+    def test_session_lifecycle_and_bad_input(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("goal")
+        bad: list[tuple[Callable[[], Any], type[Exception]]] = [
+            (lambda: mgr.record(session.id, "decison", "typo kind"), InvalidInput),
+            (lambda: mgr.record_fact(session.id, "   "), InvalidInput),
+            (lambda: mgr.record_fact(session.id, "x", payload={"n": float("nan")}), InvalidPayload),
+            (lambda: mgr.record_fact(session.id, "x", importance=2), InvalidInput),
+            (lambda: mgr.record_fact("no-such-session", "x"), SessionNotFound),
+            (lambda: mgr.search("x", where={"a": {"$regex": "x"}}), InvalidFilter),
+            (lambda: mgr.search("x", k=0), InvalidInput),
+        ]
+        for call, error in bad:
+            with pytest.raises(error):
+                call()
+        assert len(mgr.events(session.id)) == 1  # nothing was written by rejected calls
+        mgr.end_session(session.id, status="completed")
+        with pytest.raises(SessionClosed):
+            mgr.record_fact(session.id, "too late")
+        assert mgr.list_sessions(status="active") == []
+
+    # -- search -------------------------------------------------------------------------------
+
+    def test_search_modes_find_the_event(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("Audit the staging environment")
+        texts = [f"routine check {i} of the backup schedule" for i in range(20)]
+        target = "Disabled two-factor authentication for the qa-bot account"
+        for text in [*texts[:10], target, *texts[10:]]:
+            mgr.record_fact(session.id, text)
+        for mode in MODES:
+            hits = mgr.search("disabled two-factor authentication qa-bot", k=3, mode=mode)
+            assert hits and hits[0].event.content == target, mode
+        assert mgr.get_event(hits[0].event.id).recall_count == 3  # every search counts one
+
+    def test_semantic_ranking_matches_brute_force(self, make: ManagerFactory) -> None:
+        """Exact backends rank exactly; approximate ones (declared) find most of the top k."""
+        mgr = make()
+        session = mgr.start_session("ranking")
+        words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota"]
+        words += ["kappa", "lambda", "mu"]
+        rng = np.random.default_rng(7)
+        texts = [" ".join(rng.choice(words, size=5)) + f" n{i}" for i in range(80)]
+        for text in texts:
+            mgr.record_fact(session.id, text)
+        query = "alpha gamma kappa mu"
+        embed = HashEmbedder()
+        expected = sorted((embed([*texts, "ranking"]) @ embed([query])[0]).tolist(), reverse=True)
+        hits = mgr.search(query, k=10, mode="semantic")
+        assert len(hits) == 10
+        got = [round(hit.score, 4) for hit in hits]
+        if mgr.capabilities.exact_vectors:
+            assert got == [round(score, 4) for score in expected[:10]]
+        else:  # approximate: most of the true top 10
+            assert sum(score >= round(expected[9], 4) for score in got) >= 8
+
+    def test_where_filters(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("filters for a finding about widgets")
+        for i in range(12):
+            metadata: dict[str, Any] = {"n": i, "tool": ["arxiv", "web", "sql"][i % 3]}
+            if i % 4 == 0:
+                metadata["reviewed"] = True
+            if i == 5:
+                metadata["http"] = {"status": 404}
+            mgr.record_fact(session.id, f"finding number {i} about widgets", metadata=metadata)
+        cases: list[tuple[dict[str, Any], set[int | None]]] = [
+            ({"tool": "web"}, {1, 4, 7, 10}),
+            ({"n": {"$gte": 9}}, {9, 10, 11}),
+            ({"n": {"$gt": 2, "$lt": 5}}, {3, 4}),
+            ({"tool": {"$in": ["sql", "web"]}, "n": {"$lte": 4}}, {1, 2, 4}),
+            ({"tool": {"$nin": ["sql", "web"]}}, {None, 0, 3, 6, 9}),  # None: the goal
+            ({"reviewed": {"$ne": True}, "n": {"$lt": 4}}, {1, 2, 3}),
+            ({"reviewed": {"$exists": True}}, {0, 4, 8}),
+            ({"http.status": 404}, {5}),
+            ({"$or": [{"n": 0}, {"n": 11}]}, {0, 11}),
+        ]
+        for where, expected in cases:
+            for mode in MODES:
+                hits = mgr.search("finding about widgets", k=20, mode=mode, where=where)
+                assert {hit.event.metadata.get("n") for hit in hits} == expected, (where, mode)
+
+    def test_filtered_search_returns_k_when_k_exist(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("many")
+        other = mgr.start_session("other")
+        start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        for i in range(200):
+            mgr.record(
+                session.id if i % 2 else other.id,
+                "decision" if i % 10 == 0 else "fact",
+                f"note {i} on the payment webhook and retries",
+                metadata={"rare": i % 25 == 0},
+                created_at=start + timedelta(hours=i),
+            )
+        query = "payment webhook retries"
+        assert len(mgr.search(query, k=10, mode="semantic", where={"rare": True})) == 8
+        assert len(mgr.search(query, k=5, mode="semantic", where={"rare": True})) == 5
+        hits = mgr.search(query, k=15, mode="semantic", kinds=["decision"])
+        assert len(hits) == 15 and {hit.event.kind for hit in hits} == {"decision"}
+        hits = mgr.search(query, k=12, mode="semantic", session_id=session.id)
+        assert len(hits) == 12 and {hit.event.session_id for hit in hits} == {session.id}
+        window = (start + timedelta(hours=50), start + timedelta(hours=70))
+        hits = mgr.search(query, k=30, mode="semantic", since=window[0], until=window[1])
+        assert len(hits) == 20
+        assert all(window[0] <= hit.event.created_at < window[1] for hit in hits)
+
+    def test_keyword_context_as_declared(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("chat")
+        mgr.add_message(session.id, "user", "Which city did Caroline move to last spring?")
+        answer = mgr.add_message(session.id, "assistant", "She settled in Lisbon in April.")
+        mgr.add_message(session.id, "user", "Nice, thanks.")
+        mgr.flush()
+        keyword = mgr.search("which city did caroline move to", k=5, mode="keyword")
+        assert answer.id not in {hit.event.id for hit in keyword}  # own words only
+        hybrid = mgr.search("which city did caroline move to", k=5)
+        found = answer.id in {hit.event.id for hit in hybrid}
+        assert found == mgr.capabilities.keyword_context
+
+    # -- isolation ----------------------------------------------------------------------------
+
+    def test_isolation_between_agents_and_pools(self, make: ManagerFactory) -> None:
+        alice = make("alice")
+        private = alice.start_session("alice private quantum widgets")
+        alice.record_fact(private.id, "the quantum widget secret is 42")
+        pooled = alice.start_session("alice shared quantum widgets", shared_pool="team")
+        alice.record_fact(pooled.id, "quantum widgets ship in March")
+        board = alice.start_session("alice board quantum widgets", shared_pool="board")
+        alice.record_fact(board.id, "quantum widget budget is confidential")
+        bob = make("bob")
+        carol = make("carol", subscribe=["team"])
+        for mode in MODES:
+            assert bob.search("quantum widget", k=20, mode=mode) == []
+            hits = carol.search("quantum widget", k=20, mode=mode)
+            assert {hit.event.session_id for hit in hits} == {pooled.id}, mode
+            mine = alice.search("quantum widget", k=20, mode=mode)
+            assert {hit.event.session_id for hit in mine} == {private.id, pooled.id, board.id}
+        assert bob.list_sessions() == []
+        assert [s.id for s in carol.list_sessions()] == [pooled.id]
+        for session in (private, pooled, board):
+            with pytest.raises(SessionNotFound):
+                bob.events(session.id)
+            with pytest.raises(SessionNotFound):
+                bob.record_fact(session.id, "bob was here")
+        with pytest.raises(PermissionDenied):
+            carol.record_fact(pooled.id, "carol was here")
+        with pytest.raises(SessionNotFound):
+            carol.restore(private.id, max_tokens=500)
+        assert len(carol.events(pooled.id)) == 2
+        assert carol.restore(pooled.id, max_tokens=500).token_count <= 500
+
+    # -- deletes, reindex, operators ----------------------------------------------------------
+
+    def test_deletes_reach_every_projection(
+        self, make: ManagerFactory, backend: BackendSpec
+    ) -> None:
+        mgr = make()
+        doomed = mgr.start_session("doomed session about zebras")
+        mgr.record_fact(doomed.id, "zebras graze at dawn")
+        kept = mgr.start_session("kept session about lions")
+        mgr.record_fact(kept.id, "lions sleep at noon")
+        old = mgr.record_tool_output(kept.id, "zebra crossing log output", tool="cam")
+        mgr.flush()
+        assert mgr.delete_session(doomed.id) == 2
+        for mode in MODES:
+            assert all(h.event.session_id != doomed.id for h in mgr.search("zebras", 10, mode=mode))
+        with StoreAdmin(url=backend.url, index=backend.index, embedder=HashEmbedder()) as admin:
+            pruned = admin.prune(datetime.now(timezone.utc) + timedelta(days=1), kind="tool_output")
+            assert pruned.events == 1
+            stats = admin.stats()
+            assert stats.events == 2 and stats.vectors == 2 and stats.pending_embeddings == 0
+        for mode in MODES:
+            assert old.id not in {h.event.id for h in mgr.search("zebra crossing", 10, mode=mode)}
+        assert mgr.reindex() == 2
+        assert mgr.search("lions sleep at noon", k=1, mode="semantic")[0].event.content == (
+            "lions sleep at noon"
+        )
+
+    def test_export_is_the_same_on_every_backend(
+        self, make: ManagerFactory, backend: BackendSpec, tmp_path: Any
+    ) -> None:
+        mgr = make()
+        session = mgr.start_session("export me", metadata={"b": 1, "a": [1.5, "x"]})
+        mgr.record_step(session.id, "did a thing", result={"z": 1, "a": {"y": None}}, tool="t")
+        mgr.record_fact(session.id, "ünïcödé ✓ fact", tags=["x", "y"], importance=0.9)
+        mgr.search("thing", k=2)
+        with backend.admin() as admin:
+            first = [json_line(record) for record in admin.export()]
+        with StoreAdmin(tmp_path / "copy.db", embedder=HashEmbedder()) as copy:
+            result = copy.import_records(first)
+            assert result.events_inserted == 3 and result.sessions_inserted == 1
+            assert [json_line(record) for record in copy.export()] == first
+        with backend.admin() as admin:  # importing again changes nothing
+            assert admin.import_records(first).inserted == 0
+
+    # -- processes and threads ----------------------------------------------------------------
+
+    def test_crash_catch_up(self, make: ManagerFactory, backend: BackendSpec) -> None:
+        make().close()  # create the schema once
+        out = _run_child(_CHILD_WRITER, backend.url, backend.index or "", "crashy", "40", "crash")
+        assert out.returncode == 0, out.stderr
+        session_id = out.stdout.split()[0]
+        mgr = make("crashy")
+        assert mgr.pending_embeddings() >= 40
+        mgr.flush()
+        assert mgr.pending_embeddings() == 0
+        assert len(mgr.events(session_id)) == 41
+        hits = mgr.search("crashy fact 17 about widget 3", k=3, mode="semantic")
+        assert "crashy fact 17 about widget 3" in {hit.event.content for hit in hits}
+
+    def test_several_processes_as_declared(
+        self, make: ManagerFactory, backend: BackendSpec
+    ) -> None:
+        mgr = make("watcher")
+        if not mgr.capabilities.multi_process:
+            # declared single-process: a second process is refused while this one has it open
+            out = _run_child(_CHILD_OPEN, backend.url, backend.index or "")
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.startswith("refused:") and "server" in out.stdout
+            return
+        children = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    textwrap.dedent(_CHILD_WRITER),
+                    backend.url,
+                    backend.index or "",
+                    f"writer-{n}",
+                    "60",
+                    "close",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(3)
+        ]
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err
+        mgr.flush()
+        with backend.admin() as admin:
+            stats = admin.stats()
+        for n in range(3):
+            assert sum(stats.events_by_agent[f"writer-{n}"].values()) == 61
+        assert stats.pending_embeddings == 0 and stats.vectors == stats.events
+
+    def test_threads_share_one_manager(self, make: ManagerFactory) -> None:
+        mgr = make(background=True)
+        session = mgr.start_session("threads")
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            try:
+                for i in range(40):
+                    mgr.record_fact(session.id, f"thread {n} fact {i}")
+                    if i % 10 == 0:
+                        mgr.search(f"thread {n}", k=3)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        mgr.flush()
+        assert len(mgr.events(session.id, kinds=["fact"])) == 160
+        assert mgr.pending_embeddings() == 0
