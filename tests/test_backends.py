@@ -257,3 +257,30 @@ def test_cli_on_a_postgres_url(postgres_url: str) -> None:
     assert result.exit_code == 0 and "pg is reachable" in result.output
     result = runner.invoke(cli, ["--db", url, "stats", "--json"], env=env)
     assert json.loads(result.output)["events"] == 2
+
+
+@pytest.mark.chroma
+def test_chroma_short_filtered_answer_is_completed_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If Chroma's filtered HNSW returns fewer rows than match, the matching rows are ranked
+    exactly (forced here by making every Chroma answer short)."""
+    from session_manager.index import chroma
+
+    real = chroma.ChromaIndexedStore._query
+
+    def short(collection: object, query: object, where: object, n: int) -> object:
+        return real(collection, query, where, n)[:1]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chroma.ChromaIndexedStore, "_query", staticmethod(short))
+    index = f"chroma:///{tmp_path}/vectors"
+    with SessionManager(
+        "a", tmp_path / "s.db", index=index, embedder=HashEmbedder(), background=False
+    ) as mgr:
+        session = mgr.start_session("widgets")
+        for i in range(40):
+            mgr.record(session.id, "decision" if i % 4 == 0 else "fact", f"widget note {i}")
+        hits = mgr.search("widget note 8", k=7, mode="semantic", kinds=["decision"])
+        assert len(hits) == 7 and {hit.event.kind for hit in hits} == {"decision"}
+        assert hits[0].event.content == "widget note 8"
+        assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)

@@ -25,6 +25,7 @@ ISSUE_COMMANDS = {
     "delete",
     "prune",
     "demo",
+    "migrate",  # issue 5: between any two backends
 }
 
 

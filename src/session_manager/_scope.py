@@ -4,7 +4,7 @@ An agent sees the sessions it owns and every session tagged with a ``shared_pool
 subscribed to; it writes only into sessions it owns. Every read in the storage layer gets
 its restriction from :class:`Scope` — the SQL clause for queries (SQLite and PostgreSQL share
 it: both take ``?`` placeholders here), the partition list for the in-memory vector matrices,
-the ``where`` document for Chroma — never from callers building their own ``WHERE``.
+the collections and ``where`` for Chroma — never from callers building their own ``WHERE``.
 
 Vectors are partitioned the same way: an event of a session without a pool lives in the
 partition ``agent:<agent_id>``; an event of a pooled session lives in ``pool:<pool>``, so that
@@ -81,26 +81,15 @@ class Scope:
                 params.extend((name, self.agent_id))
         return ("(" + " OR ".join(clauses) + ")" if clauses else "FALSE"), params
 
-    def chroma_where(self, partitions: list[tuple[str, bool]]) -> dict[str, Any]:
-        """The Chroma ``where`` document restricting a search to ``partitions`` (from
-        :meth:`partitions`), with ``owner_only`` ones limited to this agent's own rows.
+    def chroma_where(self, owner_only: bool) -> dict[str, Any] | None:
+        """The Chroma ``where`` for one partition's collection (Chroma keeps a collection per
+        partition): nothing more in the agent's own partition and its subscribed pools; only
+        its own rows (``owner_only``) in a pool it writes into without subscribing.
 
-        >>> where = Scope("a").chroma_where([("agent:a", False), ("pool:p", True)])
-        >>> where["$or"][1]
-        {'$and': [{'partition': 'pool:p'}, {'agent': 'a'}]}
+        >>> Scope("a").chroma_where(True), Scope("a").chroma_where(False)
+        ({'agent': 'a'}, None)
         """
-        whole = [name for name, owner_only in partitions if not owner_only]
-        clauses: list[dict[str, Any]] = []
-        if whole:
-            clauses.append({"partition": {"$in": whole}})
-        clauses.extend(
-            {"$and": [{"partition": name}, {"agent": self.agent_id}]}
-            for name, owner_only in partitions
-            if owner_only
-        )
-        if not clauses:  # nothing to search: a clause no row matches
-            return {"partition": {"$in": ["\x00none"]}}
-        return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+        return {"agent": self.agent_id} if owner_only else None
 
     def can_read(self, owner: str, shared_pool: str | None) -> bool:
         return owner == self.agent_id or (

@@ -35,7 +35,7 @@ from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, valida
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import RestoredContext
 from .store import describe_url, open_store, sqlite_path
-from .store.base import EventFilter, SessionFilter, Store
+from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 
 __all__ = ["SessionManager"]
@@ -141,8 +141,12 @@ class SessionManager:
         return f"SessionManager(agent_id={self.agent_id!r}, url={self.url!r})"
 
     @property
-    def capabilities(self) -> Any:
-        """What this backend can do (:class:`~session_manager.store.base.Capabilities`)."""
+    def capabilities(self) -> Capabilities:
+        """What this backend can do: several processes or hosts, exact vectors, ...
+
+        >>> mgr.capabilities.multi_process  # doctest: +SKIP
+        True
+        """
         return self._store.capabilities
 
     @property

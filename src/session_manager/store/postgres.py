@@ -50,6 +50,8 @@ _MIGRATE_LOCK = 0x61736D00
 _REGISTER_LOCK = 0x61736D01
 #: ts_rank weights {D, C, B, A}: the context (B) counts half the content (A), as in SQLite
 _RANK_WEIGHTS = [0.0, 0.0, 0.5, 1.0]
+# ts_rank without length normalisation: on LoCoMo (docs/backends.md) flag 1 (1 + log length)
+# scored any@10 0.817 and flag 2 (length) 0.649, against 0.822 without.
 #: HNSW search settings (vector_index=hnsw): see docs/backends.md for the measurement
 HNSW_EF_SEARCH = 200
 HNSW_M = 16
