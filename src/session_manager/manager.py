@@ -18,9 +18,9 @@ from ._ids import new_id
 from ._indexer import Indexer
 from ._scope import Scope, partition_of
 from ._search import Searcher
-from ._time import now_us, to_us
-from ._validate import PreparedEvent, prepare_event
+from ._time import from_us, now_us, to_us
 from ._validate import identifier as _identifier
+from ._validate import prepare_event
 from ._validate import text as _text
 from .embed import load_embedder
 from .errors import (
@@ -290,25 +290,12 @@ class SessionManager:
 
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
-        prepared = self._prepare(kind, content, payload, importance, tags, metadata, created_at)
+        prepared = prepare_event(kind, content, payload, importance, tags, metadata, created_at)
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, session_id)
             event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind))
         self._indexer.notify()
         return event
-
-    def _prepare(
-        self,
-        kind: str,
-        content: str,
-        payload: Any,
-        importance: float | None,
-        tags: Sequence[str] | None,
-        metadata: Mapping[str, Any] | None,
-        created_at: datetime | str | None,
-    ) -> PreparedEvent:
-        """Validate everything before the transaction opens, so bad input writes nothing."""
-        return prepare_event(kind, content, payload, importance, tags, metadata, created_at)
 
     def _insert(
         self,
@@ -360,7 +347,7 @@ class SessionManager:
             tags=tags,
             metadata=metadata,
             status=status,
-            created_at=_from_us(created_us),
+            created_at=from_us(created_us),
             token_count=tokens,
             seq=seq or 0,
         )
@@ -440,7 +427,7 @@ class SessionManager:
         """Mark a pending step done and record the step that did it; return that step."""
         pending = self._pending(pending_id)
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
-        prepared = self._prepare("step", pending.content, payload, None, None, None, None)
+        prepared = prepare_event("step", pending.content, payload, None, None, None, None)
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
@@ -602,12 +589,6 @@ class SessionManager:
         count = self._store.requeue_all()
         self.flush()
         return count
-
-
-def _from_us(value: int) -> datetime:
-    from ._time import from_us
-
-    return from_us(value)
 
 
 def _flatten(value: Any, prefix: str = "", limit: int = 4_000) -> str:

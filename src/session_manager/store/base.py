@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._scope import Scope
+from ..errors import SchemaTooNew
 from ..events import Event, Session
 
 __all__ = [
@@ -283,3 +284,14 @@ class Store(Protocol):
 def batched(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
     for start in range(0, len(values), size):
         yield list(values[start : start + size])
+
+
+def refuse_unknown_migrations(applied: set[str], known: set[str], location: str) -> None:
+    """Raise :class:`SchemaTooNew` when a store holds migrations this version does not know."""
+    unknown = sorted(applied - known)
+    if unknown:
+        raise SchemaTooNew(
+            f"The store {location} has schema migrations this version does not know "
+            f"({', '.join(unknown)}); it was written by a newer agent-session-manager. "
+            "Upgrade: pip install -U agent-session-manager."
+        )

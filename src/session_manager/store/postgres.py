@@ -36,11 +36,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InvalidInput, SchemaTooNew, StoreBusy
+from ..errors import InvalidInput, StoreBusy
 from ..index.keyword import tsquery
 from ._pg_migrations import MIGRATIONS
 from ._sql import SqlStore, SqlTx
-from .base import Capabilities, EventFilter, Vectors
+from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
 
 __all__ = ["PostgresStore"]
 
@@ -197,14 +197,8 @@ class PostgresStore(SqlStore):
                     )
                     applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
                     known = {name for name, _ in MIGRATIONS}
-                    unknown = sorted(applied - known)
-                    if unknown:
-                        raise SchemaTooNew(
-                            f"The PostgreSQL store {self.location!r} (schema {self.schema!r}) "
-                            f"has schema migrations this version does not know "
-                            f"({', '.join(unknown)}); it was written by a newer "
-                            "agent-session-manager. Upgrade: pip install -U agent-session-manager."
-                        )
+                    where = f"{self.location!r} (schema {self.schema!r})"
+                    refuse_unknown_migrations(applied, known, where)
                     for name, script in MIGRATIONS:
                         if name not in applied:
                             conn.execute(script)

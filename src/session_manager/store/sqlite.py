@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, SchemaTooNew, StoreBusy
+from ..errors import InvalidInput, StoreBusy
 from ..index.keyword import KEYWORD_WEIGHTS, fts_query
 from ..index.vectors import VectorCache, VectorQuery, encode_vector
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
-from .base import Capabilities, EventFilter, Vectors
+from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
 
 __all__ = [
     "CAPABILITIES",
@@ -205,13 +205,7 @@ class SqliteStore(SqlStore):
                 )
                 applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
                 known = {name for name, _ in MIGRATIONS}
-                unknown = sorted(applied - known)
-                if unknown:
-                    raise SchemaTooNew(
-                        f"The database {str(self.path)!r} has schema migrations this version "
-                        f"does not know ({', '.join(unknown)}); it was written by a newer "
-                        "agent-session-manager. Upgrade: pip install -U agent-session-manager."
-                    )
+                refuse_unknown_migrations(applied, known, repr(str(self.path)))
                 for name, script in MIGRATIONS:
                     if name in applied:
                         continue
