@@ -256,22 +256,42 @@ def test_malformed_where_is_a_usage_error(store: Store) -> None:
 
 def test_restore_prints_the_context(store: Store) -> None:
     result = ok(asm(store.db, "restore", store.audit, "--max-tokens", "300"))
-    assert result.stdout.startswith("## Goal")
+    assert result.stdout.startswith("## Goal")  # 300 tokens: no room for the opening line
+    roomy = ok(asm(store.db, "restore", store.audit, "--max-tokens", "2000")).stdout
+    assert roomy.startswith("Memory of agent researcher, user alice (session active since")
     assert "rotate the CI deploy key" in result.stdout
     assert "of 300 tokens" in result.stderr and "--explain" in result.stderr
 
 
 def test_restore_explain_and_json(store: Store) -> None:
     out = ok(asm(store.db, "restore", store.audit, "--max-tokens", "300", "--explain")).stdout
-    for text in ("SECTION", "ACTION", "REASON", "SHARE OF BUDGET", "whole text", "summarised"):
+    for text in (
+        "SECTION",
+        "ACTION",
+        "REASON",
+        "SHARE OF BUDGET",
+        "whole text",
+        "summarised",
+        "OFFERED",
+        "WHY",
+    ):
         assert text in out, text
     data = as_json(asm(store.db, "restore", store.audit, "--max-tokens", "300", "--json"))
     assert data["token_count"] <= 300 and data["agent_id"] == "researcher"
-    assert data["messages"] == [{"role": "system", "content": data["text"]}]
+    assert data["messages"] == [{"role": "system", "content": data["system"]}, *data["turns"]]
+    assert all(turn["content"] in data["text"] for turn in data["turns"])
     report = data["report"]
     assert report["budget"] == 300 and report["counts"]["summarised"] >= 1
     assert {item["action"] for item in report["items"]} <= {"included", "summarised", "dropped"}
-    assert set(report["sections"]) <= {"goal", "pending", "important", "recent", "relevant"}
+    assert set(report["sections"]) <= {
+        "goal",
+        "pending",
+        "important",
+        "earlier",
+        "recent",
+        "relevant",
+    }
+    assert {share["section"] for share in report["shares"]} >= {"important", "relevant"}
 
 
 def test_restore_errors(store: Store) -> None:

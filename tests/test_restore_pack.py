@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from session_manager.errors import BudgetTooSmall
 from session_manager.events import DEFAULT_IMPORTANCE, Event, Session
 from session_manager.restore import (
+    MESSAGE_OVERHEAD,
     RestoreCandidates,
     RestoredContext,
     json_fragments,
@@ -84,8 +85,24 @@ def check_invariants(
     assert set(ids) == all_ids(c)
     assert all(i.action in ("included", "summarised", "dropped") for i in ctx.report.items)
     assert all(i.reason for i in ctx.report.items)
-    assert ctx.messages == [{"role": "system", "content": ctx.text}]
+    check_messages(ctx, tok, budget)
     json.dumps(ctx.report.to_dict())
+
+
+def check_messages(ctx: RestoredContext, tok: Tokenizer, budget: int) -> None:
+    """The chat view: a system message, then turns; within the budget as documented."""
+    assert ctx.messages == [{"role": "system", "content": ctx.system}, *ctx.turns]
+    total = tok.count(ctx.system)
+    for turn in ctx.turns:
+        assert turn["role"] in ("user", "assistant", "tool")
+        total += tok.count(turn["content"]) + MESSAGE_OVERHEAD
+        extra = {k: v for k, v in turn.items() if k not in ("role", "content")}
+        total += (
+            tok.count(json.dumps(extra, ensure_ascii=False, separators=(",", ":"))) if extra else 0
+        )
+    assert total == ctx.report.message_tokens <= budget
+    if not ctx.turns:
+        assert ctx.system == ctx.text
 
 
 def needed(c: RestoreCandidates, tok: Tokenizer) -> int:
@@ -227,15 +244,22 @@ def test_sections_are_chronological_and_important_beats_recent() -> None:
     ctx = pack(c, 4_000, tok)
     check_invariants(ctx, c, tok, 4_000)
     important = ctx.text.split("## Important\n")[1].split("\n\n")[0]
-    stamps = re.findall(r"^- \[([^\]]+)\]", important, flags=re.M)
-    assert stamps == sorted(stamps) and len(stamps) == 3
-    assert "## Pending steps\n- [2026-11-22 10:07 UTC] pending (open): download" in ctx.text
-    assert 'step (tool: s2): searched Semantic Scholar\n  payload: {"hits":12}' in ctx.text
-    assert "message (user): please also cover RWKV" in ctx.text
-    assert "error (unresolved): HTTP 429" in ctx.text
+    # Time is said when it changes: a line for the day, then "[HH:MM]" for a new minute.
+    assert important.splitlines() == [
+        "[2026-11-22 10:01]",
+        "- decision: prioritise papers with code releases",
+        "- [10:03] error (unresolved): HTTP 429 from arXiv",
+        "- [10:05] decision: skip papers without code",
+    ]
+    assert "## Pending steps\n[2026-11-22 10:07]\n- pending: download the benchmark" in ctx.text
+    assert '[10:04] step (tool: s2): searched Semantic Scholar\n  payload: {"hits":12}' in ctx.text
+    assert "[10:06] user: please also cover RWKV" in ctx.text
+    assert ctx.turns == [{"role": "user", "content": "please also cover RWKV"}]
+    assert "please also cover RWKV" not in ctx.system
     assert set(ctx.report.included_ids("important")) == {e.id for e in c.important}
     order = list(ctx.text.split("\n\n"))
-    assert [part.split("\n")[0] for part in order] == [
+    assert order[0].startswith("Memory of agent researcher (session active since 2026-11-22")
+    assert [part.split("\n")[0] for part in order[1:]] == [
         "## Goal",
         "## Pending steps",
         "## Important",
@@ -350,7 +374,7 @@ def test_multi_million_char_events_are_fast() -> None:
 def test_goal_falls_back_to_the_session_goal() -> None:
     c = RestoreCandidates(SESSION, [], [], [ev(1, "fact", "x")], [])
     ctx = pack(c, 200, tokenizer_for("gpt-4"))
-    assert ctx.text.startswith(f"## Goal\n- [2026-11-22 10:00 UTC] goal: {GOAL}")
+    assert f"## Goal\n- goal: {GOAL}" in ctx.text
     assert [i.event_id for i in ctx.report.items] == ["01J0000000001"]
 
 

@@ -1,25 +1,28 @@
 """Gather restore() candidates from the store; the packing itself is I/O-free (restore.py).
 
-Sections, in their order of claim on the budget (DESIGN.md §4):
-1. pinned — the goal and every open pending step;
-2. important — events with importance ≥ 0.7 and unresolved errors, best ``rank_score`` first;
-3. recent — the latest events of the session;
-4. relevant — older events found by hybrid search for ``query`` (default: the goal plus the
-   open pending steps) within the session, or with ``other_sessions=True`` across the
-   agent's other sessions and subscribed pools.
+Candidates (restore.py shares the budget among them):
+- pinned — the goal and the open pending steps (up to 500; the count of all of them);
+- important — events with importance ≥ 0.7 and unresolved errors, best ``rank_score`` first;
+- recent — the latest events of the session, as many as the budget could show;
+- the session's current summary (its newest ``summary`` event) and the ids it covers;
+- relevant — events found by hybrid search for ``query`` (default: the goal plus the open
+  pending steps) within the session, or with ``other_sessions=True`` across the agent's
+  other sessions and subscribed pools; the search depth grows with the budget.
+Candidate counts follow the budget, not the session's length, so restore's cost does too.
 Events pulled in as relevant get one more recall, like search results.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ._time import from_us, now_us
+from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
 from .protocols import Summarizer
-from .restore import RestoreCandidates, RestoredContext, pack, rank_score
+from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
 from .store.base import EventFilter
 
 if TYPE_CHECKING:
@@ -28,9 +31,19 @@ if TYPE_CHECKING:
 __all__ = ["restore_session"]
 
 IMPORTANCE_THRESHOLD = 0.7
-RECENT_CANDIDATES = 200
 IMPORTANT_CANDIDATES = 200
-RELEVANT_CANDIDATES = 20
+PENDING_CANDIDATES = 500
+
+
+def recent_candidates(max_tokens: int) -> int:
+    """Recent events to read: enough to fill the budget with short events, and bounded."""
+    return min(2_000, max(50, max_tokens // 8))
+
+
+def relevant_candidates(max_tokens: int) -> int:
+    """Search depth for relevant history: grows with the budget (a short turn is ~25
+    tokens), so a bigger budget buys more history; bounded so restore stays fast."""
+    return min(600, max(20, max_tokens // 12))
 
 
 def _merge(*lists: list[Event], newest_first: bool = False) -> list[Event]:
@@ -48,20 +61,26 @@ def restore_session(
     summarizer: Summarizer | None,
     *,
     other_sessions: bool = False,
+    shares: BudgetShares | None = None,
 ) -> RestoredContext:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
     store = mgr._store
     base = EventFilter(mgr.scope, session_id=session.id)
-    pinned = _merge(
-        store.events(replace(base, kinds=("goal",))),
-        store.events(replace(base, kinds=("pending",), status="open")),
-    )
-    # important: importance ≥ threshold (goal and pending are pinned instead), or an
-    # unresolved error — two reads, merged newest first, as one query would return them
+    goal = store.events(replace(base, kinds=("goal",)), newest_first=True, limit=1)
+    open_filter = replace(base, kinds=("pending",), status="open")
+    open_pending = store.count_events(open_filter)
+    pending = store.events(open_filter, limit=PENDING_CANDIDATES)
+    pinned = _merge(goal, pending)
+    # important: importance ≥ threshold (goal, pending and summaries have their own
+    # sections), or an unresolved error — two reads, merged newest first
     important = _merge(
         store.events(
-            replace(base, exclude_kinds=("goal", "pending"), min_importance=IMPORTANCE_THRESHOLD),
+            replace(
+                base,
+                exclude_kinds=("goal", "pending", "summary"),
+                min_importance=IMPORTANCE_THRESHOLD,
+            ),
             newest_first=True,
             limit=IMPORTANT_CANDIDATES,
         ),
@@ -75,25 +94,27 @@ def restore_session(
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
     recent = store.events(
-        replace(base, exclude_kinds=("goal",)), newest_first=True, limit=RECENT_CANDIDATES
+        replace(base, exclude_kinds=("goal", "summary")),
+        newest_first=True,
+        limit=recent_candidates(max_tokens),
     )
     recent.reverse()
     total = store.count_events(base)
+    summaries = store.events(replace(base, kinds=("summary",)), newest_first=True, limit=1)
+    summary = summaries[0] if summaries else None
 
-    taken = {event.seq for event in (*pinned, *important, *recent)}
-    relevant: list[tuple[Any, float]] = []
-    if total > len(taken) or other_sessions:
-        text = query or " ".join(
-            [session.goal, *(e.content for e in pinned if e.kind == "pending")]
-        )
-        hits = mgr._searcher.search(
-            text[:2_000],
-            RELEVANT_CANDIDATES,
-            session_id=None if other_sessions else session.id,
-            count_recall=False,
-            exclude=frozenset(taken),
-        )
-        relevant = [(hit.event, hit.score) for hit in hits]
+    pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
+    # Searched even when every event is a recent candidate: recent history is walked newest
+    # first, and what the query needs may be older than what the budget reaches.
+    text = query or " ".join([session.goal, *(e.content for e in pinned if e.kind == "pending")])
+    hits = mgr._searcher.search(
+        text[:2_000],
+        relevant_candidates(max_tokens),
+        session_id=None if other_sessions else session.id,
+        count_recall=False,
+        exclude=pinned_seqs,
+    )
+    relevant = [(hit.event, hit.score) for hit in hits if hit.event.kind != "summary"]
 
     context = pack(
         RestoreCandidates(
@@ -103,12 +124,35 @@ def restore_session(
             recent=recent,
             relevant=relevant,
             total_events=total,
+            query=query,
+            summary=summary,
+            covered_ids=_covered(summary, (*recent, *(e for e, _ in relevant), *important)),
+            open_pending=open_pending,
+            other_sessions=other_sessions,
         ),
         max_tokens,
         tokenizer,
         summarizer,
         now,
+        shares=shares,
     )
     recalled = set(context.report.included_ids("relevant"))
     store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
     return context
+
+
+def _covered(summary: Event | None, events: Iterable[Event]) -> frozenset[str]:
+    """The ids among ``events`` that ``summary`` covers (its session, up to its end)."""
+    if summary is None or not isinstance(summary.payload, dict):
+        return frozenset()
+    covers = summary.payload.get("covers")
+    if not isinstance(covers, dict) or not isinstance(covers.get("to_us"), int):
+        return frozenset()
+    end = covers["to_us"], str(covers.get("to", ""))
+    return frozenset(
+        e.id
+        for e in events
+        if e.session_id == summary.session_id
+        and e.kind not in ("goal", "summary")
+        and (to_us(e.created_at, "created_at"), e.id) <= end
+    )

@@ -33,7 +33,7 @@ from .errors import (
 )
 from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kind
 from .protocols import Embedder, Summarizer, TokenCounter
-from .restore import RestoredContext
+from .restore import BudgetShares, RestoredContext
 from .store import describe_url, open_store, sqlite_path
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
@@ -547,6 +547,7 @@ class SessionManager:
         *,
         summarizer: Summarizer | None = None,
         other_sessions: bool = False,
+        shares: BudgetShares | None = None,
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``.
 
@@ -569,6 +570,7 @@ class SessionManager:
             tokenizer_for(model if model is not None else self.model),
             summarizer or self.summarizer,
             other_sessions=other_sessions,
+            shares=shares,
         )
 
     # -- maintenance -----------------------------------------------------------------------

@@ -1,43 +1,77 @@
 """The budgeted packer behind ``restore()``: pure, no I/O.
 
-The storage layer gathers :class:`RestoreCandidates`; :func:`pack` turns them into a text
-that never exceeds ``max_tokens`` as counted by the declared tokenizer, plus a report of
-what was included, summarised or dropped and why.
+The storage layer gathers :class:`RestoreCandidates`; :func:`pack` turns them into a text and
+chat messages that never exceed ``max_tokens`` as counted by the declared tokenizer, plus a
+report of what was included, summarised or dropped, each section's share, and why.
 
-Claim order on the budget: (1) the goal and open pending steps, (2) important events and
-unresolved errors in the given order, within at most :data:`IMPORTANT_SHARE` of what the
-pinned section left (the first one may take all of it), (3) recent events, newest first,
-(4) relevant older events by score. Each section is printed chronologically. An event too
-large for what is left is summarised (JSON stays valid JSON) into at most
-:data:`SUMMARY_SHARE` of what is left when at least :data:`MIN_USEFUL_TOKENS` are left,
-otherwise dropped. Finally the whole
-text is counted exactly and, while it is over budget (BPE counts of pieces do not add up
-exactly), the lowest-priority block is dropped: relevant first, then the oldest recent, ...
+The budget is shared, not claimed in a strict order (docs/architecture.md §6 has the policy
+and its measurement). After the goal (always kept, summarised if it must be), the sections
+are filled in this order, each up to its share of what the goal left (:class:`BudgetShares`):
 
-Rendered shape (one block per event; a payload, if any, on one line of compact JSON)::
+1. **pending** — open pending steps, oldest first; those that do not fit are counted in a
+   ``(+N more pending steps)`` line;
+2. **important** — decisions, unresolved errors and other events of importance ≥ 0.7, best
+   :func:`rank_score` first;
+3. **recent floor** — the newest few events, so the flow of the conversation is never lost;
+4. **earlier** — the session's current rolling summary, standing in for covered events that
+   did not fit (dropped again if every covered event is shown in full);
+5. **relevant** — older events found by search for the query, best first; a real share when
+   the caller gives a query, a smaller one for the default query (goal + pending steps);
+6. **recent** — the rest of the newest events, newest first, contiguous;
+7. **relevant** again, with whatever is left.
+
+A section that does not use its share leaves it in the pool for the sections after it; the
+last two take all that is left. An event appears once, in the first section that claims it.
+An event too large for what is left is summarised (JSON stays valid JSON) into at most
+:data:`SUMMARY_SHARE` of it, unless it is short: short events are kept whole or dropped.
+Finally the whole text (and the messages) are counted exactly and, while over budget (BPE
+counts of pieces do not add up exactly), the block claimed last is dropped.
+
+Text shape (see :mod:`session_manager._restore_text`)::
+
+    Restored memory of an agent session (agent researcher; session active, started ...).
+    Times are UTC; sections list events oldest first.
 
     ## Goal
-    - [2026-11-22 10:31 UTC] goal: Survey 2026 sparse attention methods
+    [2026-11-22 10:31]
+    - goal: Survey 2026 sparse attention methods
 
     ## Recent
-    - [2026-11-22 10:40 UTC] step (tool: web_search): searched arXiv
+    [2026-11-22 10:40]
+    - step (tool: web_search): searched arXiv
       payload: {"query":"sparse attention","hits":12}
+    - [10:44] user: also cover RWKV
 
-A ``tool_output`` whose content is only the flattened copy of its JSON payload
-(``metadata["derived_content"]``) is rendered by its payload alone.
-
-Continuation lines of multi-line content are indented by four spaces, so content can never
-forge a ``"  payload: "`` line; :func:`json_fragments` returns every payload for checking.
+Chat shape: :attr:`RestoredContext.messages` is one system message (everything but the recent
+conversation) followed by the recent ``message`` events as ``user`` / ``assistant`` / ``tool``
+turns; :attr:`RestoredContext.system` and :attr:`RestoredContext.turns` give the two parts
+apart (Anthropic's API takes ``system`` separately). Their count — each message's content
+plus :data:`MESSAGE_OVERHEAD` tokens of chat framing per turn, plus any ``tool_calls`` JSON;
+the system message counted as its content, as ``text`` is — is kept within ``max_tokens``
+too.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from ._restore_text import (
+    PAYLOAD_PREFIX,
+    TITLES,
+    json_fragments,
+    opening_line,
+    payload_json,
+    render_block,
+    shown_content,
+    shown_payload,
+    stamp,
+    utc,
+)
 from .errors import BudgetTooSmall, InvalidInput
 from .events import Event, Session
 from .summarize import (
@@ -52,14 +86,16 @@ from .summarize import (
 from .tokens import Tokenizer
 
 __all__ = [
-    "IMPORTANT_SHARE",
+    "MESSAGE_OVERHEAD",
     "MIN_USEFUL_TOKENS",
     "PAYLOAD_PREFIX",
     "SUMMARY_SHARE",
+    "BudgetShares",
     "ReportItem",
     "RestoreCandidates",
     "RestoreReport",
     "RestoredContext",
+    "SectionShare",
     "json_fragments",
     "pack",
     "rank_score",
@@ -67,25 +103,59 @@ __all__ = [
 
 #: Below this many tokens left, an event that does not fit is dropped, not summarised.
 MIN_USEFUL_TOKENS = 24
+#: Events whose whole block costs fewer tokens than this are kept whole or dropped: a
+#: summary of a short event carries nothing ("…[41 chars omitted]…").
+SHORT_EVENT_TOKENS = 64
+#: Content up to this many tokens is kept whole when an event's payload is summarised.
+KEEP_CONTENT_TOKENS = 40
 #: The largest share of the tokens left that one summarised event may take (not the goal).
 SUMMARY_SHARE = 0.5
-#: The largest share of the tokens left after the pinned section that important events may
-#: take, so that a long session with many decisions still shows its most recent turns.
-IMPORTANT_SHARE = 0.5
+#: Tokens of chat framing counted per turn (role and separators; OpenAI documents 3 per
+#: message). The system message is counted as its content alone, like ``text``.
+MESSAGE_OVERHEAD = 4
+#: The opening line (what the text is, whose, since when) is left out when it would take
+#: more than this share of what the goal left: a tiny budget is better spent on events.
+ABOUT_SHARE = 0.06
 #: The goal is kept at least this long (in tokens) or restore() raises BudgetTooSmall.
 GOAL_MIN_TOKENS = 24
-PAYLOAD_PREFIX = "  payload: "
-SECTIONS: tuple[str, ...] = ("goal", "pending", "important", "recent", "relevant")
-_TITLES = {
-    "goal": "## Goal",
-    "pending": "## Pending steps",
-    "important": "## Important",
-    "recent": "## Recent",
-    "relevant": "## Relevant history",
-}
-_INDENT = "\n    "  # continuation lines: deeper than PAYLOAD_PREFIX, so never mistaken for it
+SECTIONS: tuple[str, ...] = tuple(TITLES)
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
-_UTC = timezone.utc
+_CHAT_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """Each section's share of the budget left after the goal (fractions of it).
+
+    The defaults were chosen on the development half of LoCoMo (bench/restore_quality.py;
+    docs/benchmarks.md has the ablation). A share is a ceiling, not a reservation: what a
+    section leaves unused stays in the pool for the sections after it.
+
+    >>> pack(candidates, 4000, tok, shares=BudgetShares(relevant_query=0.9))  # doctest: +SKIP
+    """
+
+    pending: float = 0.25
+    recent_floor: float = 0.1
+    recent_floor_events: int = 3
+    important: float = 0.25
+    earlier: float = 0.2
+    #: relevant history when the caller gave a query: what it asked for
+    relevant_query: float = 0.85
+    #: relevant history for the default query (the goal and the open pending steps)
+    relevant_default: float = 0.35
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name == "recent_floor_events":
+                ok = isinstance(value, int) and value >= 0
+            else:
+                ok = isinstance(value, int | float) and 0 <= value <= 1
+            if not ok:
+                raise InvalidInput(
+                    f"BudgetShares.{name} must be "
+                    + ("a non-negative int" if name == "recent_floor_events" else "within 0..1")
+                    + f", not {value!r}."
+                )
 
 
 @dataclass(frozen=True)
@@ -93,11 +163,16 @@ class RestoreCandidates:
     """What the storage layer found for one restore; :func:`pack` decides what fits."""
 
     session: Session
-    pinned: list[Event]  # goal event (kind "goal") + open pending steps
+    pinned: list[Event]  # goal event (kind "goal") + open pending steps, oldest first
     important: list[Event]  # importance >= 0.7 events and unresolved errors, best first
     recent: list[Event]  # the session's most recent events, oldest first
-    relevant: list[tuple[Event, float]]  # semantically relevant older events, best first
+    relevant: list[tuple[Event, float]]  # events relevant to the query, best first
     total_events: int = 0  # how many events the session has in all (for the report)
+    query: str | None = None  # the caller's query (None: the default query was used)
+    summary: Event | None = None  # the session's current rolling summary, if any
+    covered_ids: frozenset[str] = frozenset()  # candidates the summary covers
+    open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
+    other_sessions: bool = False  # relevant history came from other sessions too
 
 
 @dataclass(frozen=True)
@@ -113,13 +188,24 @@ class ReportItem:
 
 
 @dataclass(frozen=True)
+class SectionShare:
+    """The budget one section was offered, what it used, and why it was offered that."""
+
+    section: str
+    offered: int  # tokens the section could use at most when it was filled
+    used: int  # tokens its blocks used (summed per block; before the exact trim)
+    why: str
+
+
+@dataclass(frozen=True)
 class RestoreReport:
     """Why the restored text looks the way it does.
 
     ``sections`` maps each non-empty section to the exact token count of its own text;
     these may differ from ``token_count`` (the whole text) by a token or two, since BPE
-    counts of pieces do not add up exactly. ``items`` lists every candidate event once, in
-    the order the packer considered them.
+    counts of pieces do not add up exactly. ``shares`` says what each section was offered
+    and why. ``items`` lists every candidate event once, in the order the packer first
+    considered them, with its final fate.
 
     >>> ctx = mgr.restore(session.id, max_tokens=2000)  # doctest: +SKIP
     >>> ctx.report.included_ids("important")  # doctest: +SKIP
@@ -135,6 +221,8 @@ class RestoreReport:
     total_events: int
     sections: dict[str, int]
     items: list[ReportItem]
+    shares: list[SectionShare] = field(default_factory=list)
+    message_tokens: int = 0
 
     def included_ids(self, section: str | None = None) -> list[str]:
         """Ids of events that made it into the text (in full or summarised)."""
@@ -156,20 +244,25 @@ class RestoreReport:
 
 @dataclass(frozen=True)
 class RestoredContext:
-    """The packed memory: ``text``, ready-made ``messages`` and an explanation.
+    """The packed memory as one ``text``, as chat ``messages``, and an explanation.
 
-    ``messages`` is ``[{"role": "system", "content": text}]`` (empty when the text is):
-    the memory goes in as one system message, so ``token_count`` (the exact count of
-    ``text``) is what it costs, plus the few framing tokens a chat format adds per message.
+    ``text`` holds everything; ``messages`` is ``[{"role": "system", "content": system},
+    *turns]``: the recent conversation as role messages in order, the rest in one system
+    message. Both fit ``max_tokens``: ``token_count`` counts ``text`` exactly;
+    ``report.message_tokens`` counts ``messages`` (contents, plus :data:`MESSAGE_OVERHEAD`
+    per turn and any ``tool_calls`` JSON).
 
     >>> ctx = mgr.restore(session.id, max_tokens=4000, model="gpt-4o")  # doctest: +SKIP
     >>> messages = ctx.messages + [{"role": "user", "content": "Continue."}]  # doctest: +SKIP
+    >>> anthropic.messages.create(system=ctx.system, messages=ctx.turns, ...)  # doctest: +SKIP
     """
 
     text: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     token_count: int
     report: RestoreReport
+    system: str = ""
+    turns: list[dict[str, Any]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.text
@@ -190,20 +283,9 @@ def rank_score(event: Event, now: datetime, *, half_life_hours: float = 24.0) ->
     0.63
     """
     recall = min(1.0, math.log1p(max(0, event.recall_count)) / math.log1p(10))
-    age_hours = max(0.0, (_utc(now) - _utc(event.created_at)).total_seconds() / 3600)
+    age_hours = max(0.0, (utc(now) - utc(event.created_at)).total_seconds() / 3600)
     recency = 0.5 ** (age_hours / half_life_hours) if half_life_hours > 0 else 0.0
     return 0.6 * event.importance + 0.25 * recall + 0.15 * recency
-
-
-def json_fragments(text: str) -> list[str]:
-    """Every payload JSON fragment of a restored text (the rest of each payload line).
-
-    >>> json_fragments('- [2026-11-22 10:31 UTC] step: ran\\n  payload: {"ok":true}')
-    ['{"ok":true}']
-    """
-    return [
-        line[len(PAYLOAD_PREFIX) :] for line in text.split("\n") if line.startswith(PAYLOAD_PREFIX)
-    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -215,10 +297,11 @@ def json_fragments(text: str) -> list[str]:
 class _Block:
     event: Event
     section: str
-    text: str
-    tokens: int
+    text: str  # "- label: body" (+ payload line), without its time
+    tokens: int  # what it was charged: its text, its time marks, its neighbour's change
     action: str
     reason: str
+    turn: str | None = None  # the content it has as a chat turn (messages only)
     rank: int = 0  # claim order: the highest is trimmed first; the goal (0) never is
 
 
@@ -228,48 +311,77 @@ class _Packer:
     summarizer: Callable[[str, int], str] | None
     budget: int
     used: int = 0
-    limit: int | None = None  # a section's own ceiling on `used`, below the budget
+    limit: int | None = None  # the current section's ceiling on `used`
     blocks: list[_Block] = field(default_factory=list)
+    by_section: dict[str, list[_Block]] = field(default_factory=dict)
     items: dict[str, ReportItem] = field(default_factory=dict)
-    seen_sections: set[str] = field(default_factory=set)
-    floor: int = 1  # tokens of the smallest possible block (a bare header)
+    claimed: set[str] = field(default_factory=set)
+    notes: dict[str, str] = field(default_factory=dict)
+    shares: list[SectionShare] = field(default_factory=list)
+    floor: int = 1  # tokens of the smallest possible block
     user_cache: dict[tuple[str, bool], str] = field(default_factory=dict)
+    count_cache: dict[str, int] = field(default_factory=dict)
 
     @property
     def left(self) -> int:
         ceiling = self.budget if self.limit is None else min(self.budget, self.limit)
         return ceiling - self.used
 
+    def small_count(self, text: str) -> int:
+        """Count a short, often repeated piece (time marks, headers) once."""
+        cached = self.count_cache.get(text)
+        if cached is None:
+            cached = self.count_cache[text] = self.tok.count(text) if text else 0
+        return cached
+
     # -- claiming ------------------------------------------------------------------------
 
-    def claim(self, event: Event, section: str, reason: str) -> None:
+    def placement(self, event: Event, section: str) -> int:
+        """Tokens of time marks that placing ``event`` in ``section`` adds (approximate)."""
+        blocks = self.by_section.get(section, [])
+        at = bisect.bisect(blocks, _chrono(event), key=lambda b: _chrono(b.event))
+        before = blocks[at - 1].event if at else None
+        after = blocks[at].event if at < len(blocks) else None
+        cost = self.small_count("".join(stamp(before, event)))
+        if after is not None:  # its mark now depends on this event instead of `before`
+            cost += self.small_count("".join(stamp(event, after)))
+            cost -= self.small_count("".join(stamp(before, after)))
+        if not blocks:
+            cost += self.small_count(f"\n\n{TITLES[section]}\n")
+        return max(0, cost)
+
+    def claim(self, event: Event, section: str, reason: str) -> bool:
         """Include, summarise or drop one event, charging the running budget."""
-        heading = (
-            0 if section in self.seen_sections else self.tok.count(f"\n\n{_TITLES[section]}\n")
-        )
-        left = self.left - heading
-        block, why = self.fit(event, section, left, reason)
+        extra = self.placement(event, section)
+        block, why = self.fit(event, section, self.left - extra, reason)
         if block is None:
             self.record(event, section, "dropped", why, 0)
-            return
-        self.seen_sections.add(section)
-        self.used += heading + block.tokens
+            return False
+        block.tokens += extra
+        self.used += block.tokens
         block.rank = len(self.blocks) + 1
         self.blocks.append(block)
+        placed = self.by_section.setdefault(section, [])
+        bisect.insort(placed, block, key=lambda b: _chrono(b.event))
+        self.claimed.add(event.id)
         self.record(event, section, block.action, block.reason, block.tokens)
+        return True
 
     def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[_Block | None, str]:
         if left <= 0:
-            return None, "important share spent" if self.limit is not None else "budget spent"
+            return None, "share spent" if self.limit is not None else "budget spent"
         need = _too_big(event, left)
+        full: int | None = None
         if need is None:
-            text = _render(event, _shown(event), _payload_json(event.payload))
-            tokens = self.tok.count(text + "\n")
-            if tokens <= left:
-                return _Block(event, section, text, tokens, "included", reason), ""
-            need = f"{tokens:,} tokens"
+            text = render_block(event, shown_content(event), payload_json(event))
+            full = self.tok.count(text + "\n")
+            if full <= left:
+                return _Block(event, section, text, full, "included", reason, event.content), ""
+            need = f"{full:,} tokens"
         if left < MIN_USEFUL_TOKENS:
             return None, f"over budget: {need} > {left:,} left"
+        if full is not None and full < SHORT_EVENT_TOKENS and section != "goal":
+            return None, f"over budget: {need} > {left:,} left (short: kept whole or not at all)"
         # A summary takes at most half of what is left (the goal: all of it), so one huge
         # event cannot crowd out every smaller one after it.
         share = left if section == "goal" else max(MIN_USEFUL_TOKENS, int(left * SUMMARY_SHARE))
@@ -282,20 +394,21 @@ class _Packer:
     def summarised(self, event: Event, section: str, left: int) -> _Block | None:
         """The richest summary of ``event`` whose block counts <= ``left``, or None."""
         count = self.tok.count
-        header = count(_render(event, "", None, summarised=True) + "\n")
+        header = count(render_block(event, "", None, summarised=True) + "\n")
         target = left - header
         notes: list[str] = []
         for _ in range(4):  # pieces rarely add up exactly; shrink by the excess and retry
             if target <= 0:
                 return None
             content, payload = self.split_summary(event, target, notes)
-            if content is None:
-                return None
-            text = _render(event, content, payload, summarised=True)
+            if content is None or (not content.strip("… ") and payload is None):
+                return None  # a summary that carries nothing is not worth its header
+            text = render_block(event, content, payload, summarised=True)
             tokens = count(text + "\n")
             if tokens <= left:
                 extra = f" ({notes[-1]})" if notes else ""
-                return _Block(event, section, text, tokens, "summarised", extra)
+                turn = f"[summarised] {content}"
+                return _Block(event, section, text, tokens, "summarised", extra, turn)
             target -= tokens - left + 2
         return None
 
@@ -303,8 +416,9 @@ class _Packer:
         self, event: Event, target: int, notes: list[str]
     ) -> tuple[str | None, str | None]:
         """Share ``target`` tokens between content and payload summaries."""
-        content = _shown(event)
-        if event.payload is None:
+        content = shown_content(event)
+        payload_value = shown_payload(event)
+        if payload_value is None:
             return self.shrink_text(content, target, notes), None
         prefix = 4  # "\n  payload: " and the seams around it
         content_tokens = (
@@ -312,11 +426,15 @@ class _Packer:
             if len(content) <= target * _CHARS_PER_TOKEN_CEILING
             else target + 1
         )
-        # Content keeps up to a third; the payload (usually the bulk) gets the rest.
-        content_share = min(content_tokens, max(target // 3, min(content_tokens, 8)))
+        # Short content is kept whole (a summary of it carries nothing); long content keeps
+        # up to a third; the payload (usually the bulk) gets the rest.
+        if content_tokens <= KEEP_CONTENT_TOKENS:
+            content_share = content_tokens
+        else:
+            content_share = max(target // 3, KEEP_CONTENT_TOKENS)
         payload_budget = target - content_share - prefix
         payload = (
-            self.shrink_json(event.payload, payload_budget, notes) if payload_budget > 0 else None
+            self.shrink_json(payload_value, payload_budget, notes) if payload_budget > 0 else None
         )
         if payload is None:  # no JSON fits: spend everything on the content instead
             return self.shrink_text(content, target, notes), None
@@ -324,7 +442,6 @@ class _Packer:
         content_budget = max(0, target - payload_used - prefix)
         if content_tokens <= content_budget:
             return content, payload
-        # Better a bare "…" than losing a payload that fits.
         return self.shrink_text(content, content_budget, notes) or "…", payload
 
     def shrink_text(self, text: str, budget: int, notes: list[str]) -> str | None:
@@ -362,6 +479,50 @@ class _Packer:
     def record(self, event: Event, section: str, action: str, reason: str, tokens: int) -> None:
         self.items[event.id] = ReportItem(event.id, event.kind, section, action, reason, tokens)
 
+    def unclaim(self, block: _Block, reason: str) -> None:
+        self.blocks.remove(block)
+        self.by_section[block.section].remove(block)
+        self.claimed.discard(block.event.id)
+        self.used -= block.tokens
+        self.record(block.event, block.section, "dropped", reason, 0)
+
+    # -- sections --------------------------------------------------------------------------
+
+    def fill(
+        self,
+        events: Iterable[Event],
+        section: str,
+        reason_of: Callable[[Event], str],
+        offered: int | None,
+        why: str,
+        *,
+        contiguous: bool = False,
+    ) -> list[Event]:
+        """Claim ``events`` in order within ``offered`` tokens; return those left out.
+
+        ``contiguous`` stops at the first event that does not fit (recent history keeps no
+        holes); the rest are reported as dropped.
+        """
+        self.limit = None if offered is None else self.used + max(0, offered)
+        start = self.used
+        left_out: list[Event] = []
+        stopped = False
+        for event in events:
+            if event.id in self.claimed:
+                continue  # shown in an earlier section: reported there
+            if stopped or self.left < self.floor:
+                spent = "share spent" if self.limit is not None else "budget spent"
+                self.record(event, section, "dropped", f"{spent} ({self.left} left)", 0)
+                left_out.append(event)
+                continue
+            if not self.claim(event, section, reason_of(event)):
+                left_out.append(event)
+                stopped = contiguous
+        self.limit = None
+        offered_tokens = self.budget - start if offered is None else max(0, offered)
+        self.shares.append(SectionShare(section, offered_tokens, self.used - start, why))
+        return left_out
+
 
 def pack(
     candidates: RestoreCandidates,
@@ -369,13 +530,16 @@ def pack(
     tokenizer: Tokenizer,
     summarizer: Callable[[str, int], str] | None = None,
     now: datetime | None = None,
+    *,
+    shares: BudgetShares | None = None,
 ) -> RestoredContext:
     """Pack ``candidates`` into at most ``max_tokens`` tokens (see the module docstring).
 
     ``summarizer`` (``(text, max_tokens) -> str``, e.g. an LLM call) is tried first for
     events that need shortening; its output is used only if it fits (and, for payloads,
-    parses as JSON). ``now`` is accepted for callers that rank with :func:`rank_score`;
-    packing itself does not depend on the clock.
+    parses as JSON). ``shares`` overrides the default :class:`BudgetShares`. ``now`` is
+    accepted for callers that rank with :func:`rank_score`; packing itself does not depend
+    on the clock.
 
     Raises :class:`~session_manager.errors.BudgetTooSmall` when even the goal summarised to
     :data:`GOAL_MIN_TOKENS` tokens does not fit; the message names the smallest budget.
@@ -387,6 +551,26 @@ def pack(
     del now  # see docstring: the order of `important` is the caller's ranking
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
         raise InvalidInput(f"max_tokens must be a non-negative int, not {max_tokens!r}.")
+    shares = shares or BudgetShares()
+    full = _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=True)
+    summary = candidates.summary
+    if summary is not None and full.report.included_ids("earlier"):
+        covered = candidates.covered_ids
+        shown = set(full.report.included_ids())
+        if covered and covered <= shown:  # everything it stands for is shown in full
+            return _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=False)
+    return full
+
+
+def _pack(
+    candidates: RestoreCandidates,
+    max_tokens: int,
+    tokenizer: Tokenizer,
+    summarizer: Callable[[str, int], str] | None,
+    shares: BudgetShares,
+    *,
+    with_summary: bool,
+) -> RestoredContext:
     p = _Packer(tokenizer, summarizer, max_tokens)
     session = candidates.session
 
@@ -396,41 +580,141 @@ def pack(
         goal = Event("", session.id, session.agent_id, "goal", session.goal, session.created_at)
     if goal is not None:
         _claim_goal(p, goal, synthetic=not goal.id)
+    about = opening_line(session, other_sessions=candidates.other_sessions)
+    about_tokens = p.small_count(about + "\n\n")
+    if about_tokens <= p.left * ABOUT_SHARE:
+        about_event = Event("", session.id, session.agent_id, "about", about, session.created_at)
+        block = _Block(about_event, "about", about, about_tokens, "included", "opening line")
+        block.rank = 1
+        p.blocks.append(block)
+        p.by_section["about"] = [block]
+        p.used += about_tokens
+    base = p.left  # the pool the shares are fractions of
+    p.floor = max(1, tokenizer.count("- x\n"))
 
-    probe = Event("", "", "", "x", "", datetime(2026, 1, 1, tzinfo=_UTC))
-    p.floor = max(1, tokenizer.count(_render(probe, "", None) + "\n"))
-
-    def walk(events: Iterable[Event], section: str, reason_of: Callable[[Event], str]) -> None:
-        for event in events:
-            if event.id in p.items:
-                continue  # claimed (or dropped) by an earlier section: reported there
-            if p.left < p.floor:  # nothing more can fit: report without rendering
-                spent = "important share spent" if p.limit is not None else "budget spent"
-                p.record(event, section, "dropped", f"{spent} ({p.left} tokens left)", 0)
-                continue
-            p.claim(event, section, reason_of(event))
-
-    walk((e for e in candidates.pinned if e is not goal), "pending", _pinned_reason)
-    # The most important event may use everything left (it beats recent turns on a tight
-    # budget); together, important events stop at IMPORTANT_SHARE of it.
-    cap = p.used + int(p.left * IMPORTANT_SHARE)
-    for event in candidates.important:
-        walk([event], "important", _important_reason)
-        if "important" in p.seen_sections:
-            p.limit = cap
-    p.limit = None
-    walk(reversed(candidates.recent), "recent", lambda e: "recent")
-    scores = {e.id: s for e, s in candidates.relevant}
-    walk(
-        (e for e, _ in candidates.relevant),
-        "relevant",
-        lambda e: f"relevant (score {scores[e.id]:.2f})",
+    pending = [e for e in candidates.pinned if e is not goal and e.kind == "pending"]
+    others = [e for e in candidates.pinned if e is not goal and e.kind != "pending"]
+    total_pending = max(candidates.open_pending or 0, len(pending))
+    if others:
+        p.fill(others, "pending", _pinned_reason, None, "pinned events: all that fits")
+    note_reserve = p.small_count("\n(+9999 more pending steps)") if len(pending) > 1 else 0
+    left_out = p.fill(
+        pending,
+        "pending",
+        _pinned_reason,
+        int(base * shares.pending) - note_reserve,
+        f"open pending steps: up to {shares.pending:.0%} of the {base:,} tokens after the goal",
     )
+    hidden = total_pending - (len(pending) - len(left_out))
+    if hidden > 0 and "pending" in p.by_section:
+        note = f"(+{hidden} more pending step{'s' if hidden != 1 else ''})"
+        p.notes["pending"] = note
+        p.used += p.small_count("\n" + note)
 
-    text, exact = _finish(p)
+    recent = [e for e in candidates.recent if _recent_worthy(e)]
+    unworthy = [e for e in candidates.recent if not _recent_worthy(e)]
+    unworthy += [e for e, _ in candidates.relevant if e.kind == "summary"]
+    newest_first = list(reversed(recent))
+    floor_events = newest_first[: shares.recent_floor_events]
+    important_share = int(base * shares.important)
+    # The most important event may take the whole pool even when the share is smaller (a
+    # summary of it at most half): on a tight budget a decision beats small talk.
+    first = p.fill(
+        candidates.important[:1],
+        "important",
+        _important_reason,
+        None,
+        "the most important event: all that is left",
+    )
+    used_first = p.shares[-1].used if len(first) < len(candidates.important[:1]) else 0
+    p.fill(
+        candidates.important,
+        "important",
+        _important_reason,
+        important_share - used_first,
+        f"important events and unresolved errors: up to {shares.important:.0%} of {base:,}",
+    )
+    p.fill(
+        floor_events,
+        "recent",
+        lambda e: "recent (floor)",
+        int(base * shares.recent_floor),
+        f"the newest {len(floor_events)} events: up to {shares.recent_floor:.0%} "
+        f"of {base:,} (the flow of the conversation)",
+        contiguous=True,
+    )
+    if with_summary and candidates.summary is not None:
+        p.fill(
+            [candidates.summary],
+            "earlier",
+            lambda e: "rolling summary of earlier events",
+            int(base * shares.earlier),
+            f"the session's summary: up to {shares.earlier:.0%} of {base:,}",
+        )
+    relevant_share = shares.relevant_query if candidates.query else shares.relevant_default
+    scores = {e.id: s for e, s in candidates.relevant}
+    relevant = [e for e, _ in candidates.relevant if e.kind != "summary"]
+
+    def relevant_reason(event: Event) -> str:
+        return f"relevant (score {scores[event.id]:.2f})"
+
+    p.fill(
+        relevant,
+        "relevant",
+        relevant_reason,
+        int(base * relevant_share),
+        f"history relevant to {'the query' if candidates.query else 'the goal and pending steps'}"
+        f": up to {relevant_share:.0%} of {base:,}",
+    )
+    p.fill(
+        newest_first,
+        "recent",
+        lambda e: "recent",
+        None,
+        "the newest events, contiguous: all that is left",
+        contiguous=True,
+    )
+    p.fill(relevant, "relevant", relevant_reason, None, "more relevant history: all that is left")
+    for event in unworthy:
+        if event.id not in p.items:
+            p.record(event, "recent", "dropped", _unworthy_reason(event), 0)
+    return _finish(p, candidates, tokenizer, max_tokens)
+
+
+def _finish(
+    p: _Packer, candidates: RestoreCandidates, tokenizer: Tokenizer, max_tokens: int
+) -> RestoredContext:
+    """Assemble, count exactly, and trim the blocks claimed last until both views fit."""
+    while True:
+        turns, turn_ids = _turns(p.by_section.get("recent", []))
+        text = _assemble(p, frozenset())
+        system = _assemble(p, turn_ids) if turn_ids else text
+        exact = p.tok.count(text)
+        message_tokens = _message_tokens(p.tok, system, turns)
+        if exact <= p.budget and message_tokens <= p.budget:
+            break
+        excess = max(exact, message_tokens) - p.budget
+        droppable = sorted((b for b in p.blocks if b.rank > 0), key=lambda b: b.rank)
+        if not droppable:  # the goal alone was counted exactly and fits; cannot happen
+            raise BudgetTooSmall(f"max_tokens={p.budget} cannot hold the session goal.")
+        freed = 0
+        while droppable and freed < excess:
+            block = droppable.pop()
+            freed += block.tokens
+            if block.section == "about":
+                p.blocks.remove(block)
+                p.by_section.pop("about", None)
+                continue
+            p.unclaim(
+                block,
+                f"trimmed: the whole counted {max(exact, message_tokens):,} tokens > {p.budget:,}",
+            )
+        if "pending" not in p.by_section:
+            p.notes.pop("pending", None)
     sections = {
-        name: tokenizer.count(_section_text(name, blocks))
-        for name, blocks in _by_section(p.blocks).items()
+        name: tokenizer.count(_section_text(p, name, blocks, frozenset()))
+        for name, blocks in p.by_section.items()
+        if blocks and name != "about"
     }
     report = RestoreReport(
         budget=max_tokens,
@@ -442,9 +726,105 @@ def pack(
         total_events=candidates.total_events,
         sections=sections,
         items=list(p.items.values()),
+        shares=p.shares,
+        message_tokens=message_tokens if text else 0,
     )
-    messages = [{"role": "system", "content": text}] if text else []
-    return RestoredContext(text=text, messages=messages, token_count=exact, report=report)
+    messages = [{"role": "system", "content": system}, *turns] if text else []
+    return RestoredContext(
+        text=text,
+        messages=messages,
+        token_count=exact,
+        report=report,
+        system=system,
+        turns=turns,
+    )
+
+
+def _assemble(p: _Packer, leave_out: frozenset[str]) -> str:
+    parts = []
+    for name in SECTIONS:
+        blocks = p.by_section.get(name)
+        if not blocks:
+            continue
+        if name == "about":
+            parts.append(blocks[0].text)
+            continue
+        section = _section_text(p, name, blocks, leave_out)
+        if section:
+            parts.append(section)
+    return "\n\n".join(parts)
+
+
+def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozenset[str]) -> str:
+    lines = [TITLES[name]]
+    previous: Event | None = None
+    shown = [b for b in blocks if b.event.id not in leave_out]
+    if not shown:
+        return ""
+    for block in shown:
+        head, prefix = stamp(previous, block.event) if name != "goal" else ("", "")
+        previous = block.event
+        text = block.text
+        if prefix:
+            text = f"- {prefix}{text[2:]}"
+        lines.append(head + text if head else text)
+    note = p.notes.get(name)
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _turns(recent: list[_Block]) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """The recent conversation as chat turns, tool calls never apart from their results.
+
+    A ``user`` / ``assistant`` message is a turn; a ``tool`` message is one only when it
+    carries ``metadata["tool_call_id"]`` answering an assistant turn's ``tool_calls`` that is
+    shown before it, and an assistant turn with ``tool_calls`` only when every call's result
+    is shown. Everything else stays in the system message.
+    """
+    eligible = [b for b in recent if b.event.kind == "message" and b.turn is not None]
+    answered = {
+        b.event.metadata.get("tool_call_id")
+        for b in eligible
+        if b.event.role == "tool" and isinstance(b.event.metadata.get("tool_call_id"), str)
+    }
+    kept: list[_Block] = []
+    calls_shown: set[str] = set()
+    for block in eligible:
+        role = block.event.role
+        calls = _call_ids(block.event)
+        if role in _CHAT_ROLES and (role != "assistant" or calls <= answered):
+            kept.append(block)
+            calls_shown |= calls
+        elif role == "tool" and block.event.metadata.get("tool_call_id") in calls_shown:
+            kept.append(block)
+    turns = []
+    for block in kept:
+        message: dict[str, Any] = {"role": block.event.role, "content": block.turn}
+        for key in ("tool_calls", "tool_call_id", "name"):
+            if key in block.event.metadata:
+                message[key] = block.event.metadata[key]
+        turns.append(message)
+    return turns, frozenset(b.event.id for b in kept)
+
+
+def _call_ids(event: Event) -> set[str]:
+    calls = event.metadata.get("tool_calls")
+    if not isinstance(calls, list):
+        return set()
+    return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
+
+
+def _message_tokens(tok: Tokenizer, system: str, turns: list[dict[str, Any]]) -> int:
+    # The system message is counted as its content, as ``text`` is; each turn adds its
+    # framing, which stands in for the "- user: " the same line costs in ``text``.
+    total = tok.count(system)
+    for turn in turns:
+        total += tok.count(str(turn["content"])) + MESSAGE_OVERHEAD
+        extra = {k: v for k, v in turn.items() if k not in ("role", "content")}
+        if extra:
+            total += tok.count(dumps(extra))
+    return total
 
 
 def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
@@ -454,12 +834,12 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
     summarised to no less than its :data:`GOAL_MIN_TOKENS`-token summary (``minimal``).
     """
     count = p.tok.count
-    head = f"{_TITLES['goal']}\n"
+    head = f"{TITLES['goal']}\n"  # the opening line dates the session: the goal needs no time
     block, _ = p.fit(goal, "goal", p.budget - count(head), "pinned goal")
     if block is None or block.action != "included" or count(head + block.text) > p.budget:
         short = summarize_text(goal.content, GOAL_MIN_TOKENS, count) or ""
-        minimal = _render(goal, short, None, summarised=short != goal.content)
-        whole = _render(goal, goal.content, None)
+        minimal = render_block(goal, short, None, summarised=short != goal.content)
+        whole = render_block(goal, goal.content, None)
         if count(whole) <= count(minimal):  # a short goal can undercut its own summary
             minimal = whole
         need = count(head + minimal)
@@ -475,49 +855,34 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
             else:
                 action, reason = "summarised", "pinned goal; summarised to its minimum to fit"
             block = _Block(goal, "goal", minimal, count(minimal + "\n"), action, reason)
-    p.seen_sections.add("goal")
     p.used = count(head + block.text)  # exact: the goal alone is a valid final text
+    block.tokens = p.used
     block.rank = 0
     p.blocks.append(block)
+    p.by_section["goal"] = [block]
     if not synthetic:
+        p.claimed.add(goal.id)
         p.record(goal, "goal", block.action, block.reason, block.tokens)
 
 
-def _finish(p: _Packer) -> tuple[str, int]:
-    """Assemble, count exactly, and trim lowest-priority blocks until within budget."""
-    while True:
-        text = "\n\n".join(
-            _section_text(name, blocks) for name, blocks in _by_section(p.blocks).items()
+def _recent_worthy(event: Event) -> bool:
+    """Recent history leaves out what another line already says: a completed pending step
+    (its step is shown), an open one (pinned), and summaries (the earlier section)."""
+    if event.kind == "pending":
+        return event.status not in ("done", "open")
+    return event.kind not in ("goal", "summary")
+
+
+def _unworthy_reason(event: Event) -> str:
+    if event.kind == "pending":
+        return (
+            f"pending step {event.status}: shown by its step"
+            if event.status == "done"
+            else ("open pending step: pinned")
         )
-        exact = p.tok.count(text)
-        if exact <= p.budget:
-            return text, exact
-        excess = exact - p.budget
-        droppable = sorted((b for b in p.blocks if b.rank > 0), key=lambda b: b.rank)
-        if not droppable:  # the goal alone was counted exactly and fits; cannot happen
-            raise BudgetTooSmall(f"max_tokens={p.budget} cannot hold the session goal.")
-        freed = 0
-        while droppable and freed < excess:
-            block = droppable.pop()
-            freed += block.tokens
-            p.blocks.remove(block)
-            reason = f"trimmed: the whole text counted {exact:,} tokens > {p.budget:,}"
-            p.record(block.event, block.section, "dropped", reason, 0)
-
-
-def _by_section(blocks: list[_Block]) -> dict[str, list[_Block]]:
-    grouped: dict[str, list[_Block]] = {name: [] for name in SECTIONS}
-    for block in blocks:
-        grouped[block.section].append(block)
-    return {
-        name: sorted(items, key=lambda b: _chrono(b.event))
-        for name, items in grouped.items()
-        if items
-    }
-
-
-def _section_text(name: str, blocks: list[_Block]) -> str:
-    return _TITLES[name] + "\n" + "\n".join(b.text for b in blocks)
+    if event.kind == "summary":
+        return "not the session's current summary (or covered events are shown)"
+    return "pinned"
 
 
 def _pinned_reason(event: Event) -> str:
@@ -530,75 +895,24 @@ def _important_reason(event: Event) -> str:
     return f"important (importance {event.importance:.2f})"
 
 
-# ---------------------------------------------------------------------------------------
-# Rendering
-# ---------------------------------------------------------------------------------------
-
-
-def _render(event: Event, content: str, payload: str | None, *, summarised: bool = False) -> str:
-    ts = _utc(event.created_at).strftime("%Y-%m-%d %H:%M UTC")
-    label = _label(event) + (" [summarised]" if summarised else "")
-    # splitlines() knows every line break (\r, \x85, \u2028, ...): all become an indented
-    # "\n    ", so no content line can start with PAYLOAD_PREFIX or look like a header.
-    body = _INDENT.join(content.splitlines()) if content else ""
-    line = f"- [{ts}] {label}: {body}" if body else f"- [{ts}] {label}"
-    return line if payload is None else f"{line}\n{PAYLOAD_PREFIX}{payload}"
-
-
-def _label(event: Event) -> str:
-    kind = _oneline(event.kind)
-    if event.kind in ("step", "tool_output"):
-        tool = event.metadata.get("tool")
-        if tool is None and isinstance(event.payload, dict):
-            tool = event.payload.get("tool")
-        return f"{kind} (tool: {_oneline(str(tool))})" if tool is not None else kind
-    if event.kind == "message":
-        return f"message ({_oneline(event.role or 'unknown')})"
-    if event.kind == "error":
-        return f"error ({'resolved' if event.status == 'resolved' else 'unresolved'})"
-    if event.status:
-        return f"{kind} ({_oneline(event.status)})"
-    return kind
-
-
-def _shown(event: Event) -> str:
-    """The content to render: none when it is only a flattened copy of the payload.
-
-    ``record_tool_output`` stores JSON output as the payload and a "key: value; ..."
-    flattening of it as content (for search); printing both would pay for it twice.
-    """
-    if event.payload is not None and event.metadata.get("derived_content") is True:
-        return ""
-    return event.content
-
-
-def _oneline(text: str) -> str:
-    return " ".join(text.split())[:64]
-
-
-def _payload_json(payload: Any) -> str | None:
-    return None if payload is None else dumps(payload)
-
-
 def _too_big(event: Event, left: int) -> str | None:
     """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None.
 
     Bounds the work: a multi-megabyte event is never serialised or counted in full.
     """
-    if event.token_count // 2 > left:  # stored counts may come from another tokenizer
+    content = shown_content(event)
+    # The stored count (of content and payload as recorded; maybe by another tokenizer)
+    # says nothing when the rendering drops or collapses content.
+    if len(content) == len(event.content) and event.token_count // 2 > left:
         return f"~{event.token_count:,} tokens"
     cap = left * _CHARS_PER_TOKEN_CEILING
-    content = _shown(event)
     if len(content) > cap:
         return f"{len(content):,} chars"
-    if len(content) + json_size_hint(event.payload, cap - len(content), 2 * left + 16) > cap:
+    payload = shown_payload(event)
+    if len(content) + json_size_hint(payload, cap - len(content), 2 * left + 16) > cap:
         return f"more than {cap:,} chars"
     return None
 
 
 def _chrono(event: Event) -> tuple[datetime, str]:
-    return _utc(event.created_at), event.id
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=_UTC) if moment.tzinfo is None else moment.astimezone(_UTC)
+    return utc(event.created_at), event.id

@@ -374,7 +374,8 @@ def restore(
 
     This is exactly what an agent would get back from SessionManager.restore(). --explain
     adds the report: every candidate event with its section, action, tokens and reason,
-    and the tokens each section used. --json always includes the report.
+    the tokens each section used, and the share of the budget each section was offered
+    and why. --json always includes the report, and the chat view (system and turns).
     """
     agent = env.agent or env.admin().session(session_id).session.agent_id
     context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
@@ -389,6 +390,8 @@ def restore(
                 "token_count": context.token_count,
                 "text": context.text,
                 "messages": context.messages,
+                "system": context.system,
+                "turns": context.turns,
                 "report": report.to_dict(),
             }
         )
@@ -433,6 +436,13 @@ def restore(
         f"{context.token_count / max_tokens:.0%}",
     )
     env.out.print(budget)
+    offered = _table("SECTION", "OFFERED", "USED", "WHY")
+    offered.columns[1].justify = "right"
+    offered.columns[2].justify = "right"
+    offered.columns[3].ratio = 1
+    for share in report.shares:
+        offered.add_row(share.section, f"{share.offered:,}", f"{share.used:,}", share.why)
+    env.out.print(offered)
     env.note(report.note)
 
 
