@@ -209,10 +209,24 @@ def test_a_store_from_before_the_context_migration_is_upgraded(
     first_only = store_sqlite.MIGRATIONS[:1]
     with monkeypatch.context() as patch:
         patch.setattr(store_sqlite, "MIGRATIONS", first_only)
-        with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as old:
-            session = old.start_session("legacy")
-            old.add_message(session.id, "user", "which database do we use?")
-            answer = old.add_message(session.id, "assistant", "Postgres, version 16.")
+        SessionManager("old", db_path, embedder=HashEmbedder(), background=False).close()
+    # rows as the first version wrote them (its insert statement, its columns)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
+            "created_us, updated_us) VALUES ('01S', 'old', NULL, 'legacy', 'active', NULL, "
+            "'{}', 1, 1)"
+        )
+        for seq, text in ((1, "which database do we use?"), (2, "Postgres, version 16.")):
+            conn.execute(
+                "INSERT INTO events (seq, id, session_id, agent_id, kind, content, payload, "
+                "importance, tags, metadata, status, created_us, token_count, recall_count, "
+                "partition) VALUES (?, ?, '01S', 'old', 'message', ?, NULL, 0.3, '[]', "
+                "'{\"role\":\"user\"}', NULL, ?, 5, 0, 'agent:old')",
+                (seq, f"01E{seq}", text, seq),
+            )
+            conn.execute("INSERT INTO outbox (seq, partition) VALUES (?, 'agent:old')", (seq,))
+    answer = type("Answer", (), {"seq": 2})
 
     with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as new:
         hits = new.search("which database", k=3, mode="keyword")
@@ -222,7 +236,7 @@ def test_a_store_from_before_the_context_migration_is_upgraded(
     assert answer.seq in matching(db_path, "context : database")
     with sqlite3.connect(db_path) as conn:
         names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY name")]
-        assert names == ["0001_initial", "0002_keyword_context"]
+        assert names == ["0001_initial", "0002_keyword_context", "0003_payload_preview"]
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         rows = conn.execute("SELECT count(*) FROM events_fts").fetchone()[0]
         assert rows == conn.execute("SELECT count(*) FROM events").fetchone()[0]

@@ -76,7 +76,7 @@ def test_json_markers() -> None:
     assert out is not None
     results = json.loads(out)["results"]
     assert isinstance(results, list)
-    assert results[-1] == f"…[{2_000 - (len(results) - 1)} more items]"
+    assert results[-1].startswith(f"…[{2_000 - (len(results) - 1)} more items")
     first = results[0]
     assert "chars omitted]…" in first["abstract"]
     assert first["abstract"].startswith("sparse attention")

@@ -64,9 +64,12 @@ def stamp(previous: Event | None, event: Event) -> tuple[str, str]:
     (('[2026-11-22 10:31]\\n', ''), ('', '[10:40] '), ('', ''))
     """
     when = utc(event.created_at)
-    if previous is None or utc(previous.created_at).date() != when.date():
+    if previous is None:
         return f"[{when:%Y-%m-%d %H:%M}]\n", ""
-    if utc(previous.created_at).strftime("%H:%M") != when.strftime("%H:%M"):
+    before = utc(previous.created_at)
+    if before.date() != when.date():
+        return f"[{when:%Y-%m-%d %H:%M}]\n", ""
+    if (before.hour, before.minute) != (when.hour, when.minute):
         return "", f"[{when:%H:%M}] "
     return "", ""
 
@@ -143,6 +146,8 @@ def shown_payload(event: Event) -> Any:
     """The payload to render, without bookkeeping: a completed step's link to its pending
     step, and a step's tool when the label already names it."""
     payload = event.payload
+    if event.kind == "summary":
+        return None  # what it covers is bookkeeping; its text is the summary
     if event.kind == "step" and isinstance(payload, dict):
         tool = event.metadata.get("tool")
         drop = {"pending_id"} | (

@@ -14,6 +14,7 @@ Events pulled in as relevant get one more recall, like search results.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
+from ._summaries import covers
 from .protocols import Summarizer
 from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
 from .store.base import EventFilter
@@ -36,14 +38,16 @@ PENDING_CANDIDATES = 500
 
 
 def recent_candidates(max_tokens: int) -> int:
-    """Recent events to read: enough to fill the budget with short events, and bounded."""
-    return min(2_000, max(50, max_tokens // 8))
+    """Recent events to read: more than the recent section can show (a block costs at
+    least ~16 tokens with its time), and bounded."""
+    return min(1_000, max(40, max_tokens // 16))
 
 
 def relevant_candidates(max_tokens: int) -> int:
     """Search depth for relevant history: grows with the budget (a short turn is ~25
-    tokens), so a bigger budget buys more history; bounded so restore stays fast."""
-    return min(600, max(20, max_tokens // 12))
+    tokens; relevant history gets at most most of the budget), so a bigger budget buys more
+    history; bounded so restore stays fast."""
+    return min(500, max(20, max_tokens // 16))
 
 
 def _merge(*lists: list[Event], newest_first: bool = False) -> list[Event]:
@@ -66,16 +70,19 @@ def restore_session(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
     store = mgr._store
+    # Large payloads come as their stored previews: restore never parses megabytes it
+    # could not show (the preview is what a summary of them needs).
+    store_events = functools.partial(store.events, previews=True)
     base = EventFilter(mgr.scope, session_id=session.id)
-    goal = store.events(replace(base, kinds=("goal",)), newest_first=True, limit=1)
+    goal = store_events(replace(base, kinds=("goal",)), newest_first=True, limit=1)
     open_filter = replace(base, kinds=("pending",), status="open")
     open_pending = store.count_events(open_filter)
-    pending = store.events(open_filter, limit=PENDING_CANDIDATES)
+    pending = store_events(open_filter, limit=PENDING_CANDIDATES)
     pinned = _merge(goal, pending)
     # important: importance ≥ threshold (goal, pending and summaries have their own
     # sections), or an unresolved error — two reads, merged newest first
     important = _merge(
-        store.events(
+        store_events(
             replace(
                 base,
                 exclude_kinds=("goal", "pending", "summary"),
@@ -84,7 +91,7 @@ def restore_session(
             newest_first=True,
             limit=IMPORTANT_CANDIDATES,
         ),
-        store.events(
+        store_events(
             replace(base, kinds=("error",), status="unresolved"),
             newest_first=True,
             limit=IMPORTANT_CANDIDATES,
@@ -93,14 +100,14 @@ def restore_session(
     )[:IMPORTANT_CANDIDATES]
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
-    recent = store.events(
+    recent = store_events(
         replace(base, exclude_kinds=("goal", "summary")),
         newest_first=True,
         limit=recent_candidates(max_tokens),
     )
     recent.reverse()
     total = store.count_events(base)
-    summaries = store.events(replace(base, kinds=("summary",)), newest_first=True, limit=1)
+    summaries = store_events(replace(base, kinds=("summary",)), newest_first=True, limit=1)
     summary = summaries[0] if summaries else None
 
     pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
@@ -113,9 +120,11 @@ def restore_session(
         session_id=None if other_sessions else session.id,
         count_recall=False,
         exclude=pinned_seqs,
+        previews=True,
     )
     relevant = [(hit.event, hit.score) for hit in hits if hit.event.kind != "summary"]
 
+    covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
     context = pack(
         RestoreCandidates(
             session=session,
@@ -126,7 +135,8 @@ def restore_session(
             total_events=total,
             query=query,
             summary=summary,
-            covered_ids=_covered(summary, (*recent, *(e for e, _ in relevant), *important)),
+            covered_ids=covered_ids,
+            covered_count=covered_count,
             open_pending=open_pending,
             other_sessions=other_sessions,
         ),
@@ -141,18 +151,17 @@ def restore_session(
     return context
 
 
-def _covered(summary: Event | None, events: Iterable[Event]) -> frozenset[str]:
-    """The ids among ``events`` that ``summary`` covers (its session, up to its end)."""
-    if summary is None or not isinstance(summary.payload, dict):
-        return frozenset()
-    covers = summary.payload.get("covers")
-    if not isinstance(covers, dict) or not isinstance(covers.get("to_us"), int):
-        return frozenset()
-    end = covers["to_us"], str(covers.get("to", ""))
-    return frozenset(
+def _covered(summary: Event | None, events: Iterable[Event]) -> tuple[frozenset[str], int]:
+    """The ids among ``events`` that ``summary`` covers, and how many events it covers."""
+    record = covers(summary)
+    if summary is None or record is None:
+        return frozenset(), 0
+    end = record["to_us"], str(record.get("to", ""))
+    ids = frozenset(
         e.id
         for e in events
         if e.session_id == summary.session_id
         and e.kind not in ("goal", "summary")
         and (to_us(e.created_at, "created_at"), e.id) <= end
     )
+    return ids, int(record.get("events", 0))

@@ -75,6 +75,7 @@ class Searcher:
         include_shared: bool = True,
         count_recall: bool = True,
         exclude: frozenset[int] = frozenset(),
+        previews: bool = False,
     ) -> list[Hit]:
         if mode not in _MODES:
             raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
@@ -104,7 +105,7 @@ class Searcher:
             ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
         else:
             ranked = rankings[0][:k]
-        events = self.store.events_by_seq([seq for seq, _ in ranked])
+        events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
         hits = [Hit(events[seq], score) for seq, score in ranked if seq in events]
         if count_recall:
             self.store.bump_recall([hit.event.seq for hit in hits])

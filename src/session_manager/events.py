@@ -122,6 +122,11 @@ class Event:
     token_count: int = 0
     recall_count: int = 0
     seq: int = 0  # storage order in this database; not stable across export/import
+    #: characters of the stored payload JSON, when the store knows it (None: not recorded)
+    payload_chars: int | None = None
+    #: True when ``payload`` is the bounded preview of a large payload (restore's reads),
+    #: not the payload itself; ``get_event`` and ``events`` always give the payload in full
+    preview: bool = False
 
     @property
     def role(self) -> str | None:

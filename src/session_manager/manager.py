@@ -310,6 +310,8 @@ class SessionManager:
         metadata: dict[str, Any],
         created_us: int,
         status: str | None,
+        *,
+        touch: bool = True,
     ) -> Event:
         event_id = new_id()
         tokens = self._tokenizer().count(content)
@@ -334,7 +336,7 @@ class SessionManager:
                 0,
                 partition,
             ),
-            touch_us=now_us(),
+            touch_us=now_us() if touch else None,
         )
         return Event(
             id=event_id,
@@ -572,6 +574,66 @@ class SessionManager:
             other_sessions=other_sessions,
             shares=shares,
         )
+
+    def summarize(
+        self,
+        session_id: str,
+        upto: str | datetime | None = None,
+        max_tokens: int = 400,
+        summarizer: Summarizer | None = None,
+    ) -> Event:
+        """Write a rolling ``summary`` event standing in for the session up to ``upto``.
+
+        ``upto`` is an event id of the session or a time (default: its newest event). The
+        summary covers everything from the session's first event to there: the previous
+        summary (superseded, kept, no longer shown) plus the events after it. Sources are
+        never changed. restore() shows the current summary in an *Earlier (summarised)*
+        section when covered events do not fit. Works on ended sessions too.
+
+        The default is offline and deterministic (extractive, dated bullets: decisions,
+        unresolved errors, facts and completed steps first, then the turns closest to the
+        goal by the stored vectors), within ``max_tokens`` as counted for this manager's
+        model. ``summarizer`` (``(text, max_tokens) -> str``, e.g. an LLM; default: the
+        manager's) is given the material; an empty, non-string or too long answer falls back
+        to the extractive summary (``payload["method"]`` says so); an exception it raises
+        propagates and nothing is written. If the current summary already reaches ``upto``,
+        it is returned and nothing is written.
+
+        >>> summary = mgr.summarize(session.id, max_tokens=300)  # doctest: +SKIP
+        >>> summary.payload["covers"]["events"], summary.payload["method"]  # doctest: +SKIP
+        (412, 'extractive')
+        """
+        from ._summaries import summarize_session
+
+        return summarize_session(self, session_id, upto, max_tokens, summarizer or self.summarizer)
+
+    def _write_summary(
+        self, session_id: str, text: str, payload: dict[str, Any], based_on: Event | None
+    ) -> Event:
+        """Append a summary unless another process wrote one that reaches as far meanwhile."""
+        from ._summaries import covers
+
+        prepared = prepare_event("summary", text, payload, None, None, None, None)
+        newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
+        with self._store.atomic() as tx:
+            _, pool = self._owned(tx, session_id, allow_closed=True)
+            current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
+            if current and (based_on is None or current[0].id != based_on.id):
+                theirs = covers(current[0])
+                if theirs is not None and theirs["to_us"] >= payload["covers"]["to_us"]:
+                    return current[0]  # a concurrent summary already stands for this span
+                prepared = prepare_event(
+                    "summary",
+                    text,
+                    {**payload, "supersedes": current[0].id},
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            event = self._insert(tx, session_id, pool, *prepared, None, touch=False)
+        self._indexer.notify()
+        return event
 
     # -- maintenance -----------------------------------------------------------------------
 

@@ -11,10 +11,11 @@ are filled in this order, each up to its share of what the goal left (:class:`Bu
 1. **pending** — open pending steps, oldest first; those that do not fit are counted in a
    ``(+N more pending steps)`` line;
 2. **important** — decisions, unresolved errors and other events of importance ≥ 0.7, best
-   :func:`rank_score` first;
-3. **recent floor** — the newest few events, so the flow of the conversation is never lost;
-4. **earlier** — the session's current rolling summary, standing in for covered events that
-   did not fit (dropped again if every covered event is shown in full);
+   :func:`rank_score` first (the first of them may take all that is left);
+3. **earlier** — the session's current rolling summary (``SessionManager.summarize``),
+   standing in for covered events that did not fit (left out when every event it covers is
+   shown anyway);
+4. **recent floor** — the newest few events, so the flow of the conversation is never lost;
 5. **relevant** — older events found by search for the query, best first; a real share when
    the caller gives a query, a smaller one for the default query (goal + pending steps);
 6. **recent** — the rest of the newest events, newest first, contiguous;
@@ -121,6 +122,7 @@ GOAL_MIN_TOKENS = 24
 SECTIONS: tuple[str, ...] = tuple(TITLES)
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
 _CHAT_ROLES = ("user", "assistant")
+_TIMELESS = ("goal", "earlier")  # dated by the opening line, and by the summary's own text
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,7 @@ class RestoreCandidates:
     query: str | None = None  # the caller's query (None: the default query was used)
     summary: Event | None = None  # the session's current rolling summary, if any
     covered_ids: frozenset[str] = frozenset()  # candidates the summary covers
+    covered_count: int = 0  # events the summary covers in all
     open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
     other_sessions: bool = False  # relevant history came from other sessions too
 
@@ -339,6 +342,8 @@ class _Packer:
     def placement(self, event: Event, section: str) -> int:
         """Tokens of time marks that placing ``event`` in ``section`` adds (approximate)."""
         blocks = self.by_section.get(section, [])
+        if section in _TIMELESS:
+            return 0 if blocks else self.small_count(f"\n\n{TITLES[section]}\n")
         at = bisect.bisect(blocks, _chrono(event), key=lambda b: _chrono(b.event))
         before = blocks[at - 1].event if at else None
         after = blocks[at].event if at < len(blocks) else None
@@ -352,6 +357,12 @@ class _Packer:
 
     def claim(self, event: Event, section: str, reason: str) -> bool:
         """Include, summarise or drop one event, charging the running budget."""
+        # A short event whose stored count (maybe another tokenizer's) is well over what is
+        # left can neither fit nor be summarised: skip the rendering and counting.
+        if 0 < event.token_count < SHORT_EVENT_TOKENS and event.token_count * 0.8 > self.left:
+            why = f"over budget: ~{event.token_count} tokens > {self.left:,} left (short)"
+            self.record(event, section, "dropped", why, 0)
+            return False
         extra = self.placement(event, section)
         block, why = self.fit(event, section, self.left - extra, reason)
         if block is None:
@@ -380,11 +391,12 @@ class _Packer:
             need = f"{full:,} tokens"
         if left < MIN_USEFUL_TOKENS:
             return None, f"over budget: {need} > {left:,} left"
-        if full is not None and full < SHORT_EVENT_TOKENS and section != "goal":
+        if full is not None and full < SHORT_EVENT_TOKENS and section not in _TIMELESS:
             return None, f"over budget: {need} > {left:,} left (short: kept whole or not at all)"
         # A summary takes at most half of what is left (the goal: all of it), so one huge
         # event cannot crowd out every smaller one after it.
-        share = left if section == "goal" else max(MIN_USEFUL_TOKENS, int(left * SUMMARY_SHARE))
+        alone = section in ("goal", "earlier")  # one event in its own share
+        share = left if alone else max(MIN_USEFUL_TOKENS, int(left * SUMMARY_SHARE))
         block = self.summarised(event, section, share)
         if block is None:
             return None, f"over budget: {need} > {left:,} left, and no summary fits"
@@ -418,6 +430,8 @@ class _Packer:
         """Share ``target`` tokens between content and payload summaries."""
         content = shown_content(event)
         payload_value = shown_payload(event)
+        if event.kind == "summary":  # bullets: keep the best first lines, not head and tail
+            return _head_lines(content, target, self.tok.count), None
         if payload_value is None:
             return self.shrink_text(content, target, notes), None
         prefix = 4  # "\n  payload: " and the seams around it
@@ -553,11 +567,9 @@ def pack(
         raise InvalidInput(f"max_tokens must be a non-negative int, not {max_tokens!r}.")
     shares = shares or BudgetShares()
     full = _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=True)
-    summary = candidates.summary
-    if summary is not None and full.report.included_ids("earlier"):
-        covered = candidates.covered_ids
-        shown = set(full.report.included_ids())
-        if covered and covered <= shown:  # everything it stands for is shown in full
+    if full.report.included_ids("earlier"):
+        shown = candidates.covered_ids & set(full.report.included_ids())
+        if len(shown) >= candidates.covered_count:  # everything it stands for is shown
             return _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=False)
     return full
 
@@ -634,6 +646,15 @@ def _pack(
         important_share - used_first,
         f"important events and unresolved errors: up to {shares.important:.0%} of {base:,}",
     )
+    if with_summary and candidates.summary is not None:
+        # At least a few dozen tokens, so a tiny budget gets the summary instead of nothing.
+        p.fill(
+            [candidates.summary],
+            "earlier",
+            lambda e: "the session's current summary, standing in for earlier events",
+            max(int(base * shares.earlier), min(base, 3 * MIN_USEFUL_TOKENS)),
+            f"the session's summary: up to {shares.earlier:.0%} of {base:,}",
+        )
     p.fill(
         floor_events,
         "recent",
@@ -643,14 +664,6 @@ def _pack(
         f"of {base:,} (the flow of the conversation)",
         contiguous=True,
     )
-    if with_summary and candidates.summary is not None:
-        p.fill(
-            [candidates.summary],
-            "earlier",
-            lambda e: "rolling summary of earlier events",
-            int(base * shares.earlier),
-            f"the session's summary: up to {shares.earlier:.0%} of {base:,}",
-        )
     relevant_share = shares.relevant_query if candidates.query else shares.relevant_default
     scores = {e.id: s for e, s in candidates.relevant}
     relevant = [e for e, _ in candidates.relevant if e.kind != "summary"]
@@ -762,7 +775,8 @@ def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozen
     if not shown:
         return ""
     for block in shown:
-        head, prefix = stamp(previous, block.event) if name != "goal" else ("", "")
+        # the goal is dated by the opening line; a summary by its own text
+        head, prefix = ("", "") if name in _TIMELESS else stamp(previous, block.event)
         previous = block.event
         text = block.text
         if prefix:
@@ -772,6 +786,23 @@ def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozen
     if note:
         lines.append(note)
     return "\n".join(lines)
+
+
+def _head_lines(text: str, budget: int, count: Callable[[str], int]) -> str | None:
+    """The first lines of ``text`` that fit ``budget`` and a count of the rest, or None."""
+    lines = text.splitlines()
+
+    def cut(keep: int) -> str:
+        return "\n".join([*lines[:keep], f"(+{len(lines) - keep} more lines not shown)"])
+
+    lo, hi, best = 1, len(lines) - 1, None  # the longest head that fits, by bisection
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if count(candidate := cut(mid)) <= budget:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _turns(recent: list[_Block]) -> tuple[list[dict[str, Any]], frozenset[str]]:
@@ -900,6 +931,8 @@ def _too_big(event: Event, left: int) -> str | None:
 
     Bounds the work: a multi-megabyte event is never serialised or counted in full.
     """
+    if event.preview:  # only a preview of the payload was read: it is too large to show
+        return f"{event.payload_chars or 0:,} chars of payload"
     content = shown_content(event)
     # The stored count (of content and payload as recorded; maybe by another tokenizer)
     # says nothing when the rendering drops or collapses content.

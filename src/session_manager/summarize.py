@@ -7,8 +7,9 @@ short schedule of settings). Every result is verified with ``count`` before it i
 
 * :func:`summarize_json` keeps the JSON valid and its shape recognisable: keys are kept as
   long as possible, long strings keep head and tail around ``…[1,234 chars omitted]…``,
-  long arrays keep their first items and end with ``"…[480 more items]"``, deep nesting
-  collapses to ``"{…12 keys}"`` / ``"[…7 items]"``.
+  long arrays keep their unusual items (values that differ from the common case) and then
+  their first ones, and end with ``"…[480 more items; most have status: passed]"``, deep
+  nesting collapses to ``"{…12 keys}"`` / ``"[…7 items]"``.
 * :func:`summarize_text` keeps head and tail around ``…[3,456 chars omitted]…``, cutting at
   whitespace where it can and never between a character and its combining marks.
 * :func:`user_summary` runs a user-supplied :class:`~session_manager.protocols.Summarizer`
@@ -26,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "PREVIEW_THRESHOLD",
     "bounded_text",
     "dumps",
     "json_preview",
     "json_size_hint",
+    "payload_digest",
     "summarize_json",
     "summarize_text",
     "user_summary",
@@ -125,8 +128,10 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
     node_cap = 2 * max_tokens + 16  # every kept JSON value costs about a token or more
     char_cap = max_tokens * _CHARS_PER_TOKEN_CEILING + 64
 
+    memo: dict[int, tuple[list[int], str]] = {}  # each list scanned once for all levels
+
     def attempt(level: int) -> str | None:
-        text = dumps(_prune(value, _SCHEDULE[level], node_cap))
+        text = dumps(_prune(value, _SCHEDULE[level], node_cap, memo))
         if len(text) > char_cap or count(text) > max_tokens:
             return None
         return text
@@ -147,6 +152,39 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
     return best
 
 
+#: Payloads longer than this (JSON characters) get a stored preview (see payload_digest).
+PREVIEW_THRESHOLD = 32_768
+_PREVIEW_TOKENS = 4_000  # the preview's size, in ~4-character units: at most ~16 KB
+
+
+def payload_digest(payload_json: str | None) -> tuple[int | None, str | None]:
+    """``(characters, preview or None)`` of a stored payload: what restore reads of it.
+
+    A payload over :data:`PREVIEW_THRESHOLD` characters gets a preview: valid JSON of at
+    most ~16 KB that keeps its keys, its unusual items and the heads and tails of long
+    strings (:func:`summarize_json`), so restore() summarises it without parsing megabytes.
+
+    >>> payload_digest('{"a":1}')
+    (7, None)
+    >>> rows = [{"n": i, "ok": i != 700, "log": "x" * 100} for i in range(1000)]
+    >>> chars, preview = payload_digest(dumps({"rows": rows}))
+    >>> chars, len(preview) < 20_000, {"n": 700, "ok": False} in [
+    ...     {k: r[k] for k in ("n", "ok")} for r in json.loads(preview)["rows"][:-1]]
+    (128901, True, True)
+    """
+    if payload_json is None:
+        return None, None
+    chars = len(payload_json)
+    if chars <= PREVIEW_THRESHOLD:
+        return chars, None
+    preview = summarize_json(json.loads(payload_json), _PREVIEW_TOKENS, _quarter)
+    return chars, preview
+
+
+def _quarter(text: str) -> int:
+    return len(text) // 4 + 1
+
+
 def json_preview(value: Any, max_nodes: int) -> str:
     """The gentlest summary of ``value`` (at most ``max_nodes`` values), without counting.
 
@@ -158,7 +196,12 @@ def json_preview(value: Any, max_nodes: int) -> str:
     return dumps(_prune(value, _SCHEDULE[0], max_nodes))
 
 
-def _prune(value: Any, lim: _Limits, node_cap: int) -> Any:
+def _prune(
+    value: Any,
+    lim: _Limits,
+    node_cap: int,
+    memo: dict[int, tuple[list[int], str]] | None = None,
+) -> Any:
     """A reduced copy of ``value``, built breadth first so upper levels survive longest."""
     holder: list[Any] = [None]
     budget = node_cap
@@ -193,12 +236,13 @@ def _prune(value: Any, lim: _Limits, node_cap: int) -> Any:
                 continue
             keep = min(len(src), lim.max_items, budget)
             budget -= keep
+            picked, common = _pick_items(src, keep, memo)
             arr: list[Any] = [None] * keep
             parent[slot] = arr
-            for i in range(keep):
-                queue.append((src[i], arr, i, depth + 1))
+            for i, index in enumerate(picked):
+                queue.append((src[index], arr, i, depth + 1))
             if len(src) > keep:
-                arr.append(f"…[{len(src) - keep} more items]")
+                arr.append(f"…[{len(src) - keep} more items{common}]")
         elif isinstance(src, str):
             parent[slot] = _cut_string(src, lim.max_str)
         elif src is None or isinstance(src, (bool, int, float)):
@@ -206,6 +250,94 @@ def _prune(value: Any, lim: _Limits, node_cap: int) -> Any:
         else:  # not JSON (never from the log); keep it readable and bounded
             parent[slot] = _cut_string(str(src)[: 2 * lim.max_str + 64], lim.max_str)
     return holder[0]
+
+
+_RARITY_SCAN = 5_000  # items looked at to find the unusual ones (beyond: the head only)
+
+
+def _pick_items(
+    items: Any, keep: int, memo: dict[int, tuple[list[int], str]] | None = None
+) -> tuple[list[int], str]:
+    """Which ``keep`` items of a list to show, in order, and what most omitted ones share.
+
+    Keeping the head of 1,500 test results shows 8 that passed and hides the 16 that
+    failed. Items whose values differ from the common case are kept first: for each key
+    (or for the items themselves, if scalars) whose values are categorical (few distinct
+    ones), a value held by fewer than half of the items is unusual. The first item is
+    always kept as an example of the common case; the rest of ``keep`` is the head.
+    ``memo`` (keyed by the list's id, for one pruning of one value) saves the scan when
+    several settings are tried.
+
+    >>> rows = [{"id": i, "status": "passed"} for i in range(100)]
+    >>> rows[70]["status"] = "failed"
+    >>> _pick_items(rows, 3)
+    ([0, 1, 70], '; most have status: passed')
+    """
+    n = len(items)
+    if keep >= n:
+        return list(range(n)), ""
+    if keep <= 0:
+        return [], ""
+    found = memo.get(id(items)) if memo is not None else None
+    if found is None:
+        found = _unusual(items)
+        if memo is not None:
+            memo[id(items)] = found
+    unusual, common = found
+    chosen = {0, *unusual[: keep - 1]}
+    head = (i for i in range(n) if i not in chosen)
+    while len(chosen) < keep:
+        chosen.add(next(head))
+    return sorted(chosen), common
+
+
+def _unusual(items: Any) -> tuple[list[int], str]:
+    """Indices of unusual items, most unusual first, and the common values (see above)."""
+    sample = items[: min(len(items), _RARITY_SCAN)]
+    columns: dict[Any, dict[Any, int]] = {}
+    for item in sample:
+        for key, value in _cells(item):
+            counts = columns.setdefault(key, {})
+            counts[value] = counts.get(value, 0) + 1
+    limit = max(2, int(len(sample) ** 0.5))
+    categorical = {
+        key: counts
+        for key, counts in columns.items()
+        if len(counts) <= limit and sum(counts.values()) >= len(sample) // 2
+    }
+    if not categorical:
+        return [], ""
+    half = len(sample) / 2
+    rarity = [
+        sum(
+            1
+            for key, value in _cells(item)
+            if key in categorical and categorical[key][value] < half
+        )
+        for item in sample
+    ]
+    unusual = sorted((i for i in range(1, len(sample)) if rarity[i]), key=lambda i: -rarity[i])
+    named = (
+        f"{key}: {value}" if key is not None else str(value)
+        for key, counts in categorical.items()
+        for value, times in counts.items()
+        if times >= half
+    )
+    common = [text for text in named if len(text) <= 40][:2]  # only what reads at a glance
+    return unusual, ("; most have " + ", ".join(common)) if common else ""
+
+
+def _cells(item: Any) -> list[tuple[Any, Any]]:
+    """``(key, value)`` pairs of an item's scalar values (key None for a scalar item)."""
+    if isinstance(item, dict):
+        return [
+            (key, value if not isinstance(value, str) else value[:64])
+            for key, value in item.items()
+            if value is None or isinstance(value, (str, int, float, bool))
+        ]
+    if item is None or isinstance(item, (str, int, float, bool)):
+        return [(None, item if not isinstance(item, str) else item[:64])]
+    return []
 
 
 def _cut_string(text: str, max_chars: int) -> str:

@@ -88,6 +88,16 @@ _KEYWORD_CONTEXT = """
         SELECT seq, content, context FROM events_search_text;
         """
 
+# What restore() needs of a large payload, kept where it can read it cheaply: its size and a
+# bounded JSON preview (``summarize.payload_digest``: keys, unusual items, cut strings; at
+# most ~16 KB), computed once when the event is written. restore() reads the preview instead
+# of parsing megabytes it could never show (docs/architecture.md §6). Rows written before this
+# migration have neither (NULL): restore reads their payload as before.
+_PAYLOAD_PREVIEW = """
+        ALTER TABLE events ADD COLUMN payload_chars INTEGER;
+        ALTER TABLE events ADD COLUMN payload_preview TEXT;
+        """
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -155,4 +165,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
     ("0002_keyword_context", _KEYWORD_CONTEXT),
+    ("0003_payload_preview", _PAYLOAD_PREVIEW),
 )

@@ -137,4 +137,13 @@ CREATE TRIGGER events_deleted AFTER DELETE ON events
 INSERT INTO meta (key, value) VALUES ('generation', '0');
 """
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)
+# Size and bounded preview of large payloads, as in the SQLite store's 0003_payload_preview.
+_PAYLOAD_PREVIEW = """
+ALTER TABLE events ADD COLUMN payload_chars INTEGER;
+ALTER TABLE events ADD COLUMN payload_preview TEXT;
+"""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("0001_initial", _INITIAL),
+    ("0002_payload_preview", _PAYLOAD_PREVIEW),
+)

@@ -19,6 +19,7 @@ from .._filters import compile_where
 from .._scope import Scope
 from .._time import from_us
 from ..events import Event, Session
+from ..summarize import payload_digest
 from .base import EventFilter, EventRow, SessionFilter, SessionRow, Tx, batched
 
 __all__ = [
@@ -38,11 +39,20 @@ SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
     "s.created_us, s.updated_us"
 )
+# The same columns for reads that take a large payload's preview instead of the payload
+# (restore): the preview stands in for it, and the last two columns say so.
+PREVIEW_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
+    "coalesce(e.payload_preview, e.payload), e.importance, e.tags, e.metadata, e.status, "
+    "e.created_us, e.token_count, e.recall_count, e.payload_chars, "
+    "CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
+)
 _EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
     "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
-    "metadata, status, created_us, token_count, recall_count, partition) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq"
+    "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
+    "payload_preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING RETURNING seq"
 )
 
 
@@ -62,6 +72,8 @@ def row_to_event(row: Sequence[Any]) -> Event:
         created_at=from_us(row[11]),
         token_count=int(row[12]),
         recall_count=int(row[13]),
+        payload_chars=None if len(row) < 15 or row[14] is None else int(row[14]),
+        preview=len(row) > 15 and bool(row[15]),
     )
 
 
@@ -213,7 +225,9 @@ class SqlStore:
         return bool(cursor.rowcount)
 
     def insert_event(self, tx: Any, row: EventRow, *, touch_us: int | None) -> int | None:
-        found = tx.execute(_INSERT_EVENT, row).fetchone()
+        # Every write path (record, import) gets the preview projection from here.
+        chars, preview = payload_digest(row[5])
+        found = tx.execute(_INSERT_EVENT, (*row, chars, preview)).fetchone()
         if found is None:
             return None
         seq = int(found[0])
@@ -329,13 +343,15 @@ class SqlStore:
         limit: int | None = None,
         after: tuple[int, int] | None = None,
         tx: Any = None,
+        previews: bool = False,
     ) -> list[Event]:
         where, params = self.event_where(flt)
+        columns = PREVIEW_COLUMNS if previews else EVENT_COLUMNS
         if after is not None:
             where += " AND (e.created_us, e.seq) > (?, ?)"
             params.extend(after)
         order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
-        sql = f"SELECT {EVENT_COLUMNS} {_EVENTS_JOIN} WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {columns} {_EVENTS_JOIN} WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
@@ -366,11 +382,12 @@ class SqlStore:
             int(row[0]) for row in self._read(f"SELECT e.seq {_EVENTS_JOIN} WHERE {where}", params)
         ]
 
-    def events_by_seq(self, seqs: Sequence[int]) -> dict[int, Event]:
+    def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]:
         out: dict[int, Event] = {}
+        columns = PREVIEW_COLUMNS if previews else EVENT_COLUMNS
         for chunk in batched(list(seqs)):
             for row in self._read(
-                f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.seq IN ({_marks(chunk)})", chunk
+                f"SELECT {columns} FROM events e WHERE e.seq IN ({_marks(chunk)})", chunk
             ):
                 event = row_to_event(row)
                 out[event.seq] = event

@@ -1,0 +1,137 @@
+"""restore() wall time where sessions get heavy: a 10k-event session and 20 × 1 MB outputs.
+
+    python bench/restore_latency.py                 # the real MiniLM embedder
+    python bench/restore_latency.py --hash          # the hash embedder (no model load)
+    python bench/restore_latency.py --profile       # and a cProfile of the 10k case
+
+Two sessions in one SQLite file, recorded through the public API:
+- **10k**: 10,000 mixed events (messages, steps with JSON results, facts, decisions, tool
+  outputs, errors; 2-40 words each), one event a minute;
+- **1mb**: 20 ``record_tool_output`` calls of ~1 MB of JSON each, between short messages.
+
+Each case runs ``restore(session, 4000)`` (the default query) and ``restore(session, 4000,
+query=...)`` 50 times after one untimed warm-up; p50 / p95 of the wall time per call.
+Targets (issue 8): 10k ≤ 50 ms p95, 1mb ≤ 30 ms p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from session_manager import SessionManager
+from session_manager.testing import HashEmbedder
+
+WORDS = (
+    "attention kernel sparse dense benchmark paper arxiv github release code model token "
+    "budget memory latency throughput error retry timeout cache index vector query result "
+    "user assistant plan step fix test deploy staging production database migration schema"
+).split()
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def sentence(rng: random.Random, lo: int = 2, hi: int = 40) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def ten_thousand(mgr: SessionManager, rng: random.Random) -> str:
+    session = mgr.start_session("Survey sparse attention kernels and benchmark them").id
+    for n in range(10_000):
+        when = T0 + timedelta(minutes=n)
+        kind = n % 10
+        if kind < 5:
+            mgr.add_message(session, ("user", "assistant")[n % 2], sentence(rng), created_at=when)
+        elif kind < 7:
+            result = {"hits": rng.randint(0, 50), "top": [sentence(rng, 2, 6) for _ in range(3)]}
+            mgr.record_step(session, sentence(rng, 3, 8), result=result, created_at=when)
+        elif kind == 7:
+            mgr.record_fact(session, sentence(rng), created_at=when)
+        elif kind == 8:
+            mgr.record_tool_output(
+                session,
+                {"rows": [sentence(rng, 2, 5) for _ in range(10)]},
+                tool="db",
+                created_at=when,
+            )
+        elif n % 50 == 9:
+            mgr.record_decision(session, sentence(rng, 5, 15), created_at=when)
+        else:
+            mgr.record_error(session, sentence(rng, 3, 10), resolved=True, created_at=when)
+    return session
+
+
+def megabyte_outputs(mgr: SessionManager, rng: random.Random) -> str:
+    session = mgr.start_session("Analyse the nightly test logs").id
+    for n in range(20):
+        rows = [
+            {
+                "test": f"suite/test_{i}",
+                "status": "passed",
+                "ms": rng.randint(1, 900),
+                "log": sentence(rng, 10, 20),
+            }
+            for i in range(5_000)
+        ]
+        mgr.add_message(session, "user", f"Run {n}: what failed?")
+        mgr.record_tool_output(session, {"run": n, "rows": rows}, tool="pytest")
+    size = len(json.dumps({"run": 0, "rows": rows}))
+    print(f"1mb case: each output {size / 1e6:.2f} MB", file=sys.stderr)
+    return session
+
+
+def timed(mgr: SessionManager, session: str, query: str | None, runs: int) -> dict[str, float]:
+    mgr.restore(session, 4000, query=query)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        mgr.restore(session, 4000, query=query)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"p50": statistics.median(times), "p95": times[int(0.95 * (len(times) - 1))]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hash", action="store_true", help="the hash embedder, not MiniLM")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    rng = random.Random(7)
+    embedder: Any = HashEmbedder() if args.hash else None
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "latency.db"
+        with SessionManager("bench", db, embedder=embedder, background=False) as mgr:
+            t0 = time.perf_counter()
+            big = ten_thousand(mgr, rng)
+            heavy = megabyte_outputs(mgr, rng)
+            mgr.flush()
+            print(f"recorded and embedded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            rows = []
+            for name, session in (("10k events", big), ("20 x 1 MB outputs", heavy)):
+                for label, query in (("default query", None), ("query", "sparse kernel latency")):
+                    lat = timed(mgr, session, query, args.runs)
+                    rows.append((name, label, lat))
+            print("| session | restore(4000) | p50 ms | p95 ms |\n|---|---|---|---|")
+            for name, label, lat in rows:
+                print(f"| {name} | {label} | {lat['p50']:.1f} | {lat['p95']:.1f} |")
+            if args.profile:
+                profile = cProfile.Profile()
+                profile.enable()
+                for _ in range(10):
+                    mgr.restore(big, 4000)
+                profile.disable()
+                pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
