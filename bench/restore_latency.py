@@ -1,4 +1,4 @@
-"""restore() wall time where sessions get heavy: a 10k-event session and 20 × 1 MB outputs.
+"""restore() wall time where sessions get heavy: a 10k-event session and 20 x 1 MB outputs.
 
     python bench/restore_latency.py                 # the real MiniLM embedder
     python bench/restore_latency.py --hash          # the hash embedder (no model load)
@@ -32,11 +32,44 @@ from typing import Any
 from session_manager import SessionManager
 from session_manager.testing import HashEmbedder
 
-WORDS = (
-    "attention kernel sparse dense benchmark paper arxiv github release code model token "
-    "budget memory latency throughput error retry timeout cache index vector query result "
-    "user assistant plan step fix test deploy staging production database migration schema"
-).split()
+WORDS = [
+    "attention",
+    "kernel",
+    "sparse",
+    "dense",
+    "benchmark",
+    "paper",
+    "arxiv",
+    "github",
+    "release",
+    "code",
+    "model",
+    "token",
+    "budget",
+    "memory",
+    "latency",
+    "throughput",
+    "error",
+    "retry",
+    "timeout",
+    "cache",
+    "index",
+    "vector",
+    "query",
+    "result",
+    "user",
+    "assistant",
+    "plan",
+    "step",
+    "fix",
+    "test",
+    "deploy",
+    "staging",
+    "production",
+    "database",
+    "migration",
+    "schema",
+]
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
 

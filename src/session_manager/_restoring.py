@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ._summaries import covers
 from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
-from ._summaries import covers
 from .protocols import Summarizer
 from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
 from .store.base import EventFilter
