@@ -29,52 +29,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf import _vocabulary
+
 from session_manager import SessionManager
 from session_manager.testing import HashEmbedder
 
-WORDS = [
-    "attention",
-    "kernel",
-    "sparse",
-    "dense",
-    "benchmark",
-    "paper",
-    "arxiv",
-    "github",
-    "release",
-    "code",
-    "model",
-    "token",
-    "budget",
-    "memory",
-    "latency",
-    "throughput",
-    "error",
-    "retry",
-    "timeout",
-    "cache",
-    "index",
-    "vector",
-    "query",
-    "result",
-    "user",
-    "assistant",
-    "plan",
-    "step",
-    "fix",
-    "test",
-    "deploy",
-    "staging",
-    "production",
-    "database",
-    "migration",
-    "schema",
-]
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
 
 def sentence(rng: random.Random, lo: int = 2, hi: int = 40) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+    """Words drawn Zipf-like from an English vocabulary (as bench/perf.py does), so keyword
+    search meets realistic word frequencies."""
+    vocab = _vocabulary()
+    return " ".join(vocab[int(len(vocab) ** rng.random()) - 1] for _ in range(rng.randint(lo, hi)))
 
 
 def ten_thousand(mgr: SessionManager, rng: random.Random) -> str:
@@ -137,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hash", action="store_true", help="the hash embedder, not MiniLM")
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile", nargs="?", const="10k", choices=["10k", "1mb"])
     args = parser.parse_args(argv)
     rng = random.Random(7)
     embedder: Any = HashEmbedder() if args.hash else None
@@ -151,7 +120,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"recorded and embedded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
             rows = []
             for name, session in (("10k events", big), ("20 x 1 MB outputs", heavy)):
-                for label, query in (("default query", None), ("query", "sparse kernel latency")):
+                for label, query in (
+                    ("default query", None),
+                    ("query", "which database migration failed"),
+                ):
                     lat = timed(mgr, session, query, args.runs)
                     rows.append((name, label, lat))
             print("| session | restore(4000) | p50 ms | p95 ms |\n|---|---|---|---|")
@@ -160,8 +132,9 @@ def main(argv: list[str] | None = None) -> None:
             if args.profile:
                 profile = cProfile.Profile()
                 profile.enable()
+                target = heavy if args.profile == "1mb" else big
                 for _ in range(10):
-                    mgr.restore(big, 4000)
+                    mgr.restore(target, 4000)
                 profile.disable()
                 pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
 

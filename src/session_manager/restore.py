@@ -104,6 +104,9 @@ __all__ = [
 
 #: Below this many tokens left, an event that does not fit is dropped, not summarised.
 MIN_USEFUL_TOKENS = 24
+#: A summary of an event with a payload gets at least this many tokens, or it is dropped:
+#: a few dozen tokens of a large JSON document tell a reader nothing.
+MIN_PAYLOAD_SUMMARY = 64
 #: Events whose whole block costs fewer tokens than this are kept whole or dropped: a
 #: summary of a short event carries nothing ("…[41 chars omitted]…").
 SHORT_EVENT_TOKENS = 64
@@ -389,14 +392,15 @@ class _Packer:
             if full <= left:
                 return _Block(event, section, text, full, "included", reason, event.content), ""
             need = f"{full:,} tokens"
-        if left < MIN_USEFUL_TOKENS:
+        least = MIN_USEFUL_TOKENS if shown_payload(event) is None else MIN_PAYLOAD_SUMMARY
+        if left < least:
             return None, f"over budget: {need} > {left:,} left"
         if full is not None and full < SHORT_EVENT_TOKENS and section not in _TIMELESS:
             return None, f"over budget: {need} > {left:,} left (short: kept whole or not at all)"
         # A summary takes at most half of what is left (the goal: all of it), so one huge
         # event cannot crowd out every smaller one after it.
         alone = section in ("goal", "earlier")  # one event in its own share
-        share = left if alone else max(MIN_USEFUL_TOKENS, int(left * SUMMARY_SHARE))
+        share = left if alone else max(least, int(left * SUMMARY_SHARE))
         block = self.summarised(event, section, share)
         if block is None:
             return None, f"over budget: {need} > {left:,} left, and no summary fits"

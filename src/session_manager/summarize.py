@@ -294,9 +294,10 @@ def _pick_items(
 def _unusual(items: Any) -> tuple[list[int], str]:
     """Indices of unusual items, most unusual first, and the common values (see above)."""
     sample = items[: min(len(items), _RARITY_SCAN)]
+    cells = [_cells(item) for item in sample]
     columns: dict[Any, dict[Any, int]] = {}
-    for item in sample:
-        for key, value in _cells(item):
+    for pairs in cells:
+        for key, value in pairs:
             counts = columns.setdefault(key, {})
             counts[value] = counts.get(value, 0) + 1
     limit = max(2, int(len(sample) ** 0.5))
@@ -327,16 +328,15 @@ def _unusual(items: Any) -> tuple[list[int], str]:
     return unusual, ("; most have " + ", ".join(common)) if common else ""
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _cells(item: Any) -> list[tuple[Any, Any]]:
     """``(key, value)`` pairs of an item's scalar values (key None for a scalar item)."""
-    if isinstance(item, dict):
-        return [
-            (key, value if not isinstance(value, str) else value[:64])
-            for key, value in item.items()
-            if value is None or isinstance(value, (str, int, float, bool))
-        ]
-    if item is None or isinstance(item, (str, int, float, bool)):
-        return [(None, item if not isinstance(item, str) else item[:64])]
+    if type(item) is dict:
+        return [(key, value) for key, value in item.items() if type(value) in _SCALARS]
+    if type(item) in _SCALARS:
+        return [(None, item)]
     return []
 
 
