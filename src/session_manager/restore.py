@@ -358,7 +358,7 @@ class _Packer:
             cost += self.small_count(f"\n\n{TITLES[section]}\n")
         return max(0, cost)
 
-    def claim(self, event: Event, section: str, reason: str) -> bool:
+    def claim(self, event: Event, section: str, reason: str, *, whole_only: bool = False) -> bool:
         """Include, summarise or drop one event, charging the running budget."""
         # A short event whose stored count (maybe another tokenizer's) is well over what is
         # left can neither fit nor be summarised: skip the rendering and counting.
@@ -368,6 +368,8 @@ class _Packer:
             return False
         extra = self.placement(event, section)
         block, why = self.fit(event, section, self.left - extra, reason)
+        if block is not None and whole_only and block.action != "included":
+            block, why = None, "too large for this share: left for a later section"
         if block is None:
             self.record(event, section, "dropped", why, 0)
             return False
@@ -515,11 +517,13 @@ class _Packer:
         why: str,
         *,
         contiguous: bool = False,
+        whole_only: bool = False,
     ) -> list[Event]:
         """Claim ``events`` in order within ``offered`` tokens; return those left out.
 
         ``contiguous`` stops at the first event that does not fit (recent history keeps no
-        holes); the rest are reported as dropped.
+        holes); the rest are reported as dropped. ``whole_only`` claims only events that fit
+        in full: a large one is left for a later section with more room to summarise it in.
         """
         self.limit = None if offered is None else self.used + max(0, offered)
         start = self.used
@@ -533,7 +537,7 @@ class _Packer:
                 self.record(event, section, "dropped", f"{spent} ({self.left} left)", 0)
                 left_out.append(event)
                 continue
-            if not self.claim(event, section, reason_of(event)):
+            if not self.claim(event, section, reason_of(event), whole_only=whole_only):
                 left_out.append(event)
                 stopped = contiguous
         self.limit = None
@@ -629,7 +633,7 @@ def _pack(
 
     recent = [e for e in candidates.recent if _recent_worthy(e)]
     unworthy = [e for e in candidates.recent if not _recent_worthy(e)]
-    unworthy += [e for e, _ in candidates.relevant if e.kind == "summary"]
+    unworthy += [e for e, _ in candidates.relevant if not _recent_worthy(e)]
     newest_first = list(reversed(recent))
     floor_events = newest_first[: shares.recent_floor_events]
     important_share = int(base * shares.important)
@@ -667,10 +671,11 @@ def _pack(
         f"the newest {len(floor_events)} events: up to {shares.recent_floor:.0%} "
         f"of {base:,} (the flow of the conversation)",
         contiguous=True,
+        whole_only=True,
     )
     relevant_share = shares.relevant_query if candidates.query else shares.relevant_default
     scores = {e.id: s for e, s in candidates.relevant}
-    relevant = [e for e, _ in candidates.relevant if e.kind != "summary"]
+    relevant = [e for e, _ in candidates.relevant if _recent_worthy(e)]
 
     def relevant_reason(event: Event) -> str:
         return f"relevant (score {scores[event.id]:.2f})"
@@ -692,10 +697,67 @@ def _pack(
         contiguous=True,
     )
     p.fill(relevant, "relevant", relevant_reason, None, "more relevant history: all that is left")
+    _grow_summaries(p)
+    _join_recent(p, newest_first)
     for event in unworthy:
         if event.id not in p.items:
             p.record(event, "recent", "dropped", _unworthy_reason(event), 0)
     return _finish(p, candidates, tokenizer, max_tokens)
+
+
+def _grow_summaries(p: _Packer) -> None:
+    """Spend what every section left unused on the events summarised under a tight share.
+
+    A summary made within a section's share (a 1 MB report claimed as relevant history) may
+    end up beside hundreds of unused tokens; it is made again with them, in claim order.
+    """
+    for block in sorted(p.blocks, key=lambda b: b.rank):
+        spare = p.budget - p.used
+        if spare < MIN_USEFUL_TOKENS:
+            return
+        if block.action != "summarised" or block.rank <= 1 or block.section in _TIMELESS:
+            continue
+        room = block.tokens + spare
+        grown = p.summarised(block.event, block.section, max(room // 2, block.tokens))
+        if grown is None or grown.tokens <= block.tokens:
+            continue
+        p.used += grown.tokens - block.tokens
+        block.text, block.tokens, block.turn = grown.text, grown.tokens, grown.turn
+        item = p.items[block.event.id]
+        p.items[block.event.id] = ReportItem(
+            item.event_id,
+            item.kind,
+            item.section,
+            item.action,
+            f"{item.reason}; grown into tokens no section used",
+            block.tokens,
+        )
+
+
+def _join_recent(p: _Packer, newest_first: list[Event]) -> None:
+    """Relevant events inside the recent window belong to Recent: that is where a reader
+    (and the chat view's turns) expects them, in order with the rest. The window is the
+    newest events up to the first one shown nowhere."""
+    relevant = p.by_section.get("relevant")
+    if not relevant:
+        return
+    window: set[str] = set()
+    for event in newest_first:
+        if event.id not in p.claimed:
+            break
+        window.add(event.id)
+    recent = p.by_section.setdefault("recent", [])
+    for block in [b for b in relevant if b.event.id in window]:
+        relevant.remove(block)
+        block.section = "recent"
+        bisect.insort(recent, block, key=lambda b: _chrono(b.event))
+        item = p.items[block.event.id]
+        p.items[block.event.id] = ReportItem(
+            item.event_id, item.kind, "recent", item.action, item.reason, item.tokens
+        )
+    for name in ("relevant", "recent"):
+        if not p.by_section[name]:
+            del p.by_section[name]
 
 
 def _finish(
