@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,28 @@ def test_two_summarisers_at_once_leave_one_current_summary(db_path: Path) -> Non
         assert len({r.id for r in results}) <= len(summaries)
         ctx = mgr.restore(session_id, 300)
         assert ctx.report.included_ids("earlier") == [summaries[-1].id]
+
+
+def test_auto_summary_is_written_by_the_worker_not_by_record(db_path: Path) -> None:
+    with SessionManager(
+        "ops", db_path, embedder=HashEmbedder(), background=False, auto_summary=300
+    ) as mgr:
+        session_id, _ = busy_session(mgr, turns=60)  # ~900 tokens
+        assert mgr.events(session_id, kinds=["summary"]) == []  # record() never summarises
+    with SessionManager("ops", db_path, embedder=HashEmbedder(), auto_summary=300) as mgr:
+        deadline = time.monotonic() + 20
+        while not mgr.events(session_id, kinds=["summary"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (summary,) = mgr.events(session_id, kinds=["summary"])
+        assert summary.payload["covers"]["events"] == 60
+        time.sleep(1.5)  # no growth since: no second summary
+        assert len(mgr.events(session_id, kinds=["summary"])) == 1
+        for n in range(40):
+            mgr.add_message(session_id, "user", f"more replication notes {n} " * 3)
+        deadline = time.monotonic() + 20
+        while len(mgr.events(session_id, kinds=["summary"])) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        newest = mgr.events(session_id, kinds=["summary"])[-1]
+        assert newest.payload["supersedes"] == summary.id
+    with pytest.raises(InvalidInput, match="at least 100"):
+        SessionManager("ops", db_path, embedder=HashEmbedder(), auto_summary=5)

@@ -28,11 +28,12 @@ from .errors import (
 from .events import Event, Hit, Session
 from .manager import SessionManager
 from .protocols import Embedder, Summarizer, TokenCounter
-from .restore import ReportItem, RestoredContext, RestoreReport
+from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetShares",
     "BudgetTooSmall",
     "Embedder",
     "EmbedderMismatch",
@@ -50,6 +51,7 @@ __all__ = [
     "RestoreReport",
     "RestoredContext",
     "SchemaTooNew",
+    "SectionShare",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionClosed",

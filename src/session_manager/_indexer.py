@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,8 @@ class Indexer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: run by the background worker after each drain of the outbox (auto-summaries)
+        self.idle_hooks: list[Callable[[], None]] = []
         if check:
             self.check_identity()
 
@@ -151,6 +153,10 @@ class Indexer:
                 # The app's own commits skip WAL checkpoints (see SqliteStore); do them here,
                 # off the caller's path. A checkpoint with nothing new to copy costs ~nothing.
                 self.store.maintenance()
+                for hook in self.idle_hooks:
+                    if self._stop.is_set():
+                        break
+                    hook()
                 self.last_error = None
             except Exception as exc:  # keep the worker alive; searches re-raise in the caller
                 if self.last_error is None or type(exc) is not type(self.last_error):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._restore_text import label_of, utc
 from ._scope import partition_of
-from ._time import to_us
+from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
 from .store.base import EventFilter
@@ -40,7 +40,7 @@ from .summarize import summarize_text
 if TYPE_CHECKING:
     from .manager import SessionManager
 
-__all__ = ["summarize_session"]
+__all__ = ["AutoSummary", "summarize_session"]
 
 PRIORITY_CANDIDATES = 100  # newest events read per priority kind of the span
 CENTRAL_CANDIDATES = 40  # turns ranked by closeness to the goal and decisions
@@ -111,8 +111,41 @@ def summarize_session(
         },
         "method": method,
         "supersedes": span.previous.id if span.previous is not None else None,
+        # the session's size in tokens when summarised: what auto_summary measures growth by
+        "session_tokens": mgr._store.session_sizes([session.id]).get(session.id, (0, 0))[1],
     }
     return mgr._write_summary(session.id, text, payload, span.previous)
+
+
+class AutoSummary:
+    """The background worker's hook: summarise active sessions that grew by ``threshold``
+    tokens since their last summary (``SessionManager(auto_summary=...)``)."""
+
+    def __init__(self, mgr: SessionManager, threshold: int) -> None:
+        self.mgr = mgr
+        self.threshold = threshold
+        self.checked_us: int | None = None  # sessions updated since then are looked at
+
+    def __call__(self) -> None:
+        mgr = self.mgr
+        started = now_us()
+        sessions = mgr.list_sessions(
+            status="active",
+            since=None if self.checked_us is None else from_us(self.checked_us),
+            limit=None,
+            include_shared=False,
+        )
+        sizes = mgr._store.session_sizes([s.id for s in sessions]) if sessions else {}
+        for session in sessions:
+            tokens = sizes.get(session.id, (0, 0))[1]
+            current = _current_summary(mgr, session.id)
+            before = 0
+            if current is not None and isinstance(current.payload, dict):
+                before = int(current.payload.get("session_tokens", 0) or 0)
+                before += current.token_count  # the summary itself is not growth
+            if tokens - before >= self.threshold:
+                mgr.summarize(session.id)
+        self.checked_us = started - 1_000_000  # overlap a second: clocks and commit order
 
 
 def current_summary(events: Iterable[Event]) -> Event | None:

@@ -77,6 +77,10 @@ class SessionManager:
             ``flush()`` and before searches.
         reindex: when the store's vectors were made by another embedder, rebuild them with
             this one (blocking) instead of raising :class:`EmbedderMismatch`.
+        auto_summary: a token count; when an active session of this agent has grown by
+            about this many tokens since its last summary, the background worker writes a
+            new one (:meth:`summarize`, this manager's summarizer). Never inside
+            ``record()``; needs ``background=True``.
     """
 
     def __init__(
@@ -93,8 +97,18 @@ class SessionManager:
         background: bool = True,
         batch_size: int = 64,
         reindex: bool = False,
+        auto_summary: int | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
+        if auto_summary is not None and (
+            isinstance(auto_summary, bool)
+            or not isinstance(auto_summary, int)
+            or auto_summary < 100
+        ):
+            raise InvalidInput(
+                f"auto_summary must be a token count of at least 100 (e.g. 4000), not "
+                f"{auto_summary!r}: the worker summarises a session each time it grows by that."
+            )
         if isinstance(subscribe, str):
             subscribe = (subscribe,)
         pools = frozenset(_identifier(pool, "subscribed pool") for pool in subscribe)
@@ -120,6 +134,10 @@ class SessionManager:
             self._store.close()
             raise
         self._searcher = Searcher(self._store, self._indexer, self.scope)
+        if auto_summary is not None:
+            from ._summaries import AutoSummary
+
+            self._indexer.idle_hooks.append(AutoSummary(self, auto_summary))
         if background:
             self._indexer.start()
             self._indexer.notify()  # catch up whatever a crashed process left behind
