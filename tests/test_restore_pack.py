@@ -244,14 +244,14 @@ def test_sections_are_chronological_and_important_beats_recent() -> None:
     ctx = pack(c, 4_000, tok)
     check_invariants(ctx, c, tok, 4_000)
     important = ctx.text.split("## Important\n")[1].split("\n\n")[0]
-    # Time is said when it changes: a line for the day, then "[HH:MM]" for a new minute.
+    # History is dated by day; minutes are said where they differ within the day.
     assert important.splitlines() == [
-        "[2026-11-22 10:01]",
-        "- decision: prioritise papers with code releases",
+        "[2026-11-22]",
+        "- [10:01] decision: prioritise papers with code releases",
         "- [10:03] error (unresolved): HTTP 429 from arXiv",
         "- [10:05] decision: skip papers without code",
     ]
-    assert "## Pending steps\n[2026-11-22 10:07]\n- pending: download the benchmark" in ctx.text
+    assert "## Pending steps\n[2026-11-22]\n- pending: download the benchmark" in ctx.text
     assert '[10:04] step (tool: s2): searched Semantic Scholar\n  payload: {"hits":12}' in ctx.text
     assert "[10:06] user: please also cover RWKV" in ctx.text
     assert ctx.turns == [{"role": "user", "content": "please also cover RWKV"}]

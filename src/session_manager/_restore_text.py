@@ -52,26 +52,53 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=_UTC) if moment.tzinfo is None else moment.astimezone(_UTC)
 
 
-def stamp(previous: Event | None, event: Event) -> tuple[str, str]:
+def stamp(previous: Event | None, event: Event, *, by_minute: bool = True) -> tuple[str, str]:
     """``(line before the block, prefix of its first line)`` that say ``event``'s time.
 
     A new day (or the first event) gets a line of its own; a new minute within the same
-    day a short prefix; the same minute nothing.
+    day a short prefix; the same minute nothing. ``by_minute=False`` (history sections)
+    writes the day line without a time: :func:`day_stamps` then decides, per day, whether
+    minutes are worth saying at all.
 
     >>> a = Event("1", "s", "a", "fact", "x", datetime(2026, 11, 22, 10, 31, tzinfo=_UTC))
     >>> b = Event("2", "s", "a", "fact", "y", datetime(2026, 11, 22, 10, 40, tzinfo=_UTC))
     >>> stamp(None, a), stamp(a, b), stamp(b, b)
     (('[2026-11-22 10:31]\\n', ''), ('', '[10:40] '), ('', ''))
+    >>> stamp(None, a, by_minute=False), stamp(a, b, by_minute=False)
+    (('[2026-11-22]\\n', ''), ('', '[10:40] '))
     """
     when = utc(event.created_at)
-    if previous is None:
-        return f"[{when:%Y-%m-%d %H:%M}]\n", ""
-    before = utc(previous.created_at)
-    if before.date() != when.date():
-        return f"[{when:%Y-%m-%d %H:%M}]\n", ""
+    before = None if previous is None else utc(previous.created_at)
+    if before is None or before.date() != when.date():
+        return (f"[{when:%Y-%m-%d %H:%M}]\n" if by_minute else f"[{when:%Y-%m-%d}]\n"), ""
     if (before.hour, before.minute) != (when.hour, when.minute):
         return "", f"[{when:%H:%M}] "
     return "", ""
+
+
+def day_stamps(events: Sequence[Event]) -> list[tuple[str, str]]:
+    """Time marks for a history section's events (oldest first), dated by day.
+
+    A day line opens each day; minutes are said only on days whose events differ in minute,
+    and then on every event whose minute differs from the one before (the day's first too).
+    """
+    marks: list[tuple[str, str]] = []
+    minutes_by_day: dict[Any, set[tuple[int, int]]] = {}
+    for event in events:
+        when = utc(event.created_at)
+        minutes_by_day.setdefault(when.date(), set()).add((when.hour, when.minute))
+    previous: Event | None = None
+    for event in events:
+        when = utc(event.created_at)
+        head, prefix = stamp(previous, event, by_minute=False)
+        if len(minutes_by_day[when.date()]) > 1:
+            if head:
+                prefix = f"[{when:%H:%M}] "
+        else:
+            prefix = ""
+        marks.append((head, prefix))
+        previous = event
+    return marks
 
 
 def render_block(

@@ -64,6 +64,7 @@ from typing import Any
 from ._restore_text import (
     PAYLOAD_PREFIX,
     TITLES,
+    day_stamps,
     json_fragments,
     opening_line,
     payload_json,
@@ -350,10 +351,11 @@ class _Packer:
         at = bisect.bisect(blocks, _chrono(event), key=lambda b: _chrono(b.event))
         before = blocks[at - 1].event if at else None
         after = blocks[at].event if at < len(blocks) else None
-        cost = self.small_count("".join(stamp(before, event)))
+        minute = section == "recent"  # history sections are dated by day (day_stamps)
+        cost = self.small_count("".join(stamp(before, event, by_minute=minute)))
         if after is not None:  # its mark now depends on this event instead of `before`
-            cost += self.small_count("".join(stamp(event, after)))
-            cost -= self.small_count("".join(stamp(before, after)))
+            cost += self.small_count("".join(stamp(event, after, by_minute=minute)))
+            cost -= self.small_count("".join(stamp(before, after, by_minute=minute)))
         if not blocks:
             cost += self.small_count(f"\n\n{TITLES[section]}\n")
         return max(0, cost)
@@ -836,14 +838,20 @@ def _assemble(p: _Packer, leave_out: frozenset[str]) -> str:
 
 def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozenset[str]) -> str:
     lines = [TITLES[name]]
-    previous: Event | None = None
     shown = [b for b in blocks if b.event.id not in leave_out]
     if not shown:
         return ""
-    for block in shown:
-        # the goal is dated by the opening line; a summary by its own text
-        head, prefix = ("", "") if name in _TIMELESS else stamp(previous, block.event)
-        previous = block.event
+    # The goal is dated by the opening line, a summary by its own text; Recent says minutes
+    # as they change; history sections are dated by day (minutes only where they differ).
+    if name in _TIMELESS:
+        marks = [("", "")] * len(shown)
+    elif name == "recent":
+        marks = [
+            stamp(shown[i - 1].event if i else None, block.event) for i, block in enumerate(shown)
+        ]
+    else:
+        marks = day_stamps([block.event for block in shown])
+    for block, (head, prefix) in zip(shown, marks, strict=True):
         text = block.text
         if prefix:
             text = f"- {prefix}{text[2:]}"
