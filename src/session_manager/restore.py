@@ -105,8 +105,9 @@ __all__ = [
 
 #: Below this many tokens left, an event that does not fit is dropped, not summarised.
 MIN_USEFUL_TOKENS = 24
-#: A summary of an event with a payload gets at least this many tokens, or it is dropped:
-#: a few dozen tokens of a large JSON document tell a reader nothing.
+#: A summary of an event with a payload gets at least this many tokens (and 1/32 of the
+#: budget), or it is dropped: a few dozen tokens of a large JSON document tell a reader
+#: nothing, and each summary costs restore a few milliseconds.
 MIN_PAYLOAD_SUMMARY = 64
 #: Events whose whole block costs fewer tokens than this are kept whole or dropped: a
 #: summary of a short event carries nothing ("…[41 chars omitted]…").
@@ -396,7 +397,11 @@ class _Packer:
             if full <= left:
                 return _Block(event, section, text, full, "included", reason, event.content), ""
             need = f"{full:,} tokens"
-        least = MIN_USEFUL_TOKENS if shown_payload(event) is None else MIN_PAYLOAD_SUMMARY
+        least = (
+            MIN_USEFUL_TOKENS
+            if shown_payload(event) is None
+            else max(MIN_PAYLOAD_SUMMARY, self.budget // 32)
+        )
         if left < least:
             return None, f"over budget: {need} > {left:,} left"
         if full is not None and full < SHORT_EVENT_TOKENS and section not in _TIMELESS:
@@ -715,7 +720,7 @@ def _grow_summaries(p: _Packer) -> None:
     """
     for block in sorted(p.blocks, key=lambda b: b.rank):
         spare = p.budget - p.used
-        if spare < MIN_USEFUL_TOKENS:
+        if spare < MIN_PAYLOAD_SUMMARY:
             return
         if block.action != "summarised" or block.rank <= 1 or block.section in _TIMELESS:
             continue

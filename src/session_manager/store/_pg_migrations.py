@@ -137,13 +137,15 @@ CREATE TRIGGER events_deleted AFTER DELETE ON events
 INSERT INTO meta (key, value) VALUES ('generation', '0');
 """
 
-# Size and bounded preview of large payloads, as in the SQLite store's 0003_payload_preview.
-_PAYLOAD_PREVIEW = """
+# Size and bounded preview of large payloads, and a kind index in log order, as in the
+# SQLite store's 0003_restore_reads.
+_RESTORE_READS = """
 ALTER TABLE events ADD COLUMN payload_chars INTEGER;
 ALTER TABLE events ADD COLUMN payload_preview TEXT;
+CREATE INDEX events_by_session_kind ON events (session_id, kind, created_us, seq);
 """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
-    ("0002_payload_preview", _PAYLOAD_PREVIEW),
+    ("0002_restore_reads", _RESTORE_READS),
 )
