@@ -7,8 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager import BudgetShares
+from session_manager import BudgetShares, SessionManager
 from session_manager.tokens import tokenizer_for
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
