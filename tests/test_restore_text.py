@@ -233,3 +233,30 @@ def test_large_payloads_are_read_as_their_preview(mgr: SessionManager) -> None:
     assert '"status":"failed","test":"t4321"' in ctx.text
     item = next(i for i in ctx.report.items if i.event_id == event.id)
     assert item.action == "summarised" and "chars of payload" in item.reason
+
+
+def test_large_payloads_live_apart_and_go_with_their_event(
+    mgr: SessionManager, db_path: Any
+) -> None:
+    import sqlite3
+
+    from session_manager.admin import StoreAdmin, json_line
+
+    session = mgr.start_session("Keep the big report")
+    big = {"rows": [{"n": i, "text": "y" * 100} for i in range(2_000)]}
+    event = mgr.record_tool_output(session.id, big, tool="report")
+    small = mgr.record_step(session.id, "noted", result={"ok": True})
+    with sqlite3.connect(db_path) as conn:
+        row = conn.execute("SELECT payload FROM events WHERE id = ?", (event.id,)).fetchone()
+        assert row == (None,)  # not in the events row: reads of its columns stay cheap
+        assert conn.execute("SELECT count(*) FROM large_payloads").fetchone() == (1,)
+        inline = conn.execute("SELECT payload FROM events WHERE id = ?", (small.id,)).fetchone()
+        assert inline == ('{"result":{"ok":true}}',)
+    assert mgr.get_event(event.id).payload == big
+    assert [e.payload for e in mgr.events(session.id, kinds=["tool_output"])] == [big]
+    with StoreAdmin(db_path) as admin:
+        exported = [json_line(r) for r in admin.export()]
+    assert any('"n":1999' in line for line in exported)
+    mgr.delete_session(session.id)
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM large_payloads").fetchone() == (0,)

@@ -157,3 +157,10 @@ def _src_path() -> str:
     src = str(Path(__file__).resolve().parents[1] / "src")
     existing = os.environ.get("PYTHONPATH")
     return f"{src}{os.pathsep}{existing}" if existing else src
+
+
+def test_huge_whitespace_runs_are_counted() -> None:
+    """tiktoken's regex gives up on a million spaces; the count must not."""
+    count = tokenizer_for("gpt-4o").count
+    assert count(" " * 1_000_000) > 0
+    assert count("word " + " " * 1_000_000 + "end") > count(" " * 1_000_000)

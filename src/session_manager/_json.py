@@ -71,5 +71,14 @@ def dumps(value: Any, what: str = "payload") -> str:
 
 
 def loads(text: str | None) -> Any:
-    """Decode JSON stored by :func:`dumps` (None stays None)."""
-    return None if text is None else json.loads(text)
+    """Decode JSON stored by :func:`dumps` (None stays None).
+
+    The empty list and object (most events' tags and metadata) skip the decoder.
+    """
+    if text is None:
+        return None
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    return json.loads(text)

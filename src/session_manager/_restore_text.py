@@ -49,6 +49,8 @@ _REPEAT_MIN = 3  # a line repeated this many times in a row collapses to "line (
 
 
 def utc(moment: datetime) -> datetime:
+    if moment.tzinfo is _UTC:  # what the stores return: nothing to convert
+        return moment
     return moment.replace(tzinfo=_UTC) if moment.tzinfo is None else moment.astimezone(_UTC)
 
 

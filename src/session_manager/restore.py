@@ -950,7 +950,8 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
         short = summarize_text(goal.content, GOAL_MIN_TOKENS, count) or ""
         minimal = render_block(goal, short, None, summarised=short != goal.content)
         whole = render_block(goal, goal.content, None)
-        if count(whole) <= count(minimal):  # a short goal can undercut its own summary
+        # a short goal can undercut its own summary (a long one never does: skip counting it)
+        if len(whole) <= 4 * len(minimal) + 64 and count(whole) <= count(minimal):
             minimal = whole
         need = count(head + minimal)
         if need > p.budget:

@@ -56,6 +56,7 @@ _O200K = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[1-9]
 _CL100K = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)")
 
 _load_lock = threading.Lock()
+_PIECE = 4_096  # characters per piece when a text must be counted in pieces
 
 
 class Tokenizer:
@@ -100,7 +101,16 @@ class Tokenizer:
                 )
             return n
         # disallowed_special=() so that a user's "<|endoftext|>" is plain text, never an error.
-        n = len(encoding(self.encoding_name).encode(text, disallowed_special=()))
+        enc = encoding(self.encoding_name)
+        try:
+            n = len(enc.encode(text, disallowed_special=()))
+        except ValueError:
+            # tiktoken's pre-tokenizer regex gives up on some huge inputs (a million spaces:
+            # "Max stack size exceeded for backtracking"); count them in pieces instead.
+            n = sum(
+                len(enc.encode(text[i : i + _PIECE], disallowed_special=()))
+                for i in range(0, len(text), _PIECE)
+            )
         return math.ceil(n * self.margin) if self.margin != 1.0 else n
 
     __call__ = count

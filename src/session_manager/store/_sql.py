@@ -31,21 +31,24 @@ __all__ = [
     "row_to_session",
 ]
 
-EVENT_COLUMNS = (
-    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, e.payload, e.importance, "
+_EVENT_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, {payload}, e.importance, "
     "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count"
 )
+# The same columns for reads that take a large payload's preview instead of the payload
+# (restore): the preview stands in for it, and the last two columns say so. CASE evaluates
+# lazily, so a payload with a preview is never read.
+_PREVIEW_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
+    "CASE WHEN e.payload_preview IS NULL THEN {payload} ELSE e.payload_preview END, "
+    "e.importance, e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, "
+    "e.payload_chars, CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
+)
+#: every column of an event, the payload read in place (see SqlStore.payload_sql)
+EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
 SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
     "s.created_us, s.updated_us"
-)
-# The same columns for reads that take a large payload's preview instead of the payload
-# (restore): the preview stands in for it, and the last two columns say so.
-PREVIEW_COLUMNS = (
-    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
-    "coalesce(e.payload_preview, e.payload), e.importance, e.tags, e.metadata, e.status, "
-    "e.created_us, e.token_count, e.recall_count, e.payload_chars, "
-    "CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
 )
 _EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
@@ -130,6 +133,12 @@ class SqlStore:
     metadata_column = "e.metadata"
     #: appended to the write check's read: PostgreSQL locks the session row
     lock_suffix = ""
+    #: where a payload is read from, and the join that brings it (SQLite keeps payloads over
+    #: PREVIEW_THRESHOLD out of the events row: a row's later columns sit behind its payload,
+    #: so a 1 MB payload in place costs every read of that row ~0.3 ms)
+    payload_sql = "e.payload"
+    payload_join = ""
+    large_payloads_apart = False
 
     # -- provided by the backend -----------------------------------------------------------
 
@@ -144,6 +153,10 @@ class SqlStore:
 
     def _deleting_session(self, tx: Any, session_id: str) -> None:
         """Called before a session's rows go (SQLite: drop its keyword rows first)."""
+
+    def columns(self, *, previews: bool = False) -> str:
+        """The columns of an event read (``row_to_event``); ``previews`` as in ``events``."""
+        return (_PREVIEW_COLUMNS if previews else _EVENT_COLUMNS).format(payload=self.payload_sql)
 
     # -- filters ---------------------------------------------------------------------------
 
@@ -227,10 +240,14 @@ class SqlStore:
     def insert_event(self, tx: Any, row: EventRow, *, touch_us: int | None) -> int | None:
         # Every write path (record, import) gets the preview projection from here.
         chars, preview = payload_digest(row[5])
-        found = tx.execute(_INSERT_EVENT, (*row, chars, preview)).fetchone()
+        apart = self.large_payloads_apart and preview is not None
+        values = (*row[:5], None if apart else row[5], *row[6:], chars, preview)
+        found = tx.execute(_INSERT_EVENT, values).fetchone()
         if found is None:
             return None
         seq = int(found[0])
+        if apart:
+            tx.execute("INSERT INTO large_payloads (seq, payload) VALUES (?, ?)", (seq, row[5]))
         tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, row[13]))
         if touch_us is not None:
             tx.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, row[1]))
@@ -331,7 +348,9 @@ class SqlStore:
             clause, scope_params = scope.sql("s")
             params.extend(scope_params)
         rows = self._read(
-            f"SELECT {EVENT_COLUMNS} {_EVENTS_JOIN} WHERE e.id = ? AND {clause}", params
+            f"SELECT {self.columns()} {_EVENTS_JOIN}{self.payload_join} "
+            f"WHERE e.id = ? AND {clause}",
+            params,
         )
         return row_to_event(rows[0]) if rows else None
 
@@ -346,12 +365,12 @@ class SqlStore:
         previews: bool = False,
     ) -> list[Event]:
         where, params = self.event_where(flt)
-        columns = PREVIEW_COLUMNS if previews else EVENT_COLUMNS
+        columns = self.columns(previews=previews)
         if after is not None:
             where += " AND (e.created_us, e.seq) > (?, ?)"
             params.extend(after)
         order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
-        sql = f"SELECT {columns} {_EVENTS_JOIN} WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {columns} {_EVENTS_JOIN}{self.payload_join} WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
@@ -384,10 +403,12 @@ class SqlStore:
 
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]:
         out: dict[int, Event] = {}
-        columns = PREVIEW_COLUMNS if previews else EVENT_COLUMNS
+        columns = self.columns(previews=previews)
         for chunk in batched(list(seqs)):
             for row in self._read(
-                f"SELECT {columns} FROM events e WHERE e.seq IN ({_marks(chunk)})", chunk
+                f"SELECT {columns} FROM events e{self.payload_join} "
+                f"WHERE e.seq IN ({_marks(chunk)})",
+                chunk,
             ):
                 event = row_to_event(row)
                 out[event.seq] = event

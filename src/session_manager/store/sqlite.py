@@ -71,6 +71,12 @@ class SqliteStore(SqlStore):
     """The log, vectors and keyword index in one SQLite file. Not part of the public API."""
 
     capabilities = CAPABILITIES
+    # Payloads over PREVIEW_THRESHOLD live in large_payloads (0003_restore_reads): in place,
+    # every read of the row's later columns (importance, metadata, times) would walk the
+    # payload's overflow pages. PostgreSQL's TOAST already keeps large values apart.
+    payload_sql = "coalesce(lp.payload, e.payload)"
+    payload_join = " LEFT JOIN large_payloads lp ON lp.seq = e.seq"
+    large_payloads_apart = True
 
     def __init__(self, path: str | os.PathLike[str], *, autocheckpoint: bool = True) -> None:
         """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`maintenance` calls (the
