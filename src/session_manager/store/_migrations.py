@@ -14,6 +14,9 @@ Layout (see docs/architecture.md):
   two events before and the two after it in the same session, cut to 1,000 / 500 characters,
   and the event's UTC date written out as "8 May 2023"), computed by the view
   ``events_search_text``;
+- ``large_payloads`` holds payloads over 32 KB (since ``0003_restore_reads``), so the rest of
+  their event's row stays cheap to read; ``events.payload_preview`` is what restore reads of
+  them;
 - ``meta`` holds the embedder that made the vectors and a generation counter that tells
   in-memory caches (in any process) that rows were deleted.
 """
