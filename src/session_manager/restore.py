@@ -363,9 +363,11 @@ class _Packer:
 
     def claim(self, event: Event, section: str, reason: str, *, whole_only: bool = False) -> bool:
         """Include, summarise or drop one event, charging the running budget."""
-        # A short event whose stored count (maybe another tokenizer's) is well over what is
-        # left can neither fit nor be summarised: skip the rendering and counting.
-        if 0 < event.token_count < SHORT_EVENT_TOKENS and event.token_count * 0.8 > self.left:
+        # An event whose stored count (maybe another tokenizer's) is well over what is left,
+        # and that is short or has no room to be summarised in, can neither fit nor be
+        # summarised: skip the rendering and counting.
+        hopeless = event.token_count < SHORT_EVENT_TOKENS or self.left < MIN_USEFUL_TOKENS
+        if event.token_count > 0 and hopeless and event.token_count * 0.8 > self.left:
             why = f"over budget: ~{event.token_count} tokens > {self.left:,} left (short)"
             self.record(event, section, "dropped", why, 0)
             return False
