@@ -260,3 +260,13 @@ def test_large_payloads_live_apart_and_go_with_their_event(
     mgr.delete_session(session.id)
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM large_payloads").fetchone() == (0,)
+
+
+def test_pending_steps_that_do_not_fit_are_still_counted(mgr: SessionManager) -> None:
+    session = mgr.start_session("Ship")
+    for n in range(5):
+        mgr.add_pending(session.id, f"a long checklist item {n}: " + "verify every detail " * 30)
+    goal_only = mgr.restore(session.id, 30).token_count
+    ctx = mgr.restore(session.id, goal_only + 20)
+    assert "## Pending steps\n(+5 pending steps)" in ctx.text
+    assert ctx.token_count <= goal_only + 20

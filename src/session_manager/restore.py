@@ -635,10 +635,13 @@ def _pack(
         f"open pending steps: up to {shares.pending:.0%} of the {base:,} tokens after the goal",
     )
     hidden = total_pending - (len(pending) - len(left_out))
-    if hidden > 0 and "pending" in p.by_section:
-        note = f"(+{hidden} more pending step{'s' if hidden != 1 else ''})"
-        p.notes["pending"] = note
-        p.used += p.small_count("\n" + note)
+    if hidden > 0:  # never let the model believe its to-do list is shorter than it is
+        shown = "pending" in p.by_section
+        note = f"(+{hidden} {'more ' if shown else ''}pending step{'s' if hidden != 1 else ''})"
+        cost = p.small_count(("\n" if shown else f"\n\n{TITLES['pending']}\n") + note)
+        if cost <= p.left:
+            p.notes["pending"] = note
+            p.used += cost
 
     recent = [e for e in candidates.recent if _recent_worthy(e)]
     unworthy = [e for e in candidates.recent if not _recent_worthy(e)]
@@ -783,6 +786,9 @@ def _finish(
             break
         excess = max(exact, message_tokens) - p.budget
         droppable = sorted((b for b in p.blocks if b.rank > 0), key=lambda b: b.rank)
+        if not droppable and p.notes:  # a note's count beside the goal was a piece's count
+            p.notes.clear()
+            continue
         if not droppable:  # the goal alone was counted exactly and fits; cannot happen
             raise BudgetTooSmall(f"max_tokens={p.budget} cannot hold the session goal.")
         freed = 0
@@ -797,8 +803,6 @@ def _finish(
                 block,
                 f"trimmed: the whole counted {max(exact, message_tokens):,} tokens > {p.budget:,}",
             )
-        if "pending" not in p.by_section:
-            p.notes.pop("pending", None)
     sections = {
         name: tokenizer.count(_section_text(p, name, blocks, frozenset()))
         for name, blocks in p.by_section.items()
@@ -833,6 +837,8 @@ def _assemble(p: _Packer, leave_out: frozenset[str]) -> str:
     for name in SECTIONS:
         blocks = p.by_section.get(name)
         if not blocks:
+            if name in p.notes:  # e.g. pending steps none of which fit: say how many
+                parts.append(f"{TITLES[name]}\n{p.notes[name]}")
             continue
         if name == "about":
             parts.append(blocks[0].text)

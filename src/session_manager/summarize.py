@@ -114,7 +114,8 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
 
     The value is pruned *before* it is serialised (only what a setting keeps is visited),
     and the gentlest setting of a fixed schedule that fits is found by binary search, so a
-    5 MB payload costs a few milliseconds and at most six calls of ``count``.
+    5 MB payload costs a few milliseconds; the search estimates token counts from the first
+    exact one, and only the result (and the harshest setting) is counted exactly.
 
     >>> from session_manager.tokens import tokenizer_for
     >>> count = tokenizer_for("gpt-4o").count
@@ -129,27 +130,43 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
     char_cap = max_tokens * _CHARS_PER_TOKEN_CEILING + 64
 
     memo: dict[int, tuple[list[int], str]] = {}  # each list scanned once for all levels
+    texts: dict[int, str] = {}
+    ratio: list[float] = []  # characters per token, measured on the first counted text
 
-    def attempt(level: int) -> str | None:
-        text = dumps(_prune(value, _SCHEDULE[level], node_cap, memo))
-        if len(text) > char_cap or count(text) > max_tokens:
-            return None
-        return text
+    def text_at(level: int) -> str:
+        if level not in texts:
+            texts[level] = dumps(_prune(value, _SCHEDULE[level], node_cap, memo))
+        return texts[level]
+
+    def fits(level: int, *, exact: bool) -> bool:
+        text = text_at(level)
+        if len(text) > char_cap:
+            return False
+        if len(text) <= max_tokens:  # a token is at least one character
+            return True
+        if exact or not ratio:
+            n = count(text)
+            if not ratio and n:
+                ratio.append(len(text) / n)
+            return n <= max_tokens
+        return len(text) / ratio[0] <= max_tokens * 0.95  # an estimate, checked below
 
     # Binary search for the gentlest fitting level; more pruning never makes the text
     # longer (cuts are only made when they shorten), so "fits" is monotone in the level.
+    # Counting is the expensive part: the search estimates from the ratio of the first
+    # count, and the level it lands on is counted exactly (stepping harsher if needed).
     lo, hi = 0, len(_SCHEDULE) - 1
-    best = attempt(hi)
-    if best is None:
+    if not fits(hi, exact=True):
         return None
     while lo < hi:
         mid = (lo + hi) // 2
-        found = attempt(mid)
-        if found is not None:
-            best, hi = found, mid
+        if fits(mid, exact=False):
+            hi = mid
         else:
             lo = mid + 1
-    return best
+    while not fits(lo, exact=True):
+        lo += 1
+    return text_at(lo)
 
 
 #: Payloads longer than this (JSON characters) get a stored preview (see payload_digest).
