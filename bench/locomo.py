@@ -477,12 +477,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         baselines=not args.no_baselines,
         store=store,
     )
-    out = args.out or Path(__file__).resolve().parent / "results" / (
-        f"locomo-{result['commit']}.json"
-    )
+    report(result, args.out, "locomo", markdown)
+
+
+def report(
+    result: dict[str, Any], out: Path | None, name: str, render: Callable[[dict[str, Any]], str]
+) -> None:
+    """Write ``result`` as JSON (default: bench/results/<name>-<commit>.json) and print it."""
+    out = out or Path(__file__).resolve().parent / "results" / f"{name}-{result['commit']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(markdown(result))
+    print(render(result))
     print(f"\nwritten: {out}")
 
 

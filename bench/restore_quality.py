@@ -29,7 +29,6 @@ the latency figures (the report says so).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from locomo import (
     load,
     machine,
     percentile,
+    report,
 )
 
 from session_manager import MiniLMEmbedder, SessionManager
@@ -292,13 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"{args.path} is not a file; pass the path of a LoCoMo JSON file.")
     tokenizer_for("gpt-4o")  # fail early if the BPE files are missing
     result = evaluate(args.path, sorted(set(args.budgets)), args.embed_cache, args.conversations)
-    out = args.out or Path(__file__).resolve().parent / "results" / (
-        f"restore-quality-{result['commit']}.json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(markdown(result))
-    print(f"\nwritten: {out}")
+    report(result, args.out, "restore-quality", markdown)
 
 
 if __name__ == "__main__":

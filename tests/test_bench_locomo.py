@@ -98,3 +98,25 @@ def test_library_and_bm25_runs_map_hits_to_turns(locomo: ModuleType, tmp_path: P
     bm25 = locomo.run_bm25(conversations)
     assert bm25.rankings[0][0] == "D1:2"  # "what", "breed", "is": the question's own turn
     assert sorted(bm25.rankings[0]) == sorted(turns)  # every turn ranked, for fusion
+
+
+def test_restore_quality_harness_runs_both_scenarios_and_baselines(
+    locomo: ModuleType, tmp_path: Path
+) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "restore_quality", REPO / "bench" / "restore_quality.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["restore_quality"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    result = module.evaluate(sample(tmp_path), (60, 400), embedder=HashEmbedder())
+    scores = result["scores"]
+    assert set(scores) == {"restore-long", "restore-cross", "buffer", "search-pack"}
+    assert scores["restore-long"]["overall"]["n"] == 3
+    assert not result["violations"]  # every text within its budget, recounted with o200k
+    # the whole tiny conversation fits 400 tokens: every method carries the evidence
+    assert all(scores[m]["overall"]["400"] == 1.0 for m in scores)
+    # 60 tokens: not everything fits, and restore still carries some evidence
+    assert 0 < scores["restore-long"]["overall"]["60"] < 1
+    assert "restore-long p50 / p95" in module.markdown(result)
