@@ -228,7 +228,7 @@ def test_large_payloads_are_read_as_their_preview(mgr: SessionManager) -> None:
     assert light.preview and light.payload_chars == len(
         json.dumps({"rows": rows}, separators=(",", ":"))
     )
-    assert len(json.dumps(light.payload)) < 20_000
+    assert len(json.dumps(light.payload)) < 10_000
     ctx = mgr.restore(session.id, 1_500)
     assert '"status":"failed","test":"t4321"' in ctx.text
     item = next(i for i in ctx.report.items if i.event_id == event.id)

@@ -171,21 +171,21 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
 
 #: Payloads longer than this (JSON characters) get a stored preview (see payload_digest).
 PREVIEW_THRESHOLD = 32_768
-_PREVIEW_TOKENS = 4_000  # the preview's size, in ~4-character units: at most ~16 KB
+_PREVIEW_TOKENS = 2_000  # the preview's size, in ~4-character units: at most ~8 KB
 
 
 def payload_digest(payload_json: str | None) -> tuple[int | None, str | None]:
     """``(characters, preview or None)`` of a stored payload: what restore reads of it.
 
     A payload over :data:`PREVIEW_THRESHOLD` characters gets a preview: valid JSON of at
-    most ~16 KB that keeps its keys, its unusual items and the heads and tails of long
+    most ~8 KB that keeps its keys, its unusual items and the heads and tails of long
     strings (:func:`summarize_json`), so restore() summarises it without parsing megabytes.
 
     >>> payload_digest('{"a":1}')
     (7, None)
     >>> rows = [{"n": i, "ok": i != 700, "log": "x" * 100} for i in range(1000)]
     >>> chars, preview = payload_digest(dumps({"rows": rows}))
-    >>> chars, len(preview) < 20_000, {"n": 700, "ok": False} in [
+    >>> chars, len(preview) < 10_000, {"n": 700, "ok": False} in [
     ...     {k: r[k] for k in ("n", "ok")} for r in json.loads(preview)["rows"][:-1]]
     (128901, True, True)
     """

@@ -93,7 +93,7 @@ _KEYWORD_CONTEXT = """
 
 # What restore() reads, made cheap (docs/architecture.md §6).
 # - A large payload's size and a bounded JSON preview (``summarize.payload_digest``: keys,
-#   unusual items, cut strings; at most ~16 KB), computed once when the event is written;
+#   unusual items, cut strings; at most ~8 KB), computed once when the event is written;
 #   restore reads the preview instead of parsing megabytes it could never show. Rows written
 #   before this migration have neither (NULL): restore reads their payload as before.
 # - Payloads over that threshold are stored in ``large_payloads`` instead of the events row:
