@@ -99,6 +99,8 @@ def restore_session(
         ),
         newest_first=True,
     )[:IMPORTANT_CANDIDATES]
+    # a resolved error is no longer important, whatever importance it was recorded with
+    important = [e for e in important if not (e.kind == "error" and e.status == "resolved")]
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
     recent = store_events(

@@ -33,7 +33,7 @@ from ._indexer import Indexer
 from ._scope import Scope, partition_of
 from ._time import to_us
 from .errors import InvalidInput
-from .events import Hit, validate_kind
+from .events import Hit, validate_kinds
 from .index.keyword import reciprocal_rank_fusion
 from .index.when import time_windows
 from .store.base import EventFilter, Store
@@ -68,7 +68,7 @@ class Searcher:
         *,
         mode: str = "hybrid",
         session_id: str | None = None,
-        kinds: Sequence[str] | None = None,
+        kinds: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -85,7 +85,7 @@ class Searcher:
             self.scope,
             include_shared=include_shared,
             session_id=session_id,
-            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+            kinds=validate_kinds(kinds),
             since_us=None if since is None else to_us(since, "since"),
             until_us=None if until is None else to_us(until, "until"),
             where=where,

@@ -29,6 +29,15 @@ EVENT_STATUSES: Mapping[str, tuple[str, ...]] = {
 PreparedEvent = tuple[str, str, str | None, float, tuple[str, ...], dict[str, Any], int]
 
 
+# What to say when a text argument is empty: each message names the argument it is about.
+_EMPTY_HINTS = {
+    "content": "give the text to store (e.g. what the agent did)",
+    "query": "give the words or question to search for",
+    "goal": "give the session's goal (what the agent is trying to do)",
+    "agent_id": "give the agent's name (e.g. 'researcher')",
+}
+
+
 def text(value: Any, what: str) -> str:
     """A non-empty string that UTF-8 can store.
 
@@ -39,7 +48,8 @@ def text(value: Any, what: str) -> str:
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__} {value!r:.60}.")
     _json.check_text(value, what)
     if not value.strip():
-        raise InvalidInput(f"{what} is empty; give the text to store (e.g. what the agent did).")
+        hint = _EMPTY_HINTS.get(what, f"give a non-empty {what}")
+        raise InvalidInput(f"{what} is empty; {hint}.")
     return value
 
 

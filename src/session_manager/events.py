@@ -8,7 +8,7 @@ decoded form of canonical JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "Hit",
     "Session",
     "validate_kind",
+    "validate_kinds",
 ]
 
 #: Built-in event kinds and the importance each gets when the caller gives none.
@@ -68,6 +69,20 @@ def validate_kind(kind: str) -> str:
             "or a namespaced custom kind such as 'custom:plan'."
         )
     return kind
+
+
+def validate_kinds(kinds: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``kinds`` as a checked tuple; a single kind may be given as a plain string.
+
+    >>> validate_kinds("fact"), validate_kinds(["fact", "decision"]), validate_kinds(None)
+    (('fact',), ('fact', 'decision'), None)
+    """
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    checked = tuple(validate_kind(kind) for kind in kinds)
+    return checked or None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from .errors import (
     SessionClosed,
     SessionNotFound,
 )
-from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kind
+from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kinds
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, RestoredContext
 from .store import describe_url, open_store, sqlite_path
@@ -117,6 +117,8 @@ class SessionManager:
         self.summarizer = summarizer
         if url is not None and db_path is not None:
             raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
+        if db_path is not None:
+            db_path = os.path.expanduser(db_path)  # "~/agents.db" means the home folder
         target = url if url is not None else (db_path if db_path is not None else "sessions.db")
         self.url = describe_url(target)
         self.db_path = sqlite_path(target) or self.url
@@ -248,11 +250,24 @@ class SessionManager:
         return status
 
     def end_session(self, session_id: str, status: str = "completed") -> Session:
-        """Close a session (completed / failed / abandoned); it then takes no new events."""
+        """Close a session (completed / failed / abandoned); it then takes no new events.
+
+        Ending an ended session again with the same status changes nothing; with another
+        status it raises :class:`SessionClosed`. Open pending steps stay open (restore of the
+        ended session still lists them, as work that was left undone); cancel them first with
+        :meth:`cancel_pending` if they no longer apply.
+        """
         if self._check_status(status) == "active":
             raise InvalidInput("end_session needs a final status: completed, failed or abandoned.")
         with self._store.atomic() as tx:
-            self._owned(tx, session_id)
+            current, _ = self._owned(tx, session_id, allow_closed=True)
+            if current == status:
+                return self.get_session(session_id)  # already ended so: nothing to do
+            if current != "active":
+                raise SessionClosed(
+                    f"Session {session_id!r} already ended as {current}; it cannot be ended "
+                    f"again as {status}."
+                )
             self._store.set_session_status(tx, session_id, status, now_us())
         return self.get_session(session_id)
 
@@ -422,6 +437,12 @@ class SessionManager:
         JSON output is also flattened into searchable text ("key: value; ...") so that
         semantic and keyword search reach inside it.
         """
+        if output is None:
+            raise InvalidInput(
+                "record_tool_output got output=None: pass what the tool returned (text or a "
+                "JSON value); to note that a tool returned nothing, record_step(sid, "
+                "'called the tool; it returned nothing', tool=...)."
+            )
         metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
         if isinstance(output, str):
             return self.record(session_id, "tool_output", output, metadata=metadata, **options)
@@ -505,21 +526,28 @@ class SessionManager:
     def events(
         self,
         session_id: str,
-        kinds: Sequence[str] | None = None,
+        kinds: str | Sequence[str] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         limit: int | None = None,
+        *,
+        newest_first: bool = False,
     ) -> list[Event]:
-        """A session's events in order (by time, then recording order)."""
+        """A session's events in order (by time, then recording order); ``kinds`` is a kind
+        or a list of kinds. ``limit`` keeps the oldest events, or with ``newest_first=True``
+        the newest, newest first.
+
+        >>> mgr.events(session.id, kinds="decision", limit=3, newest_first=True)  # doctest: +SKIP
+        """
         self.get_session(session_id)
         flt = EventFilter(
             self.scope,
             session_id=session_id,
-            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+            kinds=validate_kinds(kinds),
             since_us=None if since is None else to_us(since, "since"),
             until_us=None if until is None else to_us(until, "until"),
         )
-        return self._store.events(flt, limit=limit)
+        return self._store.events(flt, limit=limit, newest_first=newest_first)
 
     def search(
         self,
@@ -528,7 +556,7 @@ class SessionManager:
         *,
         mode: SearchMode = "hybrid",
         session_id: str | None = None,
-        kinds: Sequence[str] | None = None,
+        kinds: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
