@@ -367,7 +367,13 @@ class _Packer:
         # and that is short or has no room to be summarised in, can neither fit nor be
         # summarised: skip the rendering and counting.
         hopeless = event.token_count < SHORT_EVENT_TOKENS or self.left < MIN_USEFUL_TOKENS
-        if event.token_count > 0 and hopeless and event.token_count * 0.8 > self.left:
+        if (
+            event.token_count > 0
+            and hopeless
+            and event.token_count * 0.8 > self.left
+            and "\n" not in event.content  # collapsed repeats can make it much shorter
+            and not event.metadata.get("derived_content")
+        ):
             why = f"over budget: ~{event.token_count} tokens > {self.left:,} left (short)"
             self.record(event, section, "dropped", why, 0)
             return False

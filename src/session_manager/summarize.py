@@ -350,9 +350,14 @@ _SCALARS = (str, int, float, bool, type(None))
 
 def _cells(item: Any) -> list[tuple[Any, Any]]:
     """``(key, value)`` pairs of an item's scalar values (key None for a scalar item)."""
+    # Long strings are never category labels, and hashing them costs: left out.
     if type(item) is dict:
-        return [(key, value) for key, value in item.items() if type(value) in _SCALARS]
-    if type(item) in _SCALARS:
+        return [
+            (key, value)
+            for key, value in item.items()
+            if type(value) in _SCALARS and (type(value) is not str or len(value) <= 64)
+        ]
+    if type(item) in _SCALARS and (type(item) is not str or len(item) <= 64):
         return [(None, item)]
     return []
 
