@@ -24,7 +24,7 @@ is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -146,15 +146,6 @@ class AutoSummary:
             if tokens - before >= self.threshold:
                 mgr.summarize(session.id)
         self.checked_us = started - 1_000_000  # overlap a second: clocks and commit order
-
-
-def current_summary(events: Iterable[Event]) -> Event | None:
-    """The newest summary among ``events`` (log order), or None."""
-    found = None
-    for event in events:
-        if event.kind == "summary":
-            found = event
-    return found
 
 
 def covers(summary: Event | None) -> dict[str, Any] | None:

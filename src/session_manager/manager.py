@@ -659,7 +659,6 @@ class SessionManager:
         """Append a summary unless another process wrote one that reaches as far meanwhile."""
         from ._summaries import covers
 
-        prepared = prepare_event("summary", text, payload, None, None, None, None)
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, session_id, allow_closed=True)
@@ -668,15 +667,8 @@ class SessionManager:
                 theirs = covers(current[0])
                 if theirs is not None and theirs["to_us"] >= payload["covers"]["to_us"]:
                     return current[0]  # a concurrent summary already stands for this span
-                prepared = prepare_event(
-                    "summary",
-                    text,
-                    {**payload, "supersedes": current[0].id},
-                    None,
-                    None,
-                    None,
-                    None,
-                )
+                payload = {**payload, "supersedes": current[0].id}
+            prepared = prepare_event("summary", text, payload, None, None, None, None)
             event = self._insert(tx, session_id, pool, *prepared, None, touch=False)
         self._indexer.notify()
         return event

@@ -56,35 +56,36 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ._packer import (
+    MIN_PAYLOAD_SUMMARY,
+    MIN_USEFUL_TOKENS,
+    SUMMARY_SHARE,
+    TIMELESS,
+    Block,
+    Packer,
+    ReportItem,
+    SectionShare,
+    chrono,
+)
+from ._restore_chat import MESSAGE_OVERHEAD, chat_turns, message_tokens
 from ._restore_text import (
     PAYLOAD_PREFIX,
     TITLES,
     day_stamps,
     json_fragments,
     opening_line,
-    payload_json,
     render_block,
-    shown_content,
-    shown_payload,
     stamp,
     utc,
 )
 from .errors import BudgetTooSmall, InvalidInput
 from .events import Event, Session
-from .summarize import (
-    bounded_text,
-    dumps,
-    json_preview,
-    json_size_hint,
-    summarize_json,
-    summarize_text,
-    user_summary,
-)
+from .summarize import summarize_text
 from .tokens import Tokenizer
 
 __all__ = [
@@ -103,31 +104,12 @@ __all__ = [
     "rank_score",
 ]
 
-#: Below this many tokens left, an event that does not fit is dropped, not summarised.
-MIN_USEFUL_TOKENS = 24
-#: A summary of an event with a payload gets at least this many tokens (and 1/32 of the
-#: budget), or it is dropped: a few dozen tokens of a large JSON document tell a reader
-#: nothing, and each summary costs restore a few milliseconds.
-MIN_PAYLOAD_SUMMARY = 64
-#: Events whose whole block costs fewer tokens than this are kept whole or dropped: a
-#: summary of a short event carries nothing ("…[41 chars omitted]…").
-SHORT_EVENT_TOKENS = 64
-#: Content up to this many tokens is kept whole when an event's payload is summarised.
-KEEP_CONTENT_TOKENS = 40
-#: The largest share of the tokens left that one summarised event may take (not the goal).
-SUMMARY_SHARE = 0.5
-#: Tokens of chat framing counted per turn (role and separators; OpenAI documents 3 per
-#: message). The system message is counted as its content alone, like ``text``.
-MESSAGE_OVERHEAD = 4
 #: The opening line (what the text is, whose, since when) is left out when it would take
 #: more than this share of what the goal left: a tiny budget is better spent on events.
 ABOUT_SHARE = 0.06
 #: The goal is kept at least this long (in tokens) or restore() raises BudgetTooSmall.
 GOAL_MIN_TOKENS = 24
 SECTIONS: tuple[str, ...] = tuple(TITLES)
-_CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
-_CHAT_ROLES = ("user", "assistant")
-_TIMELESS = ("goal", "earlier")  # dated by the opening line, and by the summary's own text
 
 
 @dataclass(frozen=True)
@@ -181,28 +163,6 @@ class RestoreCandidates:
     covered_count: int = 0  # events the summary covers in all
     open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
     other_sessions: bool = False  # relevant history came from other sessions too
-
-
-@dataclass(frozen=True)
-class ReportItem:
-    """The fate of one candidate event. ``tokens`` is what its block used (0 if dropped)."""
-
-    event_id: str
-    kind: str
-    section: str
-    action: str  # "included" | "summarised" | "dropped"
-    reason: str
-    tokens: int
-
-
-@dataclass(frozen=True)
-class SectionShare:
-    """The budget one section was offered, what it used, and why it was offered that."""
-
-    section: str
-    offered: int  # tokens the section could use at most when it was filled
-    used: int  # tokens its blocks used (summed per block; before the exact trim)
-    why: str
 
 
 @dataclass(frozen=True)
@@ -301,266 +261,6 @@ def rank_score(event: Event, now: datetime, *, half_life_hours: float = 24.0) ->
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Block:
-    event: Event
-    section: str
-    text: str  # "- label: body" (+ payload line), without its time
-    tokens: int  # what it was charged: its text, its time marks, its neighbour's change
-    action: str
-    reason: str
-    turn: str | None = None  # the content it has as a chat turn (messages only)
-    rank: int = 0  # claim order: the highest is trimmed first; the goal (0) never is
-
-
-@dataclass
-class _Packer:
-    tok: Tokenizer
-    summarizer: Callable[[str, int], str] | None
-    budget: int
-    used: int = 0
-    limit: int | None = None  # the current section's ceiling on `used`
-    blocks: list[_Block] = field(default_factory=list)
-    by_section: dict[str, list[_Block]] = field(default_factory=dict)
-    items: dict[str, ReportItem] = field(default_factory=dict)
-    claimed: set[str] = field(default_factory=set)
-    notes: dict[str, str] = field(default_factory=dict)
-    shares: list[SectionShare] = field(default_factory=list)
-    floor: int = 1  # tokens of the smallest possible block
-    user_cache: dict[tuple[str, bool], str] = field(default_factory=dict)
-    count_cache: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def left(self) -> int:
-        ceiling = self.budget if self.limit is None else min(self.budget, self.limit)
-        return ceiling - self.used
-
-    def small_count(self, text: str) -> int:
-        """Count a short, often repeated piece (time marks, headers) once."""
-        cached = self.count_cache.get(text)
-        if cached is None:
-            cached = self.count_cache[text] = self.tok.count(text) if text else 0
-        return cached
-
-    # -- claiming ------------------------------------------------------------------------
-
-    def placement(self, event: Event, section: str) -> int:
-        """Tokens of time marks that placing ``event`` in ``section`` adds (approximate)."""
-        blocks = self.by_section.get(section, [])
-        if section in _TIMELESS:
-            return 0 if blocks else self.small_count(f"\n\n{TITLES[section]}\n")
-        at = bisect.bisect(blocks, _chrono(event), key=lambda b: _chrono(b.event))
-        before = blocks[at - 1].event if at else None
-        after = blocks[at].event if at < len(blocks) else None
-        minute = section == "recent"  # history sections are dated by day (day_stamps)
-        cost = self.small_count("".join(stamp(before, event, by_minute=minute)))
-        if after is not None:  # its mark now depends on this event instead of `before`
-            cost += self.small_count("".join(stamp(event, after, by_minute=minute)))
-            cost -= self.small_count("".join(stamp(before, after, by_minute=minute)))
-        if not blocks:
-            cost += self.small_count(f"\n\n{TITLES[section]}\n")
-        return max(0, cost)
-
-    def claim(self, event: Event, section: str, reason: str, *, whole_only: bool = False) -> bool:
-        """Include, summarise or drop one event, charging the running budget."""
-        # An event whose stored count (maybe another tokenizer's) is well over what is left,
-        # and that is short or has no room to be summarised in, can neither fit nor be
-        # summarised: skip the rendering and counting.
-        hopeless = event.token_count < SHORT_EVENT_TOKENS or self.left < MIN_USEFUL_TOKENS
-        if (
-            event.token_count > 0
-            and hopeless
-            and event.token_count * 0.8 > self.left
-            and "\n" not in event.content  # collapsed repeats can make it much shorter
-            and not event.metadata.get("derived_content")
-        ):
-            why = f"over budget: ~{event.token_count} tokens > {self.left:,} left (short)"
-            self.record(event, section, "dropped", why, 0)
-            return False
-        extra = self.placement(event, section)
-        block, why = self.fit(event, section, self.left - extra, reason)
-        if block is not None and whole_only and block.action != "included":
-            block, why = None, "too large for this share: left for a later section"
-        if block is None:
-            self.record(event, section, "dropped", why, 0)
-            return False
-        block.tokens += extra
-        self.used += block.tokens
-        block.rank = len(self.blocks) + 1
-        self.blocks.append(block)
-        placed = self.by_section.setdefault(section, [])
-        bisect.insort(placed, block, key=lambda b: _chrono(b.event))
-        self.claimed.add(event.id)
-        self.record(event, section, block.action, block.reason, block.tokens)
-        return True
-
-    def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[_Block | None, str]:
-        if left <= 0:
-            return None, "share spent" if self.limit is not None else "budget spent"
-        need = _too_big(event, left)
-        full: int | None = None
-        if need is None:
-            text = render_block(event, shown_content(event), payload_json(event))
-            full = self.tok.count(text + "\n")
-            if full <= left:
-                return _Block(event, section, text, full, "included", reason, event.content), ""
-            need = f"{full:,} tokens"
-        least = (
-            MIN_USEFUL_TOKENS
-            if shown_payload(event) is None
-            else max(MIN_PAYLOAD_SUMMARY, self.budget // 32)
-        )
-        if left < least:
-            return None, f"over budget: {need} > {left:,} left"
-        if full is not None and full < SHORT_EVENT_TOKENS and section not in _TIMELESS:
-            return None, f"over budget: {need} > {left:,} left (short: kept whole or not at all)"
-        # A summary takes at most half of what is left (the goal: all of it), so one huge
-        # event cannot crowd out every smaller one after it.
-        alone = section in ("goal", "earlier")  # one event in its own share
-        share = left if alone else max(least, int(left * SUMMARY_SHARE))
-        block = self.summarised(event, section, share)
-        if block is None:
-            return None, f"over budget: {need} > {left:,} left, and no summary fits"
-        block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
-        return block, ""
-
-    def summarised(self, event: Event, section: str, left: int) -> _Block | None:
-        """The richest summary of ``event`` whose block counts <= ``left``, or None."""
-        count = self.tok.count
-        header = count(render_block(event, "", None, summarised=True) + "\n")
-        target = left - header
-        notes: list[str] = []
-        for _ in range(4):  # pieces rarely add up exactly; shrink by the excess and retry
-            if target <= 0:
-                return None
-            content, payload = self.split_summary(event, target, notes)
-            if content is None or (not content.strip("… ") and payload is None):
-                return None  # a summary that carries nothing is not worth its header
-            text = render_block(event, content, payload, summarised=True)
-            tokens = count(text + "\n")
-            if tokens <= left:
-                extra = f" ({notes[-1]})" if notes else ""
-                turn = f"[summarised] {content}"
-                return _Block(event, section, text, tokens, "summarised", extra, turn)
-            target -= tokens - left + 2
-        return None
-
-    def split_summary(
-        self, event: Event, target: int, notes: list[str]
-    ) -> tuple[str | None, str | None]:
-        """Share ``target`` tokens between content and payload summaries."""
-        content = shown_content(event)
-        payload_value = shown_payload(event)
-        if event.kind == "summary":  # bullets: keep the best first lines, not head and tail
-            return _head_lines(content, target, self.tok.count), None
-        if payload_value is None:
-            return self.shrink_text(content, target, notes), None
-        prefix = 4  # "\n  payload: " and the seams around it
-        content_tokens = (
-            self.tok.count(content)
-            if len(content) <= target * _CHARS_PER_TOKEN_CEILING
-            else target + 1
-        )
-        # Short content is kept whole (a summary of it carries nothing); long content keeps
-        # up to a third; the payload (usually the bulk) gets the rest.
-        if content_tokens <= KEEP_CONTENT_TOKENS:
-            content_share = content_tokens
-        else:
-            content_share = max(target // 3, KEEP_CONTENT_TOKENS)
-        payload_budget = target - content_share - prefix
-        payload = (
-            self.shrink_json(payload_value, payload_budget, notes) if payload_budget > 0 else None
-        )
-        if payload is None:  # no JSON fits: spend everything on the content instead
-            return self.shrink_text(content, target, notes), None
-        payload_used = self.tok.count(payload)
-        content_budget = max(0, target - payload_used - prefix)
-        if content_tokens <= content_budget:
-            return content, payload
-        return self.shrink_text(content, content_budget, notes) or "…", payload
-
-    def shrink_text(self, text: str, budget: int, notes: list[str]) -> str | None:
-        if not text:
-            return ""
-        if self.summarizer is not None:
-            out = self.ask_user(text, budget, notes, as_json=False)
-            if out is not None:
-                return out
-        return summarize_text(text, budget, self.tok.count)
-
-    def shrink_json(self, value: Any, budget: int, notes: list[str]) -> str | None:
-        if self.summarizer is not None:
-            preview = json_preview(value, 8 * budget + 256)
-            out = self.ask_user(preview, budget, notes, as_json=True)
-            if out is not None:
-                return out
-        return summarize_json(value, budget, self.tok.count)
-
-    def ask_user(self, text: str, budget: int, notes: list[str], *, as_json: bool) -> str | None:
-        assert self.summarizer is not None
-        # A retry with a slightly smaller budget reuses the answer if it still fits: the
-        # user summariser may be a slow, paid LLM call.
-        key = (text, as_json)
-        cached = self.user_cache.get(key)
-        if cached is not None and self.tok.count(cached) <= budget:
-            return cached
-        source = text if as_json else bounded_text(text, max(64 * budget, 4096))
-        out, why = user_summary(self.summarizer, source, budget, self.tok.count, as_json=as_json)
-        notes.append(why)
-        if out is not None:
-            self.user_cache[key] = out
-        return out
-
-    def record(self, event: Event, section: str, action: str, reason: str, tokens: int) -> None:
-        self.items[event.id] = ReportItem(event.id, event.kind, section, action, reason, tokens)
-
-    def unclaim(self, block: _Block, reason: str) -> None:
-        self.blocks.remove(block)
-        self.by_section[block.section].remove(block)
-        self.claimed.discard(block.event.id)
-        self.used -= block.tokens
-        self.record(block.event, block.section, "dropped", reason, 0)
-
-    # -- sections --------------------------------------------------------------------------
-
-    def fill(
-        self,
-        events: Iterable[Event],
-        section: str,
-        reason_of: Callable[[Event], str],
-        offered: int | None,
-        why: str,
-        *,
-        contiguous: bool = False,
-        whole_only: bool = False,
-    ) -> list[Event]:
-        """Claim ``events`` in order within ``offered`` tokens; return those left out.
-
-        ``contiguous`` stops at the first event that does not fit (recent history keeps no
-        holes); the rest are reported as dropped. ``whole_only`` claims only events that fit
-        in full: a large one is left for a later section with more room to summarise it in.
-        """
-        self.limit = None if offered is None else self.used + max(0, offered)
-        start = self.used
-        left_out: list[Event] = []
-        stopped = False
-        for event in events:
-            if event.id in self.claimed:
-                continue  # shown in an earlier section: reported there
-            if stopped or self.left < self.floor:
-                spent = "share spent" if self.limit is not None else "budget spent"
-                self.record(event, section, "dropped", f"{spent} ({self.left} left)", 0)
-                left_out.append(event)
-                continue
-            if not self.claim(event, section, reason_of(event), whole_only=whole_only):
-                left_out.append(event)
-                stopped = contiguous
-        self.limit = None
-        offered_tokens = self.budget - start if offered is None else max(0, offered)
-        self.shares.append(SectionShare(section, offered_tokens, self.used - start, why))
-        return left_out
-
-
 def pack(
     candidates: RestoreCandidates,
     max_tokens: int,
@@ -606,11 +306,11 @@ def _pack(
     *,
     with_summary: bool,
 ) -> RestoredContext:
-    p = _Packer(tokenizer, summarizer, max_tokens)
+    p = Packer(tokenizer, summarizer, max_tokens)
     session = candidates.session
 
     goal_events = [e for e in candidates.pinned if e.kind == "goal"]
-    goal = max(goal_events, key=_chrono) if goal_events else None
+    goal = max(goal_events, key=chrono) if goal_events else None
     if goal is None and session.goal.strip():
         goal = Event("", session.id, session.agent_id, "goal", session.goal, session.created_at)
     if goal is not None:
@@ -619,7 +319,7 @@ def _pack(
     about_tokens = p.small_count(about + "\n\n")
     if about_tokens <= p.left * ABOUT_SHARE:
         about_event = Event("", session.id, session.agent_id, "about", about, session.created_at)
-        block = _Block(about_event, "about", about, about_tokens, "included", "opening line")
+        block = Block(about_event, "about", about, about_tokens, "included", "opening line")
         block.rank = 1
         p.blocks.append(block)
         p.by_section["about"] = [block]
@@ -723,7 +423,7 @@ def _pack(
     return _finish(p, candidates, tokenizer, max_tokens)
 
 
-def _grow_summaries(p: _Packer) -> None:
+def _grow_summaries(p: Packer) -> None:
     """Spend what every section left unused on the events summarised under a tight share.
 
     A summary made within a section's share (a 1 MB report claimed as relevant history) may
@@ -733,7 +433,7 @@ def _grow_summaries(p: _Packer) -> None:
         spare = p.budget - p.used
         if spare < MIN_PAYLOAD_SUMMARY:
             return
-        if block.action != "summarised" or block.rank <= 1 or block.section in _TIMELESS:
+        if block.action != "summarised" or block.rank <= 1 or block.section in TIMELESS:
             continue
         room = block.tokens + spare
         grown = p.summarised(block.event, block.section, max(room // 2, block.tokens))
@@ -752,7 +452,7 @@ def _grow_summaries(p: _Packer) -> None:
         )
 
 
-def _join_recent(p: _Packer, newest_first: list[Event]) -> None:
+def _join_recent(p: Packer, newest_first: list[Event]) -> None:
     """Relevant events inside the recent window belong to Recent: that is where a reader
     (and the chat view's turns) expects them, in order with the rest. The window is the
     newest events up to the first one shown nowhere."""
@@ -768,7 +468,7 @@ def _join_recent(p: _Packer, newest_first: list[Event]) -> None:
     for block in [b for b in relevant if b.event.id in window]:
         relevant.remove(block)
         block.section = "recent"
-        bisect.insort(recent, block, key=lambda b: _chrono(b.event))
+        bisect.insort(recent, block, key=lambda b: chrono(b.event))
         item = p.items[block.event.id]
         p.items[block.event.id] = ReportItem(
             item.event_id, item.kind, "recent", item.action, item.reason, item.tokens
@@ -779,18 +479,18 @@ def _join_recent(p: _Packer, newest_first: list[Event]) -> None:
 
 
 def _finish(
-    p: _Packer, candidates: RestoreCandidates, tokenizer: Tokenizer, max_tokens: int
+    p: Packer, candidates: RestoreCandidates, tokenizer: Tokenizer, max_tokens: int
 ) -> RestoredContext:
     """Assemble, count exactly, and trim the blocks claimed last until both views fit."""
     while True:
-        turns, turn_ids = _turns(p.by_section.get("recent", []))
+        turns, turn_ids = chat_turns(p.by_section.get("recent", []))
         text = _assemble(p, frozenset())
         system = _assemble(p, turn_ids) if turn_ids else text
         exact = p.tok.count(text)
-        message_tokens = _message_tokens(p.tok, system, turns)
-        if exact <= p.budget and message_tokens <= p.budget:
+        chat_tokens = message_tokens(p.tok, system, turns)
+        if exact <= p.budget and chat_tokens <= p.budget:
             break
-        excess = max(exact, message_tokens) - p.budget
+        excess = max(exact, chat_tokens) - p.budget
         droppable = sorted((b for b in p.blocks if b.rank > 0), key=lambda b: b.rank)
         if not droppable and p.notes:  # a note's count beside the goal was a piece's count
             p.notes.clear()
@@ -807,7 +507,7 @@ def _finish(
                 continue
             p.unclaim(
                 block,
-                f"trimmed: the whole counted {max(exact, message_tokens):,} tokens > {p.budget:,}",
+                f"trimmed: the whole counted {max(exact, chat_tokens):,} tokens > {p.budget:,}",
             )
     sections = {
         name: tokenizer.count(_section_text(p, name, blocks, frozenset()))
@@ -825,7 +525,7 @@ def _finish(
         sections=sections,
         items=list(p.items.values()),
         shares=p.shares,
-        message_tokens=message_tokens if text else 0,
+        message_tokens=chat_tokens if text else 0,
     )
     messages = [{"role": "system", "content": system}, *turns] if text else []
     return RestoredContext(
@@ -838,7 +538,7 @@ def _finish(
     )
 
 
-def _assemble(p: _Packer, leave_out: frozenset[str]) -> str:
+def _assemble(p: Packer, leave_out: frozenset[str]) -> str:
     parts = []
     for name in SECTIONS:
         blocks = p.by_section.get(name)
@@ -855,14 +555,14 @@ def _assemble(p: _Packer, leave_out: frozenset[str]) -> str:
     return "\n\n".join(parts)
 
 
-def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozenset[str]) -> str:
+def _section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozenset[str]) -> str:
     lines = [TITLES[name]]
     shown = [b for b in blocks if b.event.id not in leave_out]
     if not shown:
         return ""
     # The goal is dated by the opening line, a summary by its own text; Recent says minutes
     # as they change; history sections are dated by day (minutes only where they differ).
-    if name in _TIMELESS:
+    if name in TIMELESS:
         marks = [("", "")] * len(shown)
     elif name == "recent":
         marks = [
@@ -881,77 +581,7 @@ def _section_text(p: _Packer, name: str, blocks: list[_Block], leave_out: frozen
     return "\n".join(lines)
 
 
-def _head_lines(text: str, budget: int, count: Callable[[str], int]) -> str | None:
-    """The first lines of ``text`` that fit ``budget`` and a count of the rest, or None."""
-    lines = text.splitlines()
-
-    def cut(keep: int) -> str:
-        return "\n".join([*lines[:keep], f"(+{len(lines) - keep} more lines not shown)"])
-
-    lo, hi, best = 1, len(lines) - 1, None  # the longest head that fits, by bisection
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if count(candidate := cut(mid)) <= budget:
-            best, lo = candidate, mid + 1
-        else:
-            hi = mid - 1
-    return best
-
-
-def _turns(recent: list[_Block]) -> tuple[list[dict[str, Any]], frozenset[str]]:
-    """The recent conversation as chat turns, tool calls never apart from their results.
-
-    A ``user`` / ``assistant`` message is a turn; a ``tool`` message is one only when it
-    carries ``metadata["tool_call_id"]`` answering an assistant turn's ``tool_calls`` that is
-    shown before it, and an assistant turn with ``tool_calls`` only when every call's result
-    is shown. Everything else stays in the system message.
-    """
-    eligible = [b for b in recent if b.event.kind == "message" and b.turn is not None]
-    answered = {
-        b.event.metadata.get("tool_call_id")
-        for b in eligible
-        if b.event.role == "tool" and isinstance(b.event.metadata.get("tool_call_id"), str)
-    }
-    kept: list[_Block] = []
-    calls_shown: set[str] = set()
-    for block in eligible:
-        role = block.event.role
-        calls = _call_ids(block.event)
-        if role in _CHAT_ROLES and (role != "assistant" or calls <= answered):
-            kept.append(block)
-            calls_shown |= calls
-        elif role == "tool" and block.event.metadata.get("tool_call_id") in calls_shown:
-            kept.append(block)
-    turns = []
-    for block in kept:
-        message: dict[str, Any] = {"role": block.event.role, "content": block.turn}
-        for key in ("tool_calls", "tool_call_id", "name"):
-            if key in block.event.metadata:
-                message[key] = block.event.metadata[key]
-        turns.append(message)
-    return turns, frozenset(b.event.id for b in kept)
-
-
-def _call_ids(event: Event) -> set[str]:
-    calls = event.metadata.get("tool_calls")
-    if not isinstance(calls, list):
-        return set()
-    return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
-
-
-def _message_tokens(tok: Tokenizer, system: str, turns: list[dict[str, Any]]) -> int:
-    # The system message is counted as its content, as ``text`` is; each turn adds its
-    # framing, which stands in for the "- user: " the same line costs in ``text``.
-    total = tok.count(system)
-    for turn in turns:
-        total += tok.count(str(turn["content"])) + MESSAGE_OVERHEAD
-        extra = {k: v for k, v in turn.items() if k not in ("role", "content")}
-        if extra:
-            total += tok.count(dumps(extra))
-    return total
-
-
-def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
+def _claim_goal(p: Packer, goal: Event, *, synthetic: bool) -> None:
     """Claim the goal; raise BudgetTooSmall unless at least a short summary of it fits.
 
     The rule is simple enough to state in the error: the goal fits in full, or it is kept
@@ -979,7 +609,7 @@ def _claim_goal(p: _Packer, goal: Event, *, synthetic: bool) -> None:
                 action, reason = "included", "pinned goal"
             else:
                 action, reason = "summarised", "pinned goal; summarised to its minimum to fit"
-            block = _Block(goal, "goal", minimal, count(minimal + "\n"), action, reason)
+            block = Block(goal, "goal", minimal, count(minimal + "\n"), action, reason)
     p.used = count(head + block.text)  # exact: the goal alone is a valid final text
     block.tokens = p.used
     block.rank = 0
@@ -1018,28 +648,3 @@ def _important_reason(event: Event) -> str:
     if event.kind == "error" and event.status != "resolved":
         return "unresolved error"
     return f"important (importance {event.importance:.2f})"
-
-
-def _too_big(event: Event, left: int) -> str | None:
-    """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None.
-
-    Bounds the work: a multi-megabyte event is never serialised or counted in full.
-    """
-    if event.preview:  # only a preview of the payload was read: it is too large to show
-        return f"{event.payload_chars or 0:,} chars of payload"
-    content = shown_content(event)
-    # The stored count (of content and payload as recorded; maybe by another tokenizer)
-    # says nothing when the rendering drops or collapses content.
-    if len(content) == len(event.content) and event.token_count // 2 > left:
-        return f"~{event.token_count:,} tokens"
-    cap = left * _CHARS_PER_TOKEN_CEILING
-    if len(content) > cap:
-        return f"{len(content):,} chars"
-    payload = shown_payload(event)
-    if len(content) + json_size_hint(payload, cap - len(content), 2 * left + 16) > cap:
-        return f"more than {cap:,} chars"
-    return None
-
-
-def _chrono(event: Event) -> tuple[datetime, str]:
-    return utc(event.created_at), event.id
