@@ -24,6 +24,12 @@ from .errors import (
     SessionManagerError,
     SessionNotFound,
     StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreMisconfigured,
+    StoreReadOnly,
+    StoreUnavailable,
 )
 from .events import Event, Hit, Session
 from .manager import SessionManager
@@ -59,6 +65,12 @@ __all__ = [
     "SessionManagerError",
     "SessionNotFound",
     "StoreBusy",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreFull",
+    "StoreMisconfigured",
+    "StoreReadOnly",
+    "StoreUnavailable",
     "Summarizer",
     "TokenCounter",
     "__version__",

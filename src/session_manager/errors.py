@@ -15,7 +15,13 @@ it too, so code written against builtins keeps working::
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
     ├── EmbedderMismatch                    the store's vectors came from another embedder
     ├── ModelNotAvailable                   the embedding model's weights cannot be found
-    ├── StoreBusy                           the database stayed locked past the retry budget
+    ├── StoreError                          the store failed; each subclass says how to fix it
+    │   ├── StoreBusy                       the database stayed locked past the retry budget
+    │   ├── StoreUnavailable (ConnectionError)  the server or index cannot be reached: retry later
+    │   ├── StoreMisconfigured              bad password, unknown role or database: fix the URL
+    │   ├── StoreReadOnly (PermissionError) the store is read-only (file mode, read_only=True)
+    │   ├── StoreFull (OSError)             the disk is full: nothing was written
+    │   └── StoreCorrupt                    the database file is damaged
     └── SchemaTooNew                        the database was written by a newer version
 
 Messages are sentences that name the bad value and say how to fix it.
@@ -37,6 +43,12 @@ __all__ = [
     "SessionManagerError",
     "SessionNotFound",
     "StoreBusy",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreFull",
+    "StoreMisconfigured",
+    "StoreReadOnly",
+    "StoreUnavailable",
 ]
 
 
@@ -90,8 +102,41 @@ class ModelNotAvailable(SessionManagerError):
     """The embedding model's files could not be found on this machine."""
 
 
-class StoreBusy(SessionManagerError):
+class StoreError(SessionManagerError):
+    """The store (database or vector index) failed; the subclass says what to do about it.
+
+    Driver errors (``sqlite3``, ``psycopg``, ``psycopg_pool``, ``chromadb``, ``httpx``) are
+    mapped into these at the store boundary; the driver's exception is the ``__cause__``.
+    """
+
+
+class StoreBusy(StoreError):
     """The database stayed locked by other writers for longer than the retry budget."""
+
+
+class StoreUnavailable(StoreError, ConnectionError):
+    """The database server or vector index cannot be reached (down, restarting, timed out).
+
+    Transient: retrying later may succeed. Nothing was written by the failed call.
+    """
+
+
+class StoreMisconfigured(StoreError):
+    """The store refused the connection's settings: a bad password, an unknown role or
+    database, a missing extension. Retrying will not help; fix the URL or the server."""
+
+
+class StoreReadOnly(StoreError, PermissionError):
+    """The store cannot be written: the file or folder is read-only for this user, or the
+    manager was opened with ``read_only=True``. Reads still work."""
+
+
+class StoreFull(StoreError, OSError):
+    """The disk (or the database's quota) is full; the failed write left nothing behind."""
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged; restore it from a backup or an ``asm export``."""
 
 
 class SchemaTooNew(SessionManagerError):
