@@ -244,6 +244,14 @@ def test_search_does_not_count_recalls(store: Store) -> None:
     assert count_rows(store.db, "SELECT sum(recall_count) FROM events") == before
 
 
+def test_restore_does_not_count_recalls(store: Store) -> None:
+    """An operator looking at what an agent would restore must not change it (§7)."""
+    before = count_rows(store.db, "SELECT sum(recall_count) FROM events")
+    for query in ("two-factor", "firewall", "release notes"):
+        ok(asm(store.db, "restore", store.audit, "--query", query, "--max-tokens", "2000"))
+    assert count_rows(store.db, "SELECT sum(recall_count) FROM events") == before
+
+
 def test_malformed_where_is_a_usage_error(store: Store) -> None:
     line = fails(asm(store.db, "search", "x", "--where", "tool"), "key=value", code=2)
     assert "asm search --help" in line

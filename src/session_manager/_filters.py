@@ -146,6 +146,11 @@ def _compile(where: Mapping[str, Any], column: str, params: list[Any], dialect: 
         raise InvalidFilter(f"A filter must be a non-empty dict, got {where!r}.")
     parts: list[str] = []
     for key, spec in where.items():
+        if not isinstance(key, str):
+            raise InvalidFilter(
+                f"Filter key {key!r} is a {type(key).__name__}; metadata keys are strings "
+                "(e.g. {'year': 2023} or {'http.status': {'$gte': 500}})."
+            )
         if key in ("$and", "$or"):
             if isinstance(spec, str | bytes) or not isinstance(spec, Sequence) or not spec:
                 raise InvalidFilter(f"{key} expects a non-empty list of filters, got {spec!r}.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,6 +52,7 @@ class Indexer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._caught_up_at = time.monotonic()  # when the worker last saw the outbox empty
         #: run by the background worker after each drain of the outbox (auto-summaries)
         self.idle_hooks: list[Callable[[], None]] = []
         if check:
@@ -134,6 +136,15 @@ class Indexer:
     def notify(self) -> None:
         self._wake.set()
 
+    @property
+    def running(self) -> bool:
+        """Whether this process's background worker thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def lag_seconds(self) -> float:
+        """Seconds since the worker last found nothing left to embed."""
+        return time.monotonic() - self._caught_up_at
+
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._wake.set()
@@ -150,6 +161,8 @@ class Indexer:
             try:
                 while not self._stop.is_set() and self.embed_batch():
                     pass
+                if not self._stop.is_set():
+                    self._caught_up_at = time.monotonic()
                 # The app's own commits skip WAL checkpoints (see SqliteStore); do them here,
                 # off the caller's path. A checkpoint with nothing new to copy costs ~nothing.
                 self.store.maintenance()

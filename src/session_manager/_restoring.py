@@ -9,7 +9,7 @@ Candidates (restore.py shares the budget among them):
   pending steps) within the session, or with ``other_sessions=True`` across the agent's
   other sessions and subscribed pools; the search depth grows with the budget.
 Candidate counts follow the budget, not the session's length, so restore's cost does too.
-Events pulled in as relevant get one more recall, like search results.
+Events shown as relevant get one more recall, like search results (``count_recall``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._search import Searcher
 from ._summaries import covers
 from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
 from .protocols import Summarizer
 from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
-from .store.base import EventFilter
-
-if TYPE_CHECKING:
-    from .manager import SessionManager
+from .store.base import EventFilter, Store
 
 __all__ = ["restore_session"]
 
@@ -58,7 +56,8 @@ def _merge(*lists: list[Event], newest_first: bool = False) -> list[Event]:
 
 
 def restore_session(
-    mgr: SessionManager,
+    store: Store,
+    searcher: Searcher,
     session: Session,
     max_tokens: int,
     query: str | None,
@@ -67,14 +66,16 @@ def restore_session(
     *,
     other_sessions: bool = False,
     shares: BudgetShares | None = None,
+    count_recall: bool = True,
 ) -> RestoredContext:
+    """Gather the candidates of one restore of ``session`` (read in ``searcher``'s scope)
+    and pack them; see the module docstring."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
-    store = mgr._store
     # Large payloads come as their stored previews: restore never parses megabytes it
     # could not show (the preview is what a summary of them needs).
     store_events = functools.partial(store.events, previews=True)
-    base = EventFilter(mgr.scope, session_id=session.id)
+    base = EventFilter(searcher.scope, session_id=session.id)
     goal = store_events(replace(base, kinds=("goal",)), newest_first=True, limit=1)
     open_filter = replace(base, kinds=("pending",), status="open")
     open_pending = store.count_events(open_filter)
@@ -117,7 +118,7 @@ def restore_session(
     # Searched even when every event is a recent candidate: recent history is walked newest
     # first, and what the query needs may be older than what the budget reaches.
     text = query or " ".join([session.goal, *(e.content for e in pinned if e.kind == "pending")])
-    hits = mgr._searcher.search(
+    hits = searcher.search(
         text[:2_000],
         relevant_candidates(max_tokens),
         session_id=None if other_sessions else session.id,
@@ -149,8 +150,9 @@ def restore_session(
         now,
         shares=shares,
     )
-    recalled = set(context.report.included_ids("relevant"))
-    store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
+    if count_recall:
+        recalled = set(context.report.included_ids("relevant"))
+        store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
     return context
 
 

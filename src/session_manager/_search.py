@@ -22,6 +22,7 @@ on conversational memory, and a small RRF constant lets the top of each ranking 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -60,6 +61,9 @@ class Searcher:
         self.indexer = indexer
         self.scope = scope
         self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
+        # A manager is shared by threads (and by the async twin's pool): the LRU's
+        # move_to_end/popitem pairs must not interleave. Embedding happens outside the lock.
+        self._cache_lock = threading.Lock()
 
     def search(
         self,
@@ -141,14 +145,19 @@ class Searcher:
             own_pools = self.store.own_pools(self.scope.agent_id)
             partitions = self.scope.partitions(own_pools, include_shared=flt.include_shared)
         self.indexer.catch_up([name for name, _ in partitions])
-        return self.store.vector_search(self._query_vector(query), flt, partitions, depth)
+        return self.store.vector_search(self.query_vector(query), flt, partitions, depth)
 
-    def _query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-        cached = self._query_cache.get(query)
-        if cached is None:
-            cached = self._query_cache[query] = self.indexer.query_vector(query)
-            if len(self._query_cache) > _QUERY_CACHE_SIZE:
-                self._query_cache.popitem(last=False)
-        else:
+    def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The query's embedding, from a small LRU cache (agents repeat their queries)."""
+        with self._cache_lock:
+            cached = self._query_cache.get(query)
+            if cached is not None:
+                self._query_cache.move_to_end(query)
+                return cached
+        vector = self.indexer.query_vector(query)
+        with self._cache_lock:
+            self._query_cache[query] = vector
             self._query_cache.move_to_end(query)
-        return cached
+            while len(self._query_cache) > _QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
+        return vector

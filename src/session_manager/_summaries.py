@@ -27,20 +27,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._restore_text import label_of, utc
-from ._scope import partition_of
+from ._scope import Scope, partition_of
+from ._search import Searcher
 from ._time import from_us, now_us, to_us
-from .errors import InvalidInput
+from .errors import EventNotFound, InvalidInput
 from .events import Event, Session
-from .store.base import EventFilter
+from .store.base import EventFilter, Store
 from .summarize import summarize_text
 
-if TYPE_CHECKING:
-    from .manager import SessionManager
-
-__all__ = ["AutoSummary", "summarize_session"]
+__all__ = ["AutoSummary", "SummaryPlan", "plan_summary"]
 
 PRIORITY_CANDIDATES = 100  # newest events read per priority kind of the span
 CENTRAL_CANDIDATES = 40  # turns ranked by closeness to the goal and decisions
@@ -60,13 +58,25 @@ class _Span:
     events: int  # events the new summary covers in all
 
 
-def summarize_session(
-    mgr: SessionManager,
-    session_id: str,
+@dataclass(frozen=True)
+class SummaryPlan:
+    """What a new summary event would hold; the front end writes it (one write path)."""
+
+    text: str
+    payload: dict[str, Any]
+    previous: Event | None  # the summary it supersedes
+
+
+def plan_summary(
+    searcher: Searcher,
+    session: Session,
     upto: str | datetime | None,
     max_tokens: int,
     summarizer: Callable[[str, int], str] | None,
-) -> Event:
+    count: Callable[[str], int],
+) -> SummaryPlan | Event:
+    """The summary of ``session`` up to ``upto`` (read in ``searcher``'s scope), or the
+    current summary when it already reaches that far."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
         raise InvalidInput(f"max_tokens must be an int, not {max_tokens!r}.")
     if max_tokens < MIN_SUMMARY_TOKENS:
@@ -74,10 +84,9 @@ def summarize_session(
             f"max_tokens={max_tokens} is too small for a summary; give at least "
             f"{MIN_SUMMARY_TOKENS} (the default is 400)."
         )
-    session = mgr.get_session(session_id)
-    span = _span(mgr, session, upto)
+    span = _span(searcher, session, upto)
     if span is None:
-        current = _current_summary(mgr, session.id)
+        current = _current_summary(searcher, session.id)
         if current is not None:
             return current  # nothing new since the current summary: it still stands
         raise InvalidInput(
@@ -85,8 +94,7 @@ def summarize_session(
             + (" up to that point" if upto is not None else "")
             + " (only its goal). Record events first."
         )
-    count = mgr._tokenizer().count
-    lines = _bullets(mgr, span, count)
+    lines = _bullets(searcher, span, count)
     header = _header(span)
     text = _fit(header, lines, max_tokens, count)
     method = "extractive"
@@ -112,17 +120,25 @@ def summarize_session(
         "method": method,
         "supersedes": span.previous.id if span.previous is not None else None,
         # the session's size in tokens when summarised: what auto_summary measures growth by
-        "session_tokens": mgr._store.session_sizes([session.id]).get(session.id, (0, 0))[1],
+        "session_tokens": searcher.store.session_sizes([session.id]).get(session.id, (0, 0))[1],
     }
-    return mgr._write_summary(session.id, text, payload, span.previous)
+    return SummaryPlan(text, payload, span.previous)
+
+
+class _Summarising(Protocol):
+    """What :class:`AutoSummary` needs of a manager (kept as a protocol: no import cycle)."""
+
+    def list_sessions(self, *args: Any, **kwargs: Any) -> list[Session]: ...
+    def summarize(self, session_id: str) -> Event: ...
 
 
 class AutoSummary:
     """The background worker's hook: summarise active sessions that grew by ``threshold``
     tokens since their last summary (``SessionManager(auto_summary=...)``)."""
 
-    def __init__(self, mgr: SessionManager, threshold: int) -> None:
+    def __init__(self, mgr: _Summarising, searcher: Searcher, threshold: int) -> None:
         self.mgr = mgr
+        self.searcher = searcher
         self.threshold = threshold
         self.checked_us: int | None = None  # sessions updated since then are looked at
 
@@ -135,10 +151,11 @@ class AutoSummary:
             limit=None,
             include_shared=False,
         )
-        sizes = mgr._store.session_sizes([s.id for s in sessions]) if sessions else {}
+        store = self.searcher.store
+        sizes = store.session_sizes([s.id for s in sessions]) if sessions else {}
         for session in sessions:
             tokens = sizes.get(session.id, (0, 0))[1]
-            current = _current_summary(mgr, session.id)
+            current = _current_summary(self.searcher, session.id)
             before = 0
             if current is not None and isinstance(current.payload, dict):
                 before = int(current.payload.get("session_tokens", 0) or 0)
@@ -158,29 +175,29 @@ def covers(summary: Event | None) -> dict[str, Any] | None:
     return record
 
 
-def _current_summary(mgr: SessionManager, session_id: str) -> Event | None:
-    flt = EventFilter(mgr.scope, session_id=session_id, kinds=("summary",))
-    found = mgr._store.events(flt, newest_first=True, limit=1)
+def _current_summary(searcher: Searcher, session_id: str) -> Event | None:
+    flt = EventFilter(searcher.scope, session_id=session_id, kinds=("summary",))
+    found = searcher.store.events(flt, newest_first=True, limit=1)
     return found[0] if found else None
 
 
-def _span(mgr: SessionManager, session: Session, upto: str | datetime | None) -> _Span | None:
-    store = mgr._store
+def _span(searcher: Searcher, session: Session, upto: str | datetime | None) -> _Span | None:
+    store = searcher.store
     # EventFilter.until_us is exclusive: "+ 1" makes each end below inclusive.
-    base = EventFilter(mgr.scope, session_id=session.id, exclude_kinds=_EXCLUDED)
+    base = EventFilter(searcher.scope, session_id=session.id, exclude_kinds=_EXCLUDED)
     end_flt = base
     if upto is not None:
-        end_flt = replace(base, until_us=_upto_us(mgr, session, upto) + 1)
+        end_flt = replace(base, until_us=_upto_us(searcher, session, upto) + 1)
     ends = store.events(end_flt, newest_first=True, limit=1)
     if not ends:
         return None
     last = ends[0]
-    previous = _current_summary(mgr, session.id)
+    previous = _current_summary(searcher, session.id)
     record = covers(previous)
     after: tuple[int, int] | None = None
     covered_before = 0
     if previous is not None and record is not None:
-        boundary = mgr._store.event(str(record.get("to", "")), mgr.scope)
+        boundary = store.event(str(record.get("to", "")), searcher.scope)
         after = (record["to_us"], boundary.seq if boundary is not None else 0)
         covered_before = int(record.get("events", 0))
         if (to_us(last.created_at), last.seq) <= after:
@@ -189,7 +206,7 @@ def _span(mgr: SessionManager, session: Session, upto: str | datetime | None) ->
     first = first_events[0] if first_events else last
     if after is None:
         new = store.count_events(replace(base, until_us=to_us(last.created_at) + 1))
-        new -= _same_time_after(mgr, base, last)
+        new -= _same_time_after(store, base, last)
     else:
         window = replace(base, since_us=after[0], until_us=to_us(last.created_at) + 1)
         new = store.count_events(window)
@@ -198,20 +215,24 @@ def _span(mgr: SessionManager, session: Session, upto: str | datetime | None) ->
             for e in store.events(replace(base, since_us=after[0], until_us=after[0] + 1))
             if e.seq <= after[1]
         )
-        new -= _same_time_after(mgr, base, last)
+        new -= _same_time_after(store, base, last)
     return _Span(session, previous, first, last, after, covered_before + new)
 
 
-def _same_time_after(mgr: SessionManager, base: EventFilter, last: Event) -> int:
+def _same_time_after(store: Store, base: EventFilter, last: Event) -> int:
     """Events at ``last``'s exact time but recorded after it (not covered)."""
     moment = to_us(last.created_at)
-    same = mgr._store.events(replace(base, since_us=moment, until_us=moment + 1))
+    same = store.events(replace(base, since_us=moment, until_us=moment + 1))
     return sum(1 for e in same if e.seq > last.seq)
 
 
-def _upto_us(mgr: SessionManager, session: Session, upto: str | datetime) -> int:
+def _upto_us(searcher: Searcher, session: Session, upto: str | datetime) -> int:
     if isinstance(upto, str) and len(upto) == 26 and upto.isalnum():  # an event id
-        event = mgr.get_event(upto)
+        event = searcher.store.event(upto, searcher.scope)
+        if event is None:
+            raise EventNotFound(
+                f"Event {upto!r} does not exist for agent {searcher.scope.agent_id!r}."
+            )
         if event.session_id != session.id:
             raise InvalidInput(
                 f"Event {upto!r} belongs to session {event.session_id!r}, not {session.id!r}; "
@@ -221,9 +242,9 @@ def _upto_us(mgr: SessionManager, session: Session, upto: str | datetime) -> int
     return to_us(upto, "upto")
 
 
-def _span_filter(mgr: SessionManager, span: _Span, **narrow: Any) -> EventFilter:
+def _span_filter(scope: Scope, span: _Span, **narrow: Any) -> EventFilter:
     return EventFilter(
-        mgr.scope,
+        scope,
         session_id=span.session.id,
         exclude_kinds=_EXCLUDED,
         since_us=span.after[0] if span.after else None,
@@ -240,12 +261,12 @@ def _in_span(span: _Span, event: Event) -> bool:
     )
 
 
-def _bullets(mgr: SessionManager, span: _Span, count: Callable[[str], int]) -> list[str]:
+def _bullets(searcher: Searcher, span: _Span, count: Callable[[str], int]) -> list[str]:
     """Candidate bullets, best first (the order :func:`_fit` takes them in)."""
-    store = mgr._store
+    store = searcher.store
 
     def read(**narrow: Any) -> list[Event]:
-        flt = replace(_span_filter(mgr, span), exclude_kinds=None, **narrow)
+        flt = replace(_span_filter(searcher.scope, span), exclude_kinds=None, **narrow)
         found = store.events(flt, newest_first=True, limit=PRIORITY_CANDIDATES)
         return [e for e in found if _in_span(span, e)]
 
@@ -255,7 +276,7 @@ def _bullets(mgr: SessionManager, span: _Span, count: Callable[[str], int]) -> l
     steps = read(kinds=("step",))
     chosen = [*decisions, *errors]
     previous = _previous_bullets(span.previous)
-    central = _central(mgr, span, [*decisions, *facts])
+    central = _central(searcher, span, [*decisions, *facts])
     ordered: list[str] = []
     seen: set[str] = set()
     for event in chosen:
@@ -281,15 +302,16 @@ def _previous_bullets(previous: Event | None) -> list[str]:
     return [line for line in previous.content.splitlines() if line.startswith("- ")]
 
 
-def _central(mgr: SessionManager, span: _Span, anchors: list[Event]) -> list[Event]:
+def _central(searcher: Searcher, span: _Span, anchors: list[Event]) -> list[Event]:
     """The span's events closest to the goal and its decisions and facts, by stored vectors."""
     probe = " ".join([span.session.goal, *(e.content for e in anchors[:10])])[:2_000]
     partition = partition_of(span.session.agent_id, span.session.shared_pool)
-    mgr._indexer.catch_up([partition])
-    flt = _span_filter(mgr, span)
-    vector = mgr._searcher._query_vector(probe)
-    hits = mgr._store.vector_search(vector, flt, [(partition, False)], CENTRAL_CANDIDATES)
-    events = mgr._store.events_by_seq([seq for seq, _ in hits])
+    searcher.indexer.catch_up([partition])
+    flt = _span_filter(searcher.scope, span)
+    vector = searcher.query_vector(probe)
+    store = searcher.store
+    hits = store.vector_search(vector, flt, [(partition, False)], CENTRAL_CANDIDATES)
+    events = store.events_by_seq([seq for seq, _ in hits])
     return [events[seq] for seq, _ in hits if seq in events and _in_span(span, events[seq])]
 
 

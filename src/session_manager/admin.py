@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._indexer import Indexer
+from ._engine import Engine, resolve_target, session_not_found
 from ._scope import Scope
-from ._search import Searcher
 from ._time import from_us, now_us, to_us
 from ._transfer import (
     EXPORT_FORMAT,
@@ -47,11 +46,10 @@ from ._transfer import (
     session_to_dict,
 )
 from ._validate import identifier, text
-from .embed import LoadedEmbedder, load_embedder
+from .embed import LoadedEmbedder
 from .errors import InvalidInput, SessionNotFound
 from .events import Event, Hit, Session, validate_kind
 from .protocols import Embedder
-from .store import describe_url, open_store, sqlite_path
 from .store.base import EventFilter, SessionFilter, Store
 
 __all__ = [
@@ -228,19 +226,21 @@ class StoreAdmin:
         embedder: Embedder | LoadedEmbedder | None = None,
         batch_size: int = 64,
     ) -> None:
-        if url is not None and db_path is not None:
-            raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
-        target = url if url is not None else (db_path if db_path is not None else "sessions.db")
-        self.url = describe_url(target)
-        self.db_path = sqlite_path(target) or self.url
-        self._store: Store = open_store(target, index)
-        self._embedder_spec = embedder
-        self._loaded: LoadedEmbedder | None = None
-        self._indexer: Indexer | None = None
+        # The embedder's identity is checked on first use, not at open: an operator may
+        # list and export a store whatever embedder made its vectors.
+        self._engine = Engine(
+            resolve_target(db_path, url),
+            index,
+            embedder=embedder,
+            batch_size=batch_size,
+            check_embedder=False,
+        )
+        self.url, self.db_path = self._engine.url, self._engine.db_path
+        self._store: Store = self._engine.store
         self.batch_size = batch_size
 
     def close(self) -> None:
-        self._store.close()
+        self._engine.close()
 
     def __enter__(self) -> StoreAdmin:
         return self
@@ -259,15 +259,7 @@ class StoreAdmin:
     @property
     def embedder(self) -> LoadedEmbedder:
         """The configured embedder (nothing is loaded until it first embeds)."""
-        if self._loaded is None:
-            self._loaded = load_embedder(self._embedder_spec)
-        return self._loaded
-
-    def _checked_indexer(self) -> Indexer:
-        if self._indexer is None:
-            # Checks the store's embedder identity: EmbedderMismatch points at reindex.
-            self._indexer = Indexer(self._store, self.embedder, batch_size=self.batch_size)
-        return self._indexer
+        return self._engine.embedder
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -279,10 +271,7 @@ class StoreAdmin:
         """
         rows = self._infos(SessionFilter(None, session_id=session_id), limit=1)
         if not rows:
-            raise SessionNotFound(
-                f"Session {session_id!r} does not exist in {self.db_path!r}. "
-                "List sessions with `asm sessions`."
-            )
+            raise session_not_found(session_id, agent=None, where=self.db_path)
         return rows[0]
 
     def sessions(
@@ -365,10 +354,9 @@ class StoreAdmin:
             agents = [identifier(agent, "agent")]
         else:
             agents = self._store.agents()
-        indexer = self._checked_indexer()
         hits: list[Hit] = []
         for name in sorted(agents):
-            searcher = Searcher(self._store, indexer, Scope(name))
+            searcher = self._engine.searcher(Scope(name))
             hits.extend(
                 searcher.search(
                     query,
@@ -499,18 +487,7 @@ class StoreAdmin:
     def embed_pending(self, progress: Progress | None = None) -> int:
         """Embed everything waiting in the outbox with this admin's embedder (blocking),
         calling ``progress(done, total)`` after each batch; return how many were embedded."""
-        indexer = self._checked_indexer()
-        total = self._store.pending_count()
-        done = 0
-        if progress is not None:
-            progress(0, total)
-        while True:
-            count = indexer.embed_batch(force=True)
-            if not count:
-                return done
-            done += count
-            if progress is not None:
-                progress(min(done, total), total)
+        return self._engine.embed_pending(progress)
 
     # -- deleting --------------------------------------------------------------------------
 
@@ -519,10 +496,7 @@ class StoreAdmin:
         number of events deleted."""
         with self._store.atomic() as tx:
             if self._store.owner_of(tx, session_id) is None:
-                raise SessionNotFound(
-                    f"Session {session_id!r} does not exist in {self.db_path!r}. "
-                    "List sessions with `asm sessions`."
-                )
+                raise session_not_found(session_id, agent=None, where=self.db_path)
             return self._store.delete_session(tx, session_id)
 
     def prune(
@@ -586,13 +560,4 @@ class StoreAdmin:
         while no process that uses the old one is running (its background worker would
         embed part of the queue with the old embedder). Returns the number of events queued.
         """
-        total = self._store.requeue_all()
-        indexer = Indexer(self._store, self.embedder, batch_size=self.batch_size, check=False)
-        self._indexer = indexer
-        if progress is not None:
-            progress(0, total)
-        while indexer.embed_batch(force=True):
-            if progress is not None:
-                # Counted from the outbox: a worker of another process may embed some too.
-                progress(max(0, total - self._store.pending_count()), total)
-        return total
+        return self._engine.reindex(progress)

@@ -14,27 +14,22 @@ from datetime import datetime
 from typing import Any, Literal
 
 from . import _json
+from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
-from ._indexer import Indexer
 from ._scope import Scope, partition_of
-from ._search import Searcher
 from ._time import from_us, now_us, to_us
 from ._validate import identifier as _identifier
 from ._validate import prepare_event
 from ._validate import text as _text
-from .embed import load_embedder
 from .errors import (
-    EmbedderMismatch,
     EventNotFound,
     InvalidInput,
     PermissionDenied,
     SessionClosed,
-    SessionNotFound,
 )
 from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kinds
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, RestoredContext
-from .store import describe_url, open_store, sqlite_path
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 
@@ -81,6 +76,10 @@ class SessionManager:
             about this many tokens since its last summary, the background worker writes a
             new one (:meth:`summarize`, this manager's summarizer). Never inside
             ``record()``; needs ``background=True``.
+        count_recalls: every event :meth:`search` returns (and every relevant event
+            :meth:`restore` shows) counts one recall, which ranks it higher in later
+            restores. ``False`` for an observer's reads (``asm``, dashboards) that must not
+            change what the agent restores.
     """
 
     def __init__(
@@ -98,6 +97,7 @@ class SessionManager:
         batch_size: int = 64,
         reindex: bool = False,
         auto_summary: int | None = None,
+        count_recalls: bool = True,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         if auto_summary is not None and (
@@ -115,31 +115,23 @@ class SessionManager:
         self.scope = Scope(self.agent_id, pools)
         self.model = model
         self.summarizer = summarizer
-        if url is not None and db_path is not None:
-            raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
-        if db_path is not None:
-            db_path = os.path.expanduser(db_path)  # "~/agents.db" means the home folder
-        target = url if url is not None else (db_path if db_path is not None else "sessions.db")
-        self.url = describe_url(target)
-        self.db_path = sqlite_path(target) or self.url
-        self._store: Store = open_store(target, index, autocheckpoint=not background)
-        try:
-            loaded = load_embedder(embedder)
-            try:
-                self._indexer = Indexer(self._store, loaded, batch_size=batch_size)
-            except EmbedderMismatch:
-                if not reindex:
-                    raise
-                self._indexer = Indexer(self._store, loaded, batch_size=batch_size, check=False)
-                self.reindex()
-        except BaseException:
-            self._store.close()
-            raise
-        self._searcher = Searcher(self._store, self._indexer, self.scope)
+        self.count_recalls = bool(count_recalls)
+        self._engine = Engine(
+            resolve_target(db_path, url),
+            index,
+            embedder=embedder,
+            batch_size=batch_size,
+            autocheckpoint=not background,
+            reindex=reindex,
+        )
+        self.url, self.db_path = self._engine.url, self._engine.db_path
+        self._store: Store = self._engine.store
+        self._indexer = self._engine.indexer
+        self._searcher = self._engine.searcher(self.scope)
         if auto_summary is not None:
             from ._summaries import AutoSummary
 
-            self._indexer.idle_hooks.append(AutoSummary(self, auto_summary))
+            self._indexer.idle_hooks.append(AutoSummary(self, self._searcher, auto_summary))
         if background:
             self._indexer.start()
             self._indexer.notify()  # catch up whatever a crashed process left behind
@@ -148,8 +140,7 @@ class SessionManager:
 
     def close(self) -> None:
         """Stop the background worker and close the database (pending embeddings stay queued)."""
-        self._indexer.stop()
-        self._store.close()
+        self._engine.close()
 
     def __enter__(self) -> SessionManager:
         return self
@@ -173,6 +164,14 @@ class SessionManager:
     def embedder_name(self) -> str:
         return self._indexer.embedder.name
 
+    def health(self) -> Health:
+        """The embedding backlog, how far behind the worker is, and its last error.
+
+        >>> mgr.health().backlog, mgr.health().last_error  # doctest: +SKIP
+        (0, None)
+        """
+        return self._engine.health()
+
     # -- sessions --------------------------------------------------------------------------
 
     def start_session(
@@ -192,6 +191,7 @@ class SessionManager:
         if shared_pool is not None:
             shared_pool = _identifier(shared_pool, "shared_pool")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
+        tokens = self._count(goal, None)
         session_id, now = new_id(), now_us()
         with self._store.atomic() as tx:
             self._store.insert_session(
@@ -208,7 +208,9 @@ class SessionManager:
                     now,
                 ),
             )
-            self._insert(tx, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None)
+            self._insert(
+                tx, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None, tokens
+            )
         self._indexer.notify()
         return self.get_session(session_id)
 
@@ -216,10 +218,7 @@ class SessionManager:
         """The session, if this agent owns it or subscribed to its pool."""
         session = self._store.session(session_id, self.scope)
         if session is None:
-            raise SessionNotFound(
-                f"Session {session_id!r} does not exist for agent {self.agent_id!r}. "
-                "List sessions with `asm sessions` or SessionManager.list_sessions()."
-            )
+            raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         return session
 
     def list_sessions(
@@ -239,7 +238,9 @@ class SessionManager:
             user_id=user_id,
             since_us=None if since is None else to_us(since, "since"),
         )
-        return self._store.sessions(flt, limit=None if limit is None else int(limit))
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidInput(f"limit must be an integer or None, got {limit!r}.")
+        return self._store.sessions(flt, limit=limit)
 
     @staticmethod
     def _check_status(status: str) -> str:
@@ -283,10 +284,7 @@ class SessionManager:
         """Check this agent may write the session; return (status, shared_pool)."""
         found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
         if found is None or not self.scope.can_read(found[0], found[2]):
-            raise SessionNotFound(
-                f"Session {session_id!r} does not exist for agent {self.agent_id!r}. "
-                "List sessions with `asm sessions` or SessionManager.list_sessions()."
-            )
+            raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         owner, status, pool = found
         if owner != self.agent_id:
             raise PermissionDenied(
@@ -324,9 +322,10 @@ class SessionManager:
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         prepared = prepare_event(kind, content, payload, importance, tags, metadata, created_at)
+        tokens = self._count(prepared[1], prepared[2])  # before the write lock is taken
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, session_id)
-            event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind))
+            event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind), tokens)
         self._indexer.notify()
         return event
 
@@ -343,13 +342,11 @@ class SessionManager:
         metadata: dict[str, Any],
         created_us: int,
         status: str | None,
+        tokens: int,
         *,
         touch: bool = True,
     ) -> Event:
         event_id = new_id()
-        tokens = self._tokenizer().count(content)
-        if payload_json is not None:
-            tokens += self._tokenizer().count(payload_json)
         partition = partition_of(self.agent_id, pool)
         seq = self._store.insert_event(
             tx,
@@ -390,6 +387,13 @@ class SessionManager:
     def _tokenizer(self) -> Any:
         return tokenizer_for(self.model)
 
+    def _count(self, content: str, payload_json: str | None) -> int:
+        """An event's stored token count. Counted before a transaction starts: the first
+        count loads a BPE file (~0.3 s) and a user's counter may be slow, and other writers
+        would wait on the write lock meanwhile."""
+        count = self._tokenizer().count
+        return int(count(content) + (count(payload_json) if payload_json is not None else 0))
+
     # -- conveniences ----------------------------------------------------------------------
 
     def record_step(
@@ -407,7 +411,7 @@ class SessionManager:
             for key, value in (("tool", tool), ("input", input), ("result", result))
             if value is not None
         }
-        metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
+        metadata = {**_metadata(options), **({"tool": tool} if tool else {})}
         return self.record(session_id, "step", step, payload or None, metadata=metadata, **options)
 
     def record_decision(self, session_id: str, text: str, **options: Any) -> Event:
@@ -443,7 +447,7 @@ class SessionManager:
                 "JSON value); to note that a tool returned nothing, record_step(sid, "
                 "'called the tool; it returned nothing', tool=...)."
             )
-        metadata = {**options.pop("metadata", {}), **({"tool": tool} if tool else {})}
+        metadata = {**_metadata(options), **({"tool": tool} if tool else {})}
         if isinstance(output, str):
             return self.record(session_id, "tool_output", output, metadata=metadata, **options)
         _json.dumps(output, "tool output")  # a clear error before flattening anything
@@ -457,7 +461,7 @@ class SessionManager:
             raise InvalidInput(
                 f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}."
             )
-        metadata = {**options.pop("metadata", {}), "role": role}
+        metadata = {**_metadata(options), "role": role}
         return self.record(session_id, "message", content, metadata=metadata, **options)
 
     def add_pending(self, session_id: str, text: str, **options: Any) -> Event:
@@ -469,11 +473,12 @@ class SessionManager:
         pending = self._pending(pending_id)
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
         prepared = prepare_event("step", pending.content, payload, None, None, None, None)
+        tokens = self._count(prepared[1], prepared[2])
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
-            step = self._insert(tx, pending.session_id, pool, *prepared, None)
+            step = self._insert(tx, pending.session_id, pool, *prepared, None, tokens)
             self._merge_metadata(tx, pending, {"completed_by": step.id})
         self._indexer.notify()
         return step
@@ -511,7 +516,12 @@ class SessionManager:
             )
         with self._store.atomic() as tx:
             self._owned(tx, event.session_id, allow_closed=True)
-            self._claim_status(tx, event, after)
+            if not self._claim_status(tx, event, after):
+                current = self.get_event(event_id).status
+                raise InvalidInput(
+                    f"Event {event_id!r} changed meanwhile (now {current}); it was not marked "
+                    f"{after}. Read it again and retry if that is still what you want."
+                )
         return self.get_event(event_id)
 
     # -- reads -----------------------------------------------------------------------------
@@ -563,7 +573,8 @@ class SessionManager:
         include_shared: bool = True,
     ) -> list[Hit]:
         """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or
-        ``keyword``. Every returned event's recall count grows by one.
+        ``keyword``. Every returned event's recall count grows by one (unless the manager
+        was opened with ``count_recalls=False``).
 
         >>> hits = mgr.search("did we turn off 2FA anywhere?", k=3)  # doctest: +SKIP
         >>> hits[0].event.content, round(hits[0].score, 3)  # doctest: +SKIP
@@ -580,6 +591,7 @@ class SessionManager:
             since=since,
             until=until,
             include_shared=include_shared,
+            count_recall=self.count_recalls,
         )
 
     def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
@@ -599,11 +611,13 @@ class SessionManager:
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``.
 
-        Claim order: goal and open pending steps, important events and unresolved errors,
-        recent events, then older events relevant to ``query`` (default: the goal and the
-        pending steps) — from this session, or with ``other_sessions=True`` also from this
-        agent's other sessions and subscribed pools. ``model`` overrides the manager's model
-        family for counting; ``summarizer`` the manager's summariser.
+        After the goal, the budget is shared (:class:`BudgetShares`; docs/architecture.md §6):
+        open pending steps, important events and unresolved errors, the session's rolling
+        summary, a floor of the newest events, history relevant to ``query`` (default: the
+        goal and the pending steps) — from this session, or with ``other_sessions=True`` also
+        from this agent's other sessions and subscribed pools — then the rest of the recent
+        events. ``model`` overrides the manager's model family for counting; ``summarizer``
+        the manager's summariser; ``shares`` the default shares.
 
         >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
         >>> context.token_count <= 4000, context.report.sections  # doctest: +SKIP
@@ -611,7 +625,8 @@ class SessionManager:
         from ._restoring import restore_session
 
         return restore_session(
-            self,
+            self._store,
+            self._searcher,
             self.get_session(session_id),
             max_tokens,
             query,
@@ -619,6 +634,7 @@ class SessionManager:
             summarizer or self.summarizer,
             other_sessions=other_sessions,
             shares=shares,
+            count_recall=self.count_recalls,
         )
 
     def summarize(
@@ -649,9 +665,20 @@ class SessionManager:
         >>> summary.payload["covers"]["events"], summary.payload["method"]  # doctest: +SKIP
         (412, 'extractive')
         """
-        from ._summaries import summarize_session
+        from ._summaries import plan_summary
 
-        return summarize_session(self, session_id, upto, max_tokens, summarizer or self.summarizer)
+        session = self.get_session(session_id)
+        plan = plan_summary(
+            self._searcher,
+            session,
+            upto,
+            max_tokens,
+            summarizer or self.summarizer,
+            self._tokenizer().count,
+        )
+        if isinstance(plan, Event):
+            return plan  # the current summary already reaches that far
+        return self._write_summary(session.id, plan.text, plan.payload, plan.previous)
 
     def _write_summary(
         self, session_id: str, text: str, payload: dict[str, Any], based_on: Event | None
@@ -660,6 +687,8 @@ class SessionManager:
         from ._summaries import covers
 
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
+        prepared = prepare_event("summary", text, payload, None, None, None, None)
+        tokens = self._count(text, prepared[2])
         with self._store.atomic() as tx:
             _, pool = self._owned(tx, session_id, allow_closed=True)
             current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
@@ -667,9 +696,11 @@ class SessionManager:
                 theirs = covers(current[0])
                 if theirs is not None and theirs["to_us"] >= payload["covers"]["to_us"]:
                     return current[0]  # a concurrent summary already stands for this span
+                # Rare (another process summarised meanwhile): counted again under the lock.
                 payload = {**payload, "supersedes": current[0].id}
-            prepared = prepare_event("summary", text, payload, None, None, None, None)
-            event = self._insert(tx, session_id, pool, *prepared, None, touch=False)
+                prepared = prepare_event("summary", text, payload, None, None, None, None)
+                tokens = self._count(text, prepared[2])
+            event = self._insert(tx, session_id, pool, *prepared, None, tokens, touch=False)
         self._indexer.notify()
         return event
 
@@ -691,6 +722,16 @@ class SessionManager:
         count = self._store.requeue_all()
         self.flush()
         return count
+
+
+def _metadata(options: dict[str, Any]) -> Mapping[str, Any]:
+    """A convenience's ``metadata=`` option (None means none), checked before merging."""
+    metadata = options.pop("metadata", None)
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
+    return metadata
 
 
 def _flatten(value: Any, prefix: str = "", limit: int = 4_000) -> str:

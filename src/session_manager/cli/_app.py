@@ -98,13 +98,15 @@ class Env:
         return admin
 
     def manager(self, agent: str, **options: Any) -> SessionManager:
-        """A :class:`SessionManager` for ``agent`` on ``--db`` (no background thread)."""
+        """A :class:`SessionManager` for ``agent`` on ``--db`` (no background thread). An
+        operator's reads count no recalls: looking must not change what the agent restores."""
         mgr = SessionManager(
             agent,
             url=self.db,
             index=self.index,
             embedder=embedder_from_env(),
             background=False,
+            count_recalls=False,
             **options,
         )
         click.get_current_context().call_on_close(mgr.close)

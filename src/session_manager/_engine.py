@@ -1,0 +1,209 @@
+"""The engine beneath every front end: one opened store, its indexer, searches over scopes.
+
+:class:`~session_manager.SessionManager` (one agent's view), its async twin and
+:class:`~session_manager.admin.StoreAdmin` (the operator's view) differ in *whose* memory
+they see, not in how a store is opened, embedded into, searched or closed. That part lives
+here, once: URL resolution, opening the store, loading the embedder and checking its
+identity, reindexing, draining the outbox, one :class:`Searcher` per scope, and the wording
+of the errors all front ends share.
+
+Not part of the public API.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._indexer import Indexer
+from ._scope import Scope
+from ._search import Searcher
+from .embed import LoadedEmbedder, load_embedder
+from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
+from .protocols import Embedder
+from .store import describe_url, open_store, sqlite_path
+from .store.base import Store
+
+__all__ = ["Engine", "Health", "Progress", "resolve_target", "session_not_found"]
+
+#: ``progress(done, total)`` after each batch of a long operation
+Progress = Callable[[int, int], None]
+
+DEFAULT_DB = "sessions.db"
+
+
+def resolve_target(db_path: str | os.PathLike[str] | None, url: str | None) -> str:
+    """The store a front end was asked for: ``url``, else ``db_path`` (``~`` expanded),
+    else ``sessions.db`` in the working directory."""
+    if url is not None and db_path is not None:
+        raise InvalidInput("Give either db_path or url, not both (url='sqlite:///x.db').")
+    if url is not None:
+        return url
+    if db_path is not None:
+        return os.path.expanduser(os.fspath(db_path))  # "~/agents.db" means the home folder
+    return DEFAULT_DB
+
+
+def session_not_found(session_id: object, *, agent: str | None, where: str) -> SessionNotFound:
+    """The one wording of "no such session": for an agent (``agent``) or the operator."""
+    if agent is not None:
+        return SessionNotFound(
+            f"Session {session_id!r} does not exist for agent {agent!r}. "
+            "List sessions with `asm sessions` or SessionManager.list_sessions()."
+        )
+    return SessionNotFound(
+        f"Session {session_id!r} does not exist in {where!r}. List sessions with `asm sessions`."
+    )
+
+
+@dataclass(frozen=True)
+class Health:
+    """What the background side of a store is doing (:meth:`SessionManager.health`).
+
+    ``backlog`` counts events of the whole store still waiting for their embedding;
+    ``lag_seconds`` is how long this process's worker has been behind (since it last saw
+    the outbox empty; 0 when it is empty, ``None`` without a worker): searches still find
+    the waiting events, embedding them first. ``worker_running`` says whether this
+    process's background worker is alive; ``last_error`` is its most recent failure
+    (``None`` once a batch succeeds again).
+    """
+
+    backlog: int
+    lag_seconds: float | None
+    worker_running: bool
+    last_error: str | None
+    embedder: str
+    store: str
+
+    @property
+    def ok(self) -> bool:
+        """No worker error (a backlog alone is normal: it drains in the background)."""
+        return self.last_error is None
+
+
+class Engine:
+    """An opened store with its embedder and indexer; front ends add a scope on top.
+
+    ``embedder=None`` loads all-MiniLM-L6-v2 on first use. ``check_embedder=True`` checks
+    the store's embedder identity at open (an agent's manager, which writes vectors);
+    ``False`` defers it to the first embedding (the operator's admin, which may only list).
+    With ``reindex=True`` a mismatch rebuilds every vector instead of raising.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        index: str | None = None,
+        *,
+        embedder: Embedder | LoadedEmbedder | None = None,
+        batch_size: int = 64,
+        autocheckpoint: bool = True,
+        check_embedder: bool = True,
+        reindex: bool = False,
+    ) -> None:
+        self.url = describe_url(target)
+        self.db_path = sqlite_path(target) or self.url
+        self.store: Store = open_store(target, index, autocheckpoint=autocheckpoint)
+        self.batch_size = batch_size
+        self._embedder_spec = embedder
+        self._loaded: LoadedEmbedder | None = None
+        self._indexer: Indexer | None = None
+        self._searchers: dict[Scope, Searcher] = {}
+        self._lock = threading.Lock()
+        try:
+            if check_embedder:
+                try:
+                    self._indexer = Indexer(self.store, self.embedder, batch_size=batch_size)
+                except EmbedderMismatch:
+                    if not reindex:
+                        raise
+                    self.reindex()
+        except BaseException:
+            self.store.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the background worker (if any) and close the store."""
+        if self._indexer is not None:
+            self._indexer.stop()
+        self.store.close()
+
+    # -- embedding -------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> LoadedEmbedder:
+        """The configured embedder (nothing is loaded until it first embeds)."""
+        if self._loaded is None:
+            self._loaded = load_embedder(self._embedder_spec)
+        return self._loaded
+
+    @property
+    def indexer(self) -> Indexer:
+        """The indexer, its embedder identity checked against the store's on first use."""
+        with self._lock:
+            if self._indexer is None:
+                self._indexer = Indexer(self.store, self.embedder, batch_size=self.batch_size)
+            return self._indexer
+
+    def searcher(self, scope: Scope) -> Searcher:
+        """One searcher per scope, so its query-vector cache lives as long as the engine."""
+        with self._lock:
+            found = self._searchers.get(scope)
+        if found is None:
+            found = Searcher(self.store, self.indexer, scope)
+            with self._lock:
+                found = self._searchers.setdefault(scope, found)
+        return found
+
+    def embed_pending(self, progress: Progress | None = None) -> int:
+        """Embed everything waiting in the outbox, whoever recorded it (blocking); call
+        ``progress(done, total)`` after each batch; return how many were embedded."""
+        indexer = self.indexer
+        total = self.store.pending_count()
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        while count := indexer.embed_batch(force=True):
+            done += count
+            if progress is not None:
+                progress(min(done, total), total)
+        return done
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Drop every vector, rebuild the keyword index and embed the whole log with this
+        engine's embedder (blocking). Returns the number of events queued."""
+        total = self.store.requeue_all()
+        with self._lock:
+            if self._indexer is None:  # the old identity was just dropped: nothing to check
+                self._indexer = Indexer(
+                    self.store, self.embedder, batch_size=self.batch_size, check=False
+                )
+            indexer = self._indexer
+        if progress is not None:
+            progress(0, total)
+        while indexer.embed_batch(force=True):
+            if progress is not None:
+                # Counted from the outbox: a worker of another process may embed some too.
+                progress(max(0, total - self.store.pending_count()), total)
+        return total
+
+    def health(self) -> Health:
+        """The backlog, the worker's state and its last error (see :class:`Health`)."""
+        indexer = self._indexer
+        error = None if indexer is None else indexer.last_error
+        backlog = self.store.pending_count()
+        lag: float | None = None
+        if indexer is not None and indexer.running:
+            lag = indexer.lag_seconds() if backlog else 0.0
+        return Health(
+            backlog=backlog,
+            lag_seconds=lag,
+            worker_running=lag is not None,
+            last_error=None if error is None else f"{type(error).__name__}: {error}",
+            embedder=self.embedder.name,
+            store=self.url,
+        )
