@@ -27,6 +27,7 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 import time
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InvalidInput, StoreBusy
+from ..errors import InvalidInput, StoreError, StoreUnavailable
 from ..index.keyword import tsquery
 from ._pg_migrations import MIGRATIONS
 from ._sql import SqlStore, SqlTx
@@ -56,6 +57,10 @@ _RANK_WEIGHTS = [0.0, 0.0, 0.5, 1.0]
 HNSW_EF_SEARCH = 200
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: libpq's ``connect_timeout`` (seconds) when neither the URL nor ``PGCONNECT_TIMEOUT`` sets
+#: one: psycopg's own fallback is 130 s, so a host that accepts TCP but never answers (a
+#: firewall dropping replies, a wedged server) would hang the open for over two minutes
+DEFAULT_CONNECT_TIMEOUT = 5
 
 
 @functools.lru_cache(maxsize=512)
@@ -77,9 +82,10 @@ class PgTx(SqlTx):
             cursor.executemany(_pg(sql), rows)
 
 
-def _import_driver() -> Any:
+def _require_driver() -> None:
+    """Fail early, with the install command, when the ``[postgres]`` extra is missing."""
     try:
-        import psycopg
+        import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
         from pgvector.psycopg import register_vector  # noqa: F401
     except ImportError as exc:
@@ -87,7 +93,68 @@ def _import_driver() -> Any:
             f"The PostgreSQL backend needs its extra ({exc.name} is missing): "
             "pip install 'agent-session-manager[postgres]'."
         ) from None
-    return psycopg
+
+
+@dataclass(frozen=True)
+class PgSettings:
+    """What a ``postgresql://`` URL asks of this store; the options left go to libpq."""
+
+    #: the URL for libpq: our own options removed, ``connect_timeout`` added when unset
+    conninfo: str
+    schema: str
+    pool_size: int
+    vector_index: str
+    #: the connect timeout in force (seconds), for messages
+    connect_timeout: str
+
+
+def parse_url(url: str) -> PgSettings:
+    """Take this store's options out of ``url``'s query and bound the connect time.
+
+    >>> parse_url("postgresql://me@db/agents?schema=team&sslmode=require").conninfo
+    'postgresql://me@db/agents?sslmode=require&connect_timeout=5'
+    """
+    parts = urlsplit(url)
+    options = dict(parse_qsl(parts.query))
+    schema = options.pop("schema", "asm")
+    if not _SCHEMA_NAME.match(schema):
+        raise InvalidInput(
+            f"schema={schema!r} is not a plain PostgreSQL name; use lower-case "
+            "letters, digits and '_' (e.g. ?schema=agents)."
+        )
+    pool_size = _int_option(options, "pool_size", 4)
+    vector_index = options.pop("vector_index", "exact")
+    if vector_index not in ("exact", "hnsw"):
+        raise InvalidInput(f"vector_index={vector_index!r}: use 'exact' (default) or 'hnsw'.")
+    connect_timeout = options.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
+    if connect_timeout is None:
+        connect_timeout = options["connect_timeout"] = str(DEFAULT_CONNECT_TIMEOUT)
+    return PgSettings(
+        conninfo=urlunsplit(parts._replace(query=urlencode(options))),
+        schema=schema,
+        pool_size=pool_size,
+        vector_index=vector_index,
+        connect_timeout=connect_timeout,
+    )
+
+
+def _int_option(options: dict[str, str], name: str, default: int) -> int:
+    """Pop the positive whole number ``?name=`` from ``options``."""
+    text = options.pop(name, None)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidInput(f"{name}={text!r} in the URL must be a whole number of at least 1.")
+    return value
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's message on one line (libpq's span several, indented with tabs)."""
+    return " ".join(str(exc).split()).rstrip(".")
 
 
 class PostgresStore(SqlStore):
@@ -98,27 +165,17 @@ class PostgresStore(SqlStore):
     lock_suffix = " FOR UPDATE"
 
     def __init__(self, url: str) -> None:
-        psycopg = _import_driver()
+        _require_driver()
         from psycopg_pool import ConnectionPool
 
         from . import redact
 
         self.location = redact(url)
-        parts = urlsplit(url)
-        options = dict(parse_qsl(parts.query))
-        self.schema = options.pop("schema", "asm")
-        if not _SCHEMA_NAME.match(self.schema):
-            raise InvalidInput(
-                f"schema={self.schema!r} is not a plain PostgreSQL name; use lower-case "
-                "letters, digits and '_' (e.g. ?schema=agents)."
-            )
-        pool_size = int(options.pop("pool_size", "4"))
-        self.vector_index = options.pop("vector_index", "exact")
-        if self.vector_index not in ("exact", "hnsw"):
-            raise InvalidInput(
-                f"vector_index={self.vector_index!r}: use 'exact' (default) or 'hnsw'."
-            )
-        self.conninfo = urlunsplit(parts._replace(query=urlencode(options)))
+        settings = parse_url(url)
+        self.settings = settings
+        self.schema = settings.schema
+        self.vector_index = settings.vector_index
+        self.conninfo = settings.conninfo
         self.capabilities = Capabilities(
             name="postgres",
             multi_process=True,
@@ -129,13 +186,8 @@ class PostgresStore(SqlStore):
         )
         self._dim: int | None = None
         self._dim_lock = threading.Lock()
-        try:
-            extension_schema = self._migrate(psycopg)
-        except psycopg.OperationalError as exc:
-            raise StoreBusy(
-                f"Cannot connect to PostgreSQL at {self.location!r}: {str(exc).strip()}. "
-                "Check the URL and that the server is running."
-            ) from exc
+        with self._mapped_errors():
+            extension_schema = self._migrate()
         search_path = f"{self.schema},{extension_schema}"
 
         def configure(conn: Any) -> None:
@@ -146,22 +198,45 @@ class PostgresStore(SqlStore):
         self._pool = ConnectionPool(
             self.conninfo,
             min_size=1,
-            max_size=max(1, pool_size),
+            max_size=settings.pool_size,
             kwargs={"autocommit": True, "options": f"-c search_path={search_path}"},
             configure=configure,
             open=True,
             name=f"asm-{self.schema}",
         )
         try:
-            self._pool.wait(timeout=30)
+            with self._mapped_errors():
+                self._pool.wait(timeout=30)
         except BaseException:
             self._pool.close()
             raise
 
+    # -- driver errors -----------------------------------------------------------------------
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Turn psycopg's and its pool's failures into :class:`StoreError` subclasses: the one
+        place where they are mapped (the driver's exception stays the ``__cause__``)."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: Exception) -> StoreError:
+        return StoreUnavailable(
+            f"Cannot reach PostgreSQL at {self.location!r}: {_one_line(exc)}. Check that the "
+            "server is running and that this machine can reach its host and port, then "
+            f"retry (a connection attempt waits up to connect_timeout="
+            f"{self.settings.connect_timeout} s; set ?connect_timeout= in the URL to change it)."
+        )
+
     # -- schema ----------------------------------------------------------------------------
 
-    def _migrate(self, psycopg: Any) -> str:
+    def _migrate(self) -> str:
         """Apply the migrations under an advisory lock; return the schema holding pgvector."""
+        import psycopg
         from psycopg import sql
 
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
