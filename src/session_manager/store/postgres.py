@@ -37,7 +37,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InvalidInput, StoreError, StoreUnavailable
+from ..errors import (
+    InvalidInput,
+    StoreBusy,
+    StoreError,
+    StoreFull,
+    StoreMisconfigured,
+    StoreUnavailable,
+)
 from ..index.keyword import tsquery
 from ._pg_migrations import MIGRATIONS
 from ._sql import SqlStore, SqlTx
@@ -152,9 +159,32 @@ def _int_option(options: dict[str, str], name: str, default: int) -> int:
     return value
 
 
-def _one_line(exc: BaseException) -> str:
-    """The driver's message on one line (libpq's span several, indented with tabs)."""
-    return " ".join(str(exc).split()).rstrip(".")
+# How libpq and the server word a refusal that retrying cannot cure. A failed connect carries
+# no SQLSTATE in psycopg (the server's FATAL arrives before a session exists), so the words are
+# all there is; each pattern maps to what is wrong, for the message.
+_MISCONFIGURATIONS = (
+    (r'password authentication failed for user "([^"]*)"', "the password for role {!r} is wrong"),
+    (r'role "([^"]*)" does not exist', "role {!r} does not exist on this server"),
+    (r'database "([^"]*)" does not exist', "database {!r} does not exist on this server"),
+    (r"no password supplied", "the server wants a password and the URL gives none"),
+    (r"no pg_hba\.conf entry", "the server's pg_hba.conf admits no such host, role and database"),
+    (r'permission denied for database "([^"]*)"', "this role may not connect to database {!r}"),
+)
+
+
+def _misconfiguration(detail: str) -> str | None:
+    """What is wrong with the URL or the server's setup, if ``detail`` is such a refusal."""
+    for pattern, meaning in _MISCONFIGURATIONS:
+        found = re.search(pattern, detail)
+        if found is not None:
+            return meaning.format(*found.groups())
+    return None
+
+
+def _sentence(exc: BaseException) -> str:
+    """The driver's message as one sentence (libpq's span lines, indented with tabs)."""
+    text = " ".join(str(exc).split())
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 class PostgresStore(SqlStore):
@@ -225,8 +255,28 @@ class PostgresStore(SqlStore):
             raise self._store_error(exc) from exc
 
     def _store_error(self, exc: Exception) -> StoreError:
+        """The :class:`StoreError` that ``exc`` means, its message naming the fix."""
+        detail = _sentence(exc)
+        wrong_setting = _misconfiguration(detail)
+        if wrong_setting is not None:
+            return StoreMisconfigured(
+                f"PostgreSQL at {self.location!r} refused the connection: {wrong_setting}. "
+                "Retrying will not help: fix the URL (user, password, database name) or the "
+                f"server's setup. The server said: {detail}"
+            )
+        sqlstate = getattr(exc, "sqlstate", None) or ""
+        if sqlstate == "53100":
+            return StoreFull(
+                f"PostgreSQL at {self.location!r} is out of disk space: {detail} The failed "
+                "write left nothing behind. Free space on the server, then retry."
+            )
+        if sqlstate.startswith("40") or sqlstate == "55P03":
+            return StoreBusy(
+                f"PostgreSQL at {self.location!r} gave up on a write that waited for other "
+                f"writers: {detail} Nothing was written; retry it."
+            )
         return StoreUnavailable(
-            f"Cannot reach PostgreSQL at {self.location!r}: {_one_line(exc)}. Check that the "
+            f"Cannot reach PostgreSQL at {self.location!r}: {detail} Check that the "
             "server is running and that this machine can reach its host and port, then "
             f"retry (a connection attempt waits up to connect_timeout="
             f"{self.settings.connect_timeout} s; set ?connect_timeout= in the URL to change it)."
@@ -250,11 +300,11 @@ class PostgresStore(SqlStore):
                     try:
                         conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
                     except psycopg.Error as exc:
-                        raise InvalidInput(
+                        raise StoreMisconfigured(
                             f"PostgreSQL at {self.location!r} lacks the pgvector extension and "
-                            f"this user cannot create it ({str(exc).strip()}). Install pgvector "
+                            f"this user cannot create it: {_sentence(exc)} Install pgvector "
                             "and run `CREATE EXTENSION vector;` as a superuser once."
-                        ) from None
+                        ) from exc
                     extension_schema = "public"
                 else:
                     extension_schema = found[0]
