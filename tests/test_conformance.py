@@ -41,6 +41,14 @@ class TestSqlite(BackendConformance):
         return BackendSpec("sqlite", url=f"sqlite:///{tmp_path}/sessions.db")
 
 
+class TestSqliteAsync(BackendConformance):
+    """The same suite through AsyncSessionManager (the async twin)."""
+
+    @pytest.fixture
+    def backend(self, tmp_path: Path) -> BackendSpec:
+        return BackendSpec("sqlite", url=f"sqlite:///{tmp_path}/sessions.db", front="async")
+
+
 @pytest.mark.chroma
 class TestSqliteChromaEmbedded(BackendConformance):
     @pytest.fixture
@@ -66,3 +74,12 @@ class TestPostgres(BackendConformance):
     @pytest.fixture
     def backend(self, postgres_url: str) -> BackendSpec:
         return BackendSpec("postgres", url=fresh_schema(postgres_url))
+
+
+@pytest.mark.postgres
+class TestPostgresAsync(BackendConformance):
+    """The same suite through AsyncSessionManager on PostgreSQL."""
+
+    @pytest.fixture
+    def backend(self, postgres_url: str) -> BackendSpec:
+        return BackendSpec("postgres", url=fresh_schema(postgres_url), front="async")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from .aio import AsyncSessionManager
 from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
 from .errors import (
     BudgetTooSmall,
@@ -39,6 +40,7 @@ from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, S
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncSessionManager",
     "BudgetShares",
     "BudgetTooSmall",
     "Embedder",

@@ -25,12 +25,12 @@ from typing import Any
 
 from ..embed import HashEmbedder
 
-__all__ = ["BackendConformance", "BackendSpec", "HashEmbedder"]
+__all__ = ["AsyncBridge", "BackendConformance", "BackendSpec", "HashEmbedder"]
 
 
 def __getattr__(name: str) -> Any:
     # The suite imports pytest: load it only when asked for.
-    if name in ("BackendConformance", "BackendSpec"):
+    if name in ("AsyncBridge", "BackendConformance", "BackendSpec"):
         from . import conformance
 
         return getattr(conformance, name)

@@ -17,10 +17,16 @@ still returns k results when k exist), isolation between agents and pools, bad i
 deletes reaching every projection, crash catch-up from another process, and concurrency. What
 a backend declares it cannot do (:class:`~session_manager.store.base.Capabilities`) is checked
 as well: e.g. a store that is not ``multi_process`` must refuse a second process clearly.
+
+``BackendSpec(..., front="async")`` runs the same suite through
+:class:`~session_manager.AsyncSessionManager` (each call awaited on an event loop of its own,
+by :class:`AsyncBridge`), so the async twin is held to exactly the same behaviour.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import subprocess
 import sys
@@ -35,6 +41,7 @@ import numpy as np
 import pytest
 
 from ..admin import StoreAdmin, json_line
+from ..aio import AsyncSessionManager
 from ..embed import HashEmbedder
 from ..errors import (
     InvalidFilter,
@@ -47,7 +54,7 @@ from ..errors import (
 from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
 
-__all__ = ["BackendConformance", "BackendSpec"]
+__all__ = ["AsyncBridge", "BackendConformance", "BackendSpec"]
 
 ManagerFactory = Callable[..., SessionManager]
 MODES: tuple[SearchMode, ...] = ("hybrid", "semantic", "keyword")
@@ -55,19 +62,57 @@ MODES: tuple[SearchMode, ...] = ("hybrid", "semantic", "keyword")
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A store to test: ``url`` (and ``index``) as ``SessionManager`` takes them."""
+    """A store to test: ``url`` (and ``index``) as ``SessionManager`` takes them;
+    ``front="async"`` drives it through :class:`~session_manager.AsyncSessionManager`."""
 
     name: str
     url: str
     index: str | None = None
+    front: str = "sync"
 
     def manager(self, agent_id: str, **options: Any) -> SessionManager:
         options.setdefault("embedder", HashEmbedder())
         options.setdefault("background", False)
+        if self.front == "async":
+            bridge = AsyncBridge(
+                AsyncSessionManager(agent_id, url=self.url, index=self.index, **options)
+            )
+            return bridge  # type: ignore[return-value]  # the same methods, blocking
         return SessionManager(agent_id, url=self.url, index=self.index, **options)
 
     def admin(self) -> StoreAdmin:
         return StoreAdmin(url=self.url, index=self.index, embedder=HashEmbedder())
+
+
+class AsyncBridge:
+    """A blocking view of an :class:`~session_manager.AsyncSessionManager`: every coroutine
+    method is awaited on an event loop running in a thread of its own, so tests written for
+    the synchronous API drive the async twin unchanged."""
+
+    def __init__(self, manager: AsyncSessionManager) -> None:
+        self._manager = manager
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._manager, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            future = asyncio.run_coroutine_threadsafe(value(*args, **kwargs), self._loop)
+            return future.result()
+
+        return call
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return  # closing twice is allowed, as for SessionManager
+        asyncio.run_coroutine_threadsafe(self._manager.close(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
 
 def _run_child(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,359 @@
+"""The asyncio twin of :class:`~session_manager.SessionManager`.
+
+:class:`AsyncSessionManager` has the same methods with the same names and signatures, each
+awaitable; properties and attributes read the same. It is **off-loading, not a native async
+driver**: every call runs the synchronous engine (validation, filters, fusion, packing, the
+store's driver) on a bounded pool of worker threads (``max_threads``, default 4), so the event
+loop never waits on SQLite, PostgreSQL or the embedding model. The thread pool bounds how many
+calls run at once; more wait their turn without blocking the loop.
+
+>>> from session_manager import AsyncSessionManager
+>>> async def main() -> None:  # doctest: +SKIP
+...     async with AsyncSessionManager("researcher", "sessions.db") as mgr:
+...         session = await mgr.start_session("Survey sparse attention")
+...         await mgr.record_fact(session.id, "RWKV is attention-free")
+...         context = await mgr.restore(session.id, max_tokens=2000)
+
+Cancelling an awaiting task does not stop its call: the thread finishes it, and a write that
+finishes is durable (as with any database driver that off-loads). Constructing the manager
+opens the store in the calling thread (a file open, or a PostgreSQL connect bounded by its
+connect timeout); the embedding model loads on first use, in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ._engine import Health
+from .errors import InvalidInput
+from .events import Event, Hit, Session
+from .manager import SearchMode, SessionManager
+from .protocols import Embedder, Summarizer, TokenCounter
+from .restore import BudgetShares, RestoredContext
+from .store.base import Capabilities
+
+__all__ = ["AsyncSessionManager"]
+
+T = TypeVar("T")
+
+
+class AsyncSessionManager:
+    """Durable memory for one agent, for asyncio code: :class:`SessionManager`, awaitable.
+
+    Takes :class:`SessionManager`'s parameters, plus ``max_threads``: how many calls may run
+    at once in worker threads (each holds at most one database connection).
+
+    >>> mgr = AsyncSessionManager("researcher", url="postgresql://app@db/agents")  # doctest: +SKIP
+    >>> hits = await mgr.search("did we turn off 2FA anywhere?")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        index: str | None = None,
+        embedder: Embedder | None = None,
+        model: str | TokenCounter = "gpt-4o",
+        subscribe: Iterable[str] = (),
+        summarizer: Summarizer | None = None,
+        background: bool = True,
+        batch_size: int = 64,
+        reindex: bool = False,
+        auto_summary: int | None = None,
+        count_recalls: bool = True,
+        max_threads: int = 4,
+    ) -> None:
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise InvalidInput(f"max_threads must be a positive int (e.g. 4), not {max_threads!r}.")
+        self._sync = SessionManager(
+            agent_id,
+            db_path,
+            url=url,
+            index=index,
+            embedder=embedder,
+            model=model,
+            subscribe=subscribe,
+            summarizer=summarizer,
+            background=background,
+            batch_size=batch_size,
+            reindex=reindex,
+            auto_summary=auto_summary,
+            count_recalls=count_recalls,
+        )
+        self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
+        self._closed = False
+        self.agent_id = self._sync.agent_id
+        self.scope = self._sync.scope
+        self.model = self._sync.model
+        self.summarizer = self._sync.summarizer
+        self.url = self._sync.url
+        self.db_path = self._sync.db_path
+        self.count_recalls = self._sync.count_recalls
+
+    async def _run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._closed:
+            # as a closed file does: ValueError (InvalidInput), not the pool's RuntimeError
+            raise InvalidInput(f"{self!r} is closed; open a new AsyncSessionManager.")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop the background worker and close the database (pending embeddings stay queued).
+
+        Calls already submitted finish first; the waiting happens off the event loop.
+        Closing twice is allowed."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._sync.close()
+
+    async def __aenter__(self) -> AsyncSessionManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncSessionManager(agent_id={self.agent_id!r}, url={self.url!r})"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend can do (see :attr:`SessionManager.capabilities`)."""
+        return self._sync.capabilities
+
+    @property
+    def embedder_name(self) -> str:
+        return self._sync.embedder_name
+
+    @property
+    def sync(self) -> SessionManager:
+        """The synchronous manager underneath (same store, same worker), for code that
+        runs in a thread of its own."""
+        return self._sync
+
+    async def health(self) -> Health:
+        """The embedding backlog, how far behind the worker is, and its last error."""
+        return await self._run(self._sync.health)
+
+    async def start_session(
+        self,
+        goal: str,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        shared_pool: str | None = None,
+    ) -> Session:
+        """Open a new active session; its goal is recorded as the session's first event."""
+        return await self._run(self._sync.start_session, goal, user_id, metadata, shared_pool)
+
+    async def get_session(self, session_id: str) -> Session:
+        """The session, if this agent owns it or subscribed to its pool."""
+        return await self._run(self._sync.get_session, session_id)
+
+    async def list_sessions(
+        self,
+        status: str | None = None,
+        user_id: str | None = None,
+        since: datetime | str | None = None,
+        limit: int | None = 100,
+        *,
+        include_shared: bool = True,
+    ) -> list[Session]:
+        """Visible sessions, most recently active first."""
+        return await self._run(
+            self._sync.list_sessions, status, user_id, since, limit, include_shared=include_shared
+        )
+
+    async def end_session(self, session_id: str, status: str = "completed") -> Session:
+        """Close a session (completed / failed / abandoned); it then takes no new events."""
+        return await self._run(self._sync.end_session, session_id, status)
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete a session and its events from the log and every index; return the count."""
+        return await self._run(self._sync.delete_session, session_id)
+
+    async def record(
+        self,
+        session_id: str,
+        kind: str,
+        content: str,
+        payload: Any = None,
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | str | None = None,
+    ) -> Event:
+        """Append one event to a session's log: the single write path."""
+        return await self._run(
+            self._sync.record,
+            session_id,
+            kind,
+            content,
+            payload,
+            importance,
+            tags,
+            metadata,
+            created_at,
+        )
+
+    async def record_step(
+        self,
+        session_id: str,
+        step: str,
+        result: Any = None,
+        tool: str | None = None,
+        input: Any = None,
+        **options: Any,
+    ) -> Event:
+        """Record a completed step, with the tool it used, its input and its result."""
+        return await self._run(
+            self._sync.record_step, session_id, step, result, tool, input, **options
+        )
+
+    async def record_decision(self, session_id: str, text: str, **options: Any) -> Event:
+        """Record a decision the agent took (important by default)."""
+        return await self._run(self._sync.record_decision, session_id, text, **options)
+
+    async def record_fact(self, session_id: str, text: str, **options: Any) -> Event:
+        """Record a fact the agent learned."""
+        return await self._run(self._sync.record_fact, session_id, text, **options)
+
+    async def record_error(
+        self, session_id: str, text: str, resolved: bool = False, **options: Any
+    ) -> Event:
+        """Record an error; unresolved errors are kept in view by restore until resolved."""
+        return await self._run(self._sync.record_error, session_id, text, resolved, **options)
+
+    async def resolve_error(self, error_id: str) -> Event:
+        """Mark an error event resolved."""
+        return await self._run(self._sync.resolve_error, error_id)
+
+    async def record_tool_output(
+        self, session_id: str, output: Any, tool: str | None = None, **options: Any
+    ) -> Event:
+        """Record a tool's output: text is stored as content, anything else as JSON payload."""
+        return await self._run(self._sync.record_tool_output, session_id, output, tool, **options)
+
+    async def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
+        """Record a conversation turn (role: user / assistant / system / tool)."""
+        return await self._run(self._sync.add_message, session_id, role, content, **options)
+
+    async def add_pending(self, session_id: str, text: str, **options: Any) -> Event:
+        """Queue a step to do later; restore always shows open pending steps."""
+        return await self._run(self._sync.add_pending, session_id, text, **options)
+
+    async def complete_pending(self, pending_id: str, result: Any = None) -> Event:
+        """Mark a pending step done and record the step that did it; return that step."""
+        return await self._run(self._sync.complete_pending, pending_id, result)
+
+    async def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
+        """Cancel an open pending step."""
+        return await self._run(self._sync.cancel_pending, pending_id, reason)
+
+    async def get_event(self, event_id: str) -> Event:
+        """One event by id, if this agent may see it."""
+        return await self._run(self._sync.get_event, event_id)
+
+    async def events(
+        self,
+        session_id: str,
+        kinds: str | Sequence[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        *,
+        newest_first: bool = False,
+    ) -> list[Event]:
+        """A session's events in order (by time, then recording order); ``kinds`` is a kind"""
+        return await self._run(
+            self._sync.events, session_id, kinds, since, until, limit, newest_first=newest_first
+        )
+
+    async def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        session_id: str | None = None,
+        kinds: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        include_shared: bool = True,
+    ) -> list[Hit]:
+        """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or"""
+        return await self._run(
+            self._sync.search,
+            query,
+            k,
+            mode=mode,
+            session_id=session_id,
+            kinds=kinds,
+            where=where,
+            since=since,
+            until=until,
+            include_shared=include_shared,
+        )
+
+    async def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
+        """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
+        return await self._run(self._sync.semantic_search, query, k, **filters)
+
+    async def restore(
+        self,
+        session_id: str,
+        max_tokens: int,
+        query: str | None = None,
+        model: str | TokenCounter | None = None,
+        *,
+        summarizer: Summarizer | None = None,
+        other_sessions: bool = False,
+        shares: BudgetShares | None = None,
+    ) -> RestoredContext:
+        """Rebuild prompt context for a session within ``max_tokens``."""
+        return await self._run(
+            self._sync.restore,
+            session_id,
+            max_tokens,
+            query,
+            model,
+            summarizer=summarizer,
+            other_sessions=other_sessions,
+            shares=shares,
+        )
+
+    async def summarize(
+        self,
+        session_id: str,
+        upto: str | datetime | None = None,
+        max_tokens: int = 400,
+        summarizer: Summarizer | None = None,
+    ) -> Event:
+        """Write a rolling ``summary`` event standing in for the session up to ``upto``."""
+        return await self._run(self._sync.summarize, session_id, upto, max_tokens, summarizer)
+
+    async def flush(self) -> None:
+        """Block until every pending event in the store has its embedding."""
+        return await self._run(self._sync.flush)
+
+    async def pending_embeddings(self) -> int:
+        """How many events still wait for their embedding (all agents)."""
+        return await self._run(self._sync.pending_embeddings)
+
+    async def reindex(self) -> int:
+        """Drop every vector and re-embed the whole log with this manager's embedder."""
+        return await self._run(self._sync.reindex)

@@ -1,0 +1,137 @@
+"""AsyncSessionManager: the same API as SessionManager, awaitable, without blocking the loop.
+
+The backend conformance suite also runs through it (tests/test_conformance.py, *Async)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+
+from session_manager import AsyncSessionManager, InvalidInput, SessionManager, SessionNotFound
+from session_manager.testing import HashEmbedder
+
+
+def public_methods(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(value)
+        for name, value in vars(cls).items()
+        if not name.startswith("_") and inspect.isfunction(value)
+    }
+
+
+def test_parity_name_by_name_and_signature_by_signature() -> None:
+    sync, aio = public_methods(SessionManager), public_methods(AsyncSessionManager)
+    assert set(sync) <= set(aio), f"missing in the async twin: {sorted(set(sync) - set(aio))}"
+    for name, signature in sync.items():
+        assert inspect.iscoroutinefunction(getattr(AsyncSessionManager, name)), name
+        assert aio[name] == signature, f"{name}: {aio[name]} != {signature}"
+        assert getattr(AsyncSessionManager, name).__doc__, f"{name} has no docstring"
+    extra = set(aio) - set(sync)
+    assert extra == set(), f"async-only methods need a reason: {sorted(extra)}"
+    sync_props = {n for n, v in vars(SessionManager).items() if isinstance(v, property)}
+    aio_props = {n for n, v in vars(AsyncSessionManager).items() if isinstance(v, property)}
+    assert sync_props <= aio_props
+
+
+def test_constructor_takes_the_same_parameters_plus_max_threads() -> None:
+    sync = dict(inspect.signature(SessionManager.__init__).parameters)
+    aio = dict(inspect.signature(AsyncSessionManager.__init__).parameters)
+    assert aio.pop("max_threads").default == 4
+    assert aio == sync
+
+
+def test_instance_attributes_read_the_same(db_path: Path) -> None:
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as sync:
+        names = {n for n in vars(sync) if not n.startswith("_")}
+        expected = {n: getattr(sync, n) for n in names}
+
+    async def main() -> None:
+        async with AsyncSessionManager(
+            "a", db_path, embedder=HashEmbedder(), background=False
+        ) as aio:
+            assert {n: getattr(aio, n) for n in names} == expected
+            assert aio.capabilities == sync.capabilities
+            assert aio.embedder_name == sync.embedder_name
+
+    asyncio.run(main())
+
+
+def test_concurrent_calls_all_land(db_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncSessionManager("a", db_path, embedder=HashEmbedder()) as mgr:
+            session = await mgr.start_session("Collect facts concurrently")
+            facts = await asyncio.gather(
+                *(mgr.record_fact(session.id, f"fact {i} about widget {i % 5}") for i in range(60))
+            )
+            assert len({fact.id for fact in facts}) == 60
+            hits, context, listed = await asyncio.gather(
+                mgr.search("widget 3", k=5),
+                mgr.restore(session.id, 2000, query="widget 3"),
+                mgr.events(session.id, kinds="fact"),
+            )
+            assert len(listed) == 60
+            assert hits and all("widget" in hit.event.content for hit in hits)
+            assert "widget 3" in context.text and context.token_count <= 2000
+            with pytest.raises(SessionNotFound):
+                await mgr.get_session("nope")  # our errors cross the await unchanged
+            await mgr.flush()
+            assert (await mgr.health()).backlog == 0
+        with pytest.raises(InvalidInput, match="is closed"):
+            await mgr.search("widget")
+        await mgr.close()  # twice is fine
+
+    asyncio.run(main())
+
+
+def test_max_threads_is_checked(db_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="max_threads"):
+        AsyncSessionManager("a", db_path, embedder=HashEmbedder(), max_threads=0)
+
+
+def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
+    """A restore runs in a worker thread: a 5 ms ticker on the loop is never late by much,
+    while the restores together take far longer than that bound."""
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as sync:
+        session = sync.start_session("A long session")
+        for i in range(1500):
+            sync.add_message(
+                session.id, "user" if i % 2 else "assistant", f"turn {i} about topic {i % 40}"
+            )
+        sync.flush()
+    bound = 0.1
+
+    async def main() -> tuple[float, float]:
+        async with AsyncSessionManager(
+            "a", db_path, embedder=HashEmbedder(), background=False
+        ) as mgr:
+            await mgr.restore(session.id, 500)  # warm-up: tokenizer, caches
+            ticks: list[float] = []
+            done = asyncio.Event()
+
+            async def ticker() -> None:
+                while not done.is_set():
+                    ticks.append(time.perf_counter())
+                    await asyncio.sleep(0.005)
+
+            tick = asyncio.create_task(ticker())
+            await asyncio.sleep(0)  # let the ticker start
+            started = time.perf_counter()
+            for query in ("topic 3", "topic 17", "turn 1200", None, "topic 39"):
+                await mgr.restore(session.id, 32000, query=query)
+            ended = time.perf_counter()
+            done.set()
+            await tick
+            # the longest the loop went without running the ticker, start and end included
+            marks = [started, *(t for t in ticks if started < t < ended), ended]
+            worst = max(b - a for a, b in itertools.pairwise(marks)) - 0.005
+            return worst, ended - started
+
+    worst, busy = asyncio.run(main())
+    print(f"worst loop lag {worst * 1000:.1f} ms during {busy:.2f} s of restores")
+    assert busy > 3 * bound, f"restores took only {busy:.3f}s: the test cannot tell"
+    assert worst < bound, f"the loop stalled {worst * 1000:.0f} ms during {busy:.2f}s of restores"
