@@ -38,15 +38,11 @@ def _postgres_bin() -> Path:
 
 
 def _as_postgres_user() -> dict[str, object]:
-    """PostgreSQL refuses to run as root: run its programs as an unprivileged user then."""
+    """PostgreSQL refuses to run as root: run its programs as ``nobody`` then, an account
+    every system has (the tests add no user: their side effects stay in temporary folders)."""
     if os.geteuid() != 0:
         return {}
-    name = "asm-postgres"
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
-        entry = pwd.getpwnam(name)
+    entry = pwd.getpwnam("nobody")
     return {"user": entry.pw_uid, "group": entry.pw_gid}
 
 

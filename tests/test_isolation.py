@@ -91,17 +91,91 @@ def test_own_pool_sessions_stay_visible_to_the_owner(world) -> None:  # type: ig
     assert sessions == {private.id, pooled.id, other_pool.id}
 
 
-def test_scoping_clause_is_built_in_one_place() -> None:
-    """No module but _scope.py writes the agent restriction by hand."""
-    import pathlib
-    import re
+SECRET = "zqx-alice-only"  # appears in every text of alice's that mallory must never see
 
-    import session_manager
 
-    root = pathlib.Path(session_manager.__file__).parent
-    offenders = [
-        str(path.relative_to(root))
-        for path in root.rglob("*.py")
-        if path.name != "_scope.py" and re.search(r"agent_id\s*=\s*\?\s+OR", path.read_text())
+@pytest.fixture
+def secrets(make_manager):  # type: ignore[no-untyped-def]
+    """Alice's private and pooled memory, every kind of event, each carrying SECRET."""
+    alice = make_manager("alice")
+    ids: list[str] = []
+    for pool in (None, "team"):
+        session = alice.start_session(f"{SECRET} research on widgets", shared_pool=pool)
+        ids.append(session.id)
+        alice.record_fact(session.id, f"{SECRET}: the widget code is 42", metadata={"k": SECRET})
+        alice.record_decision(session.id, f"{SECRET}: ship widgets in March")
+        alice.record_step(session.id, f"{SECRET} step", result={"widgets": SECRET})
+        alice.add_message(session.id, "user", f"{SECRET}: what about widgets?")
+        ids.append(alice.add_pending(session.id, f"{SECRET}: order widgets").id)
+        ids.append(alice.record_error(session.id, f"{SECRET}: widget API down").id)
+        alice.summarize(session.id, max_tokens=200)
+    alice.flush()
+    return alice, ids
+
+
+def leaks(value: object) -> bool:
+    return SECRET in repr(value)
+
+
+def test_no_read_of_an_outsider_reveals_anything(make_manager, secrets) -> None:  # type: ignore[no-untyped-def]
+    """Behavioural, not a grep of the SQL: every read an outsider can make, with every
+    filter, by text and by guessed id, returns nothing of alice's (private or pooled)."""
+    alice, ids = secrets
+    mallory = make_manager("mallory")
+    own = mallory.start_session("widgets research of my own")
+    mallory.record_fact(own.id, "widgets are blue")
+    reads = [
+        lambda: mallory.list_sessions(limit=None),
+        lambda: mallory.list_sessions(status="active", include_shared=True),
+        lambda: mallory.events(own.id),
+        lambda: mallory.restore(own.id, 4000, other_sessions=True),
+        lambda: mallory.restore(own.id, 4000, query=f"{SECRET} widget code", other_sessions=True),
+        lambda: mallory.summarize(own.id, max_tokens=200),
     ]
-    assert offenders == []
+    for mode in ("hybrid", "semantic", "keyword"):
+        for filters in (
+            {},
+            {"kinds": ["fact", "decision", "message", "step", "pending", "error", "summary"]},
+            {"where": {"k": SECRET}},
+            {"where": {"k": {"$exists": True}}},
+            {"since": "2000-01-01T00:00:00Z"},
+            {"include_shared": True},
+        ):
+            reads.append(
+                lambda mode=mode, filters=filters: mallory.search(
+                    f"{SECRET} widget code 42 March", k=100, mode=mode, **filters
+                )
+            )
+    for read in reads:
+        assert not leaks(read())
+    # positive control: the same reads do reveal it to its owner (the check can fail)
+    assert leaks(alice.search(f"{SECRET} widget code 42 March", k=100))
+    assert leaks(alice.restore(ids[0], 4000, query=SECRET))
+    by_id = [
+        (mallory.get_session, ()),
+        (mallory.get_event, ()),
+        (mallory.events, ()),
+        (mallory.restore, (4000,)),
+        (mallory.summarize, ()),
+        (mallory.complete_pending, ()),
+        (mallory.resolve_error, ()),
+        (mallory.record_fact, ("mallory was here",)),
+    ]
+    for guessed in ids:
+        with pytest.raises(SessionNotFound) as caught:
+            mallory.search("widget", session_id=guessed)
+        assert not leaks(str(caught.value))
+        for read_one, rest in by_id:
+            with pytest.raises((SessionNotFound, EventNotFound)) as caught:
+                read_one(guessed, *rest)
+            assert not leaks(str(caught.value))
+
+
+def test_a_subscriber_sees_the_pool_and_nothing_private(make_manager, secrets) -> None:  # type: ignore[no-untyped-def]
+    alice, _ = secrets
+    bob = make_manager("bob", subscribe=["team"])
+    pooled = {s.id for s in alice.list_sessions() if s.shared_pool == "team"}
+    for mode in ("hybrid", "semantic", "keyword"):
+        hits = bob.search(f"{SECRET} widget code 42", k=100, mode=mode)
+        assert hits and {hit.event.session_id for hit in hits} <= pooled
+    assert {s.id for s in bob.list_sessions()} == pooled
