@@ -216,3 +216,38 @@ def test_every_error_is_ours(mgr: SessionManager) -> None:
     ):
         with pytest.raises(SessionManagerError):
             call()
+
+
+class RetrainedHash:
+    """Same name and dimension as the hash embedder, other weights: only the fingerprint
+    tells them apart (a fine-tuned model saved under the same name, say)."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.fingerprint = "retrained-0001"
+
+    def __call__(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        return self.inner(texts)[:, ::-1].copy()
+
+
+def test_a_changed_fingerprint_is_caught_at_open_and_reindex_fixes_it(db_path: Path) -> None:
+    """One identity rule at open and at write: before, the open succeeded (even with
+    reindex=True, nothing was rebuilt) and every later search raised EmbedderMismatch naming
+    identical values on both sides."""
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("orchids need indirect light")
+        mgr.flush()
+    from session_manager import EmbedderMismatch
+
+    with pytest.raises(EmbedderMismatch) as caught:
+        SessionManager("a", db_path, embedder=RetrainedHash(), background=False)
+    assert "fingerprint" in str(caught.value) and "retrained-0001" in str(caught.value)
+    with SessionManager(
+        "a", db_path, embedder=RetrainedHash(), background=False, reindex=True
+    ) as rebuilt:
+        hits = rebuilt.search("orchids light", k=1, mode="semantic")
+        assert hits[0].event.session_id == session.id
+    with StoreAdmin(db_path) as admin:
+        assert admin.stats().embedder_name == HashEmbedder().name
+        assert admin._store.get_meta("embedder_fingerprint") == "retrained-0001"

@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 
 from .embed import LoadedEmbedder
-from .errors import EmbedderMismatch
+from .errors import EmbedderMismatch, ModelNotAvailable
 from .store.base import Store
 
 __all__ = ["Indexer"]
 
 log = logging.getLogger("session_manager.indexer")
+
+_IDENTITY = ("name", "dim", "fingerprint")
 
 _REINDEX_HINT = (
     "Rebuild the vectors with the new embedder: `asm reindex --db {path}` or "
@@ -60,40 +62,55 @@ class Indexer:
 
     # -- embedder identity -----------------------------------------------------------------
 
-    def _mismatch(self, stored: dict[str, str | None]) -> EmbedderMismatch:
-        hint = _REINDEX_HINT.format(path=self.store.location)
-        return EmbedderMismatch(
-            f"The store {self.store.location!r} holds vectors made by embedder "
-            f"{stored['name']!r} (dim {stored['dim']}), but this SessionManager uses "
-            f"{self.embedder.name!r} (dim {self.embedder.dim or 'unknown'}). Vectors of "
-            f"different embedders cannot be compared. {hint}"
-        )
+    def _mine(self, dim: int | None) -> dict[str, str | None]:
+        """This indexer's embedder identity; ``None`` where it is not known yet (a user's
+        callable has no dim before its first call; model files may be absent at open)."""
+        try:
+            fingerprint: str | None = self.embedder.fingerprint
+        except ModelNotAvailable:
+            fingerprint = None  # nothing can be embedded anyway; the first batch says why
+        return {
+            "name": self.embedder.name,
+            "dim": None if dim is None else str(dim),
+            "fingerprint": fingerprint,
+        }
 
     def _stored_identity(self, read: Any) -> dict[str, str | None]:
-        return {key: read(f"embedder_{key}") for key in ("name", "dim", "fingerprint")}
+        return {key: read(f"embedder_{key}") for key in _IDENTITY}
+
+    def _check(self, stored: dict[str, str | None], mine: dict[str, str | None]) -> None:
+        """The one identity rule, at open and at every write: each field both sides know
+        must agree (a store from before fingerprints were recorded has none)."""
+        differ = [
+            key
+            for key in _IDENTITY
+            if stored[key] is not None and mine[key] is not None and stored[key] != mine[key]
+        ]
+        if not differ:
+            return
+        detail = "; ".join(f"{key} {stored[key]!r} vs {mine[key]!r}" for key in differ)
+        hint = _REINDEX_HINT.format(path=self.store.location)
+        raise EmbedderMismatch(
+            f"The store {self.store.location!r} holds vectors made by embedder "
+            f"{stored['name']!r}, but this SessionManager's embedder differs ({detail}; the "
+            f"store's value first). Vectors of different embedders cannot be compared. {hint}"
+        )
 
     def check_identity(self) -> None:
         """Raise :class:`EmbedderMismatch` now, at open, rather than at the first batch."""
         stored = self._stored_identity(self.store.get_meta)
-        if stored["name"] is None:
-            return
-        if stored["name"] != self.embedder.name or (
-            self.embedder.dim is not None and stored["dim"] != str(self.embedder.dim)
-        ):
-            raise self._mismatch(stored)
+        if stored["name"] is not None:
+            self._check(stored, self._mine(self.embedder.dim))
 
     def _register(self, tx: Any, dim: int) -> None:
         stored = self._stored_identity(lambda key: self.store.get_meta(key, tx))
-        mine = {
-            "name": self.embedder.name,
-            "dim": str(dim),
-            "fingerprint": self.embedder.fingerprint,
-        }
+        mine = self._mine(dim)
         if stored["name"] is None:
             for key, value in mine.items():
-                self.store.set_meta(tx, f"embedder_{key}", value)
-        elif stored != mine:
-            raise self._mismatch(stored)
+                if value is not None:
+                    self.store.set_meta(tx, f"embedder_{key}", value)
+        else:
+            self._check(stored, mine)
 
     # -- embedding -------------------------------------------------------------------------
 
