@@ -251,3 +251,29 @@ def test_a_changed_fingerprint_is_caught_at_open_and_reindex_fixes_it(db_path: P
     with StoreAdmin(db_path) as admin:
         assert admin.stats().embedder_name == HashEmbedder().name
         assert admin._store.get_meta("embedder_fingerprint") == "retrained-0001"
+
+
+def test_reads_answer_when_the_store_cannot_take_writes(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk or a read-only file fails the two side writes of a read (recall counts,
+    the catch-up of pending embeddings); search and restore answer anyway."""
+    from session_manager import StoreFull, StoreReadOnly
+
+    session = mgr.start_session("Plan the widget launch")
+    mgr.record_fact(session.id, "widgets launch in March")
+    mgr.flush()
+    late = mgr.record_fact(session.id, "the widget price is 12 euros")  # not embedded yet
+    store = mgr._store
+    for error in (StoreFull("disk full"), StoreReadOnly("read-only file")):
+
+        def refuse(*args: Any, error: Exception = error, **kwargs: Any) -> Any:
+            raise error
+
+        monkeypatch.setattr(store, "bump_recall", refuse)
+        monkeypatch.setattr(mgr._indexer, "catch_up", refuse)
+        hits = mgr.search("widget price", k=3)
+        assert late.id in {hit.event.id for hit in hits}  # the keyword half finds it
+        assert mgr.search("launch month", k=1, mode="semantic")[0].event.session_id == session.id
+        context = mgr.restore(session.id, 500, query="widget price")
+        assert "12 euros" in context.text

@@ -152,7 +152,7 @@ def restore_session(
     )
     if count_recall:
         recalled = set(context.report.included_ids("relevant"))
-        store.bump_recall([event.seq for event, _ in relevant if event.id in recalled])
+        searcher.count_recalls([event.seq for event, _ in relevant if event.id in recalled])
     return context
 
 

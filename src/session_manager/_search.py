@@ -22,6 +22,7 @@ on conversational memory, and a small RRF constant lets the top of each ranking 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -33,13 +34,20 @@ import numpy as np
 from ._indexer import Indexer
 from ._scope import Scope, partition_of
 from ._time import to_us
-from .errors import InvalidInput
+from .errors import InvalidInput, StoreFull, StoreReadOnly
 from .events import Hit, validate_kinds
 from .index.keyword import reciprocal_rank_fusion
 from .index.when import time_windows
 from .store.base import EventFilter, Store
 
 __all__ = ["Searcher"]
+
+log = logging.getLogger("session_manager.search")
+
+#: What a read may meet when the store cannot take writes: it answers anyway (reads must
+#: not depend on writing), without its two side writes — recall counts and the catch-up of
+#: pending embeddings.
+_CANNOT_WRITE = (StoreReadOnly, StoreFull)
 
 _MODES = ("hybrid", "semantic", "keyword")
 # How deep each ranking goes before fusion: fusion needs more than k candidates per list to
@@ -112,8 +120,15 @@ class Searcher:
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
         hits = [Hit(events[seq], score) for seq, score in ranked if seq in events]
         if count_recall:
-            self.store.bump_recall([hit.event.seq for hit in hits])
+            self.count_recalls([hit.event.seq for hit in hits])
         return hits
+
+    def count_recalls(self, seqs: Sequence[int]) -> None:
+        """One more recall for each event: best effort, never a reason for a read to fail."""
+        try:
+            self.store.bump_recall(seqs)
+        except _CANNOT_WRITE as exc:
+            log.info("recall counts not updated (%s)", exc)
 
     def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
         """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
@@ -144,7 +159,12 @@ class Searcher:
         else:
             own_pools = self.store.own_pools(self.scope.agent_id)
             partitions = self.scope.partitions(own_pools, include_shared=flt.include_shared)
-        self.indexer.catch_up([name for name, _ in partitions])
+        try:
+            self.indexer.catch_up([name for name, _ in partitions])
+        except _CANNOT_WRITE as exc:
+            # Vectors cannot be stored now: events still waiting for theirs are found by
+            # the keyword ranking only, until the store takes writes again.
+            log.warning("search without catching up pending embeddings (%s)", exc)
         return self.store.vector_search(self.query_vector(query), flt, partitions, depth)
 
     def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
