@@ -67,19 +67,23 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
                 raise InvalidFilter(f"Filter {key!r} {op} cannot compare with None.")
             params.append(path)
             return f"json_extract({column}, ?) IS {'NOT ' if op == '$ne' else ''}NULL"
-        params.extend((path, value))
-        if op == "$ne":  # a missing key is "not equal" too
-            return f"(json_extract({column}, ?) IS NOT ?)"
-        return f"json_extract({column}, ?) {_COMPARISONS[op]} ?"
+        matches = _sqlite_typed(column, path, _COMPARISONS["$eq" if op == "$ne" else op], value)
+        params.extend(matches[1])
+        if op == "$ne":  # a missing key, or a value of another type, is "not equal" too
+            return f"NOT coalesce({matches[0]}, 0)"
+        return matches[0]
     if op in ("$in", "$nin"):
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
             raise InvalidFilter(f"Filter {key!r} {op} expects a non-empty list, got {value!r}.")
         items = [_scalar(item, key, op) for item in value]
-        params.append(path)
-        params.extend(items)
-        marks = ", ".join("?" for _ in items)
-        negate = "NOT " if op == "$nin" else ""
-        return f"coalesce(json_extract({column}, ?) {negate}IN ({marks}), {int(bool(negate))})"
+        # None in a list matches nothing, as in SQL (and the postgres dialect)
+        parts = [_sqlite_typed(column, path, "=", item) for item in items if item is not None]
+        if not parts:
+            return "0" if op == "$in" else "1"
+        for _, part_params in parts:
+            params.extend(part_params)
+        either = "coalesce((" + " OR ".join(sql for sql, _ in parts) + "), 0)"
+        return either if op == "$in" else f"NOT {either}"
     if op == "$exists":
         if not isinstance(value, bool):
             raise InvalidFilter(f"Filter {key!r} $exists expects true or false, got {value!r}.")
@@ -89,6 +93,20 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
         f"Unsupported filter operator {op!r} on key {key!r}. "
         f"Use one of {', '.join(_OPERATORS)}, or $and / $or to combine filters."
     )
+
+
+#: SQLite's json_type names for each Python scalar type: a comparison only matches values of
+#: the same JSON type, as in PostgreSQL (SQLite alone would order any text above any number,
+#: and take true for 1).
+_SQLITE_TYPES = {bool: ("true", "false"), int: ("integer", "real"), float: ("integer", "real")}
+
+
+def _sqlite_typed(column: str, path: str, sql_op: str, value: _Scalar) -> tuple[str, list[Any]]:
+    """``value sql_op`` on the JSON value at ``path``, true only for a value of its type."""
+    types = _SQLITE_TYPES.get(type(value), ("text",))
+    marks = ", ".join(f"'{name}'" for name in types)
+    sql = f"(json_type({column}, ?) IN ({marks}) AND json_extract({column}, ?) {sql_op} ?)"
+    return sql, [path, path, int(value) if isinstance(value, bool) else value]
 
 
 def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any]) -> str:
@@ -178,8 +196,11 @@ def compile_where(
 ) -> tuple[str, list[Any]]:
     """Return ``(sql, params)`` for a metadata filter (``?`` placeholders in both dialects).
 
-    >>> compile_where({"tool": {"$in": ["search", "fetch"]}})
-    ('(coalesce(json_extract(e.metadata, ?) IN (?, ?), 0))', ['$."tool"', 'search', 'fetch'])
+    >>> sql, params = compile_where({"year": {"$gt": 2000}})
+    >>> sql
+    "((json_type(e.metadata, ?) IN ('integer', 'real') AND json_extract(e.metadata, ?) > ?))"
+    >>> params
+    ['$."year"', '$."year"', 2000]
     """
     params: list[Any] = []
     return _compile(where, column, params, dialect), params

@@ -308,6 +308,33 @@ class BackendConformance:
                 hits = mgr.search("finding about widgets", k=20, mode=mode, where=where)
                 assert {hit.event.metadata.get("n") for hit in hits} == expected, (where, mode)
 
+    def test_where_never_matches_across_json_types(self, make: ManagerFactory) -> None:
+        """A comparison matches values of its own JSON type only, on every backend: text
+        is not "greater" than a number, true is not 1, "2023" is not 2023."""
+        mgr = make()
+        session = mgr.start_session("typed metadata about widgets")
+        values: list[Any] = ["2023", 2023, 2023.5, True, 1, "true", None]
+        for i, value in enumerate(values):
+            mgr.record_fact(session.id, f"widget finding {i}", metadata={"i": i, "v": value})
+        cases: list[tuple[dict[str, Any], set[int]]] = [
+            ({"v": {"$gt": 99999}}, set()),
+            ({"v": {"$gt": 2000}}, {1, 2}),
+            ({"v": {"$lt": "3"}}, {0}),
+            ({"v": 2023}, {1}),
+            ({"v": "2023"}, {0}),
+            ({"v": True}, {3}),
+            ({"v": 1}, {4}),
+            ({"v": {"$gte": True}}, {3}),
+            ({"v": {"$ne": 1}, "i": {"$exists": True}}, {0, 1, 2, 3, 5, 6}),
+            ({"v": {"$in": [1, "2023"]}}, {0, 4}),
+            ({"v": {"$in": [True]}}, {3}),
+            ({"v": {"$nin": [2023, True]}, "i": {"$exists": True}}, {0, 2, 4, 5, 6}),
+        ]
+        for where, expected in cases:
+            for mode in MODES:
+                hits = mgr.search("widget finding", k=20, mode=mode, where=where)
+                assert {hit.event.metadata["i"] for hit in hits} == expected, (where, mode)
+
     def test_filtered_search_returns_k_when_k_exist(self, make: ManagerFactory) -> None:
         mgr = make()
         session = mgr.start_session("many")
