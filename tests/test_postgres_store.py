@@ -8,22 +8,30 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import shutil
 import socket
+import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from session_manager import (
+    SessionManager,
     StoreBusy,
     StoreFull,
     StoreMisconfigured,
     StoreUnavailable,
 )
 from session_manager.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
+from session_manager.testing import HashEmbedder
 
-from .servers import free_port, postgres_server
+from .servers import _as_postgres_user, _postgres_bin, free_port, postgres_server
 
 pytestmark = pytest.mark.postgres
 
@@ -140,3 +148,132 @@ def test_a_port_nobody_listens_on_is_unavailable() -> None:
         PostgresStore(url)
     assert "server is running" in str(caught.value)
     assert not isinstance(caught.value, StoreMisconfigured)
+
+
+# -- 3. a server that restarts or goes away --------------------------------------------------
+
+
+class RestartableServer:
+    """A second throw-away PostgreSQL this test may stop and start again (same port, same
+    data), so that the session's server stays up for everyone else."""
+
+    def __init__(self, root: Path) -> None:
+        self.bin = _postgres_bin()
+        self.run_as = _as_postgres_user()
+        self.root = root
+        self.data = root / "data"
+        self.port = free_port()
+        if self.run_as:
+            os.chown(root, int(self.run_as["user"]), int(self.run_as["group"]))  # type: ignore[call-overload]
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            check=True,
+            capture_output=True,
+            text=True,
+            **self.run_as,  # type: ignore[arg-type]
+        )
+
+    def start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+        log = str(self.root / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-l", log, "-w", "-o", options, "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+
+@pytest.fixture
+def own_server() -> Iterator[RestartableServer]:
+    if os.environ.get("ASM_TEST_POSTGRES_URL"):
+        pytest.skip("needs a server this test may stop: unset ASM_TEST_POSTGRES_URL")
+    root = Path(tempfile.mkdtemp(prefix="asm-pg-restart-"))
+    server = RestartableServer(root)
+    server.start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def terminate_backends(url: str, application_name: str) -> int:
+    """Kill every server process serving ``application_name`` (what a restart does to them)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            (application_name,),
+        ).fetchone()
+    return int(killed[0]) if killed else 0
+
+
+def test_pooled_connections_killed_between_two_records_are_replaced(postgres_url: str) -> None:
+    name = f"asm-killed-{next(_schemas)}"
+    url = store_url(postgres_url, application_name=name, pool_size=2)
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("survive a restart")
+        mgr.record_fact(session.id, "before the backends died")
+        assert terminate_backends(postgres_url, name) >= 1
+        mgr.record_fact(session.id, "after the backends died")  # the pool's check replaces them
+        assert [e.content for e in mgr.events(session.id)][-2:] == [
+            "before the backends died",
+            "after the backends died",
+        ]
+
+
+def test_a_restart_costs_the_next_caller_no_backoff_per_dead_connection(
+    postgres_url: str,
+) -> None:
+    """Four idle connections all dead: found out together, not one checkout at a time with
+    psycopg_pool's 1 + 2 + 4 s of sleeps between them (7.4 s measured before)."""
+    name = f"asm-killed-{next(_schemas)}"
+    store = PostgresStore(store_url(postgres_url, application_name=name, pool_size=4))
+    try:
+        barrier = threading.Barrier(4)
+
+        def hold_a_connection() -> None:
+            with store.atomic() as tx:
+                barrier.wait(10)  # all four at once: the pool grows to four connections
+                tx.execute("SELECT 1")
+
+        threads = [threading.Thread(target=hold_a_connection) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert terminate_backends(postgres_url, name) == 4
+        started = time.monotonic()
+        assert store.pending_count() == 0
+        assert time.monotonic() - started < 1.0
+    finally:
+        store.close()
+
+
+def test_a_stopped_server_is_unavailable_within_the_pool_timeout(
+    own_server: RestartableServer,
+) -> None:
+    url = store_url(own_server.url, pool_timeout=2, pool_size=2)
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("an outage")
+        acknowledged = [
+            mgr.record_fact(session.id, f"fact {i} before the outage") for i in range(3)
+        ]
+        own_server.stop()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable) as caught:
+            mgr.record_fact(session.id, "during the outage")
+        elapsed = time.monotonic() - started
+        assert elapsed < 6, elapsed  # pool_timeout=2, plus the dead connection's check
+        assert f"127.0.0.1:{own_server.port}" in str(caught.value)
+        assert caught.value.__cause__ is not None  # the driver's error, for the logs
+        own_server.start()
+        after = mgr.record_fact(session.id, "after the outage")
+        stored = {e.id for e in mgr.events(session.id)}
+        assert {e.id for e in acknowledged} | {after.id} <= stored

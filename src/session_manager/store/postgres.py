@@ -68,6 +68,10 @@ HNSW_EF_CONSTRUCTION = 64
 #: one: psycopg's own fallback is 130 s, so a host that accepts TCP but never answers (a
 #: firewall dropping replies, a wedged server) would hang the open for over two minutes
 DEFAULT_CONNECT_TIMEOUT = 5
+#: how long a call waits for a pooled connection (``?pool_timeout=``) before StoreUnavailable:
+#: long enough to ride out a burst that keeps every connection busy, short enough that an
+#: outage is reported rather than hung on (psycopg_pool's default is 30 s)
+DEFAULT_POOL_TIMEOUT = 10.0
 
 
 @functools.lru_cache(maxsize=512)
@@ -110,6 +114,8 @@ class PgSettings:
     conninfo: str
     schema: str
     pool_size: int
+    #: seconds a call waits for a pooled connection
+    pool_timeout: float
     vector_index: str
     #: the connect timeout in force (seconds), for messages
     connect_timeout: str
@@ -129,7 +135,8 @@ def parse_url(url: str) -> PgSettings:
             f"schema={schema!r} is not a plain PostgreSQL name; use lower-case "
             "letters, digits and '_' (e.g. ?schema=agents)."
         )
-    pool_size = _int_option(options, "pool_size", 4)
+    pool_size = int(_number_option(options, "pool_size", 4, int))
+    pool_timeout = _number_option(options, "pool_timeout", DEFAULT_POOL_TIMEOUT, float)
     vector_index = options.pop("vector_index", "exact")
     if vector_index not in ("exact", "hnsw"):
         raise InvalidInput(f"vector_index={vector_index!r}: use 'exact' (default) or 'hnsw'.")
@@ -140,22 +147,26 @@ def parse_url(url: str) -> PgSettings:
         conninfo=urlunsplit(parts._replace(query=urlencode(options))),
         schema=schema,
         pool_size=pool_size,
+        pool_timeout=pool_timeout,
         vector_index=vector_index,
         connect_timeout=connect_timeout,
     )
 
 
-def _int_option(options: dict[str, str], name: str, default: int) -> int:
-    """Pop the positive whole number ``?name=`` from ``options``."""
+def _number_option(
+    options: dict[str, str], name: str, default: float, kind: Callable[[str], float]
+) -> float:
+    """Pop the positive number ``?name=`` (``kind`` int or float) from ``options``."""
     text = options.pop(name, None)
     if text is None:
         return default
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise InvalidInput(f"{name}={text!r} in the URL must be a whole number of at least 1.")
+    if not value > 0:
+        what = "a whole number of at least 1" if kind is int else "a number of seconds above 0"
+        raise InvalidInput(f"{name}={text!r} in the URL must be {what} (e.g. ?{name}={default}).")
     return value
 
 
@@ -231,14 +242,38 @@ class PostgresStore(SqlStore):
             max_size=settings.pool_size,
             kwargs={"autocommit": True, "options": f"-c search_path={search_path}"},
             configure=configure,
+            check=self._check_connection,
+            timeout=settings.pool_timeout,
+            # The pool retries a lost connection with a backoff that doubles without a cap
+            # until reconnect_timeout (default 300 s), so after a long outage it could sit a
+            # minute or more before noticing that the server is back. Giving up after one
+            # caller's wait lets the next caller start a fresh attempt at once.
+            reconnect_timeout=settings.pool_timeout,
             open=True,
             name=f"asm-{self.schema}",
         )
         try:
             with self._mapped_errors():
-                self._pool.wait(timeout=30)
+                self._pool.wait(timeout=settings.pool_timeout)
         except BaseException:
             self._pool.close()
+            raise
+
+    def _check_connection(self, conn: Any) -> None:
+        """The pool's check of a connection it is about to hand out.
+
+        A connection the server dropped (restart, failover, idle timeout) is found out and
+        replaced here rather than handed to a caller to fail. One dead connection usually
+        means the server restarted and every idle one is dead too; psycopg_pool would find
+        them one checkout at a time, sleeping 1, 2, 4 s in between (7 s for a pool of 4, as
+        measured), so the rest are checked together at once.
+        """
+        from psycopg_pool import ConnectionPool
+
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            self._pool.check()
             raise
 
     # -- driver errors -----------------------------------------------------------------------
@@ -248,15 +283,31 @@ class PostgresStore(SqlStore):
         """Turn psycopg's and its pool's failures into :class:`StoreError` subclasses: the one
         place where they are mapped (the driver's exception stays the ``__cause__``)."""
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
             yield
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._store_error(exc) from exc
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection; the driver's failures while it is in use become StoreErrors."""
+        with self._mapped_errors(), self._pool.connection() as conn:
+            yield conn
 
     def _store_error(self, exc: Exception) -> StoreError:
         """The :class:`StoreError` that ``exc`` means, its message naming the fix."""
+        from psycopg_pool import PoolTimeout
+
         detail = _sentence(exc)
+        if isinstance(exc, PoolTimeout):
+            return StoreUnavailable(
+                f"Got no connection to PostgreSQL at {self.location!r} within pool_timeout="
+                f"{self.settings.pool_timeout:g} s: the server is down or restarting, or all "
+                f"{self.settings.pool_size} pooled connections stayed busy. Retry later; if "
+                "the server is up and busy, raise ?pool_size= or ?pool_timeout= in the URL."
+            )
         wrong_setting = _misconfiguration(detail)
         if wrong_setting is not None:
             return StoreMisconfigured(
@@ -276,7 +327,8 @@ class PostgresStore(SqlStore):
                 f"writers: {detail} Nothing was written; retry it."
             )
         return StoreUnavailable(
-            f"Cannot reach PostgreSQL at {self.location!r}: {detail} Check that the "
+            f"PostgreSQL at {self.location!r} cannot be reached or dropped the connection: "
+            f"{detail} Check that the "
             "server is running and that this machine can reach its host and port, then "
             f"retry (a connection attempt waits up to connect_timeout="
             f"{self.settings.connect_timeout} s; set ?connect_timeout= in the URL to change it)."
@@ -339,7 +391,7 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def atomic(self) -> Iterator[PgTx]:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             tx = PgTx(conn)
             with conn.transaction():
                 yield tx
@@ -347,14 +399,14 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def snapshot(self) -> Iterator[PgTx]:
-        with self._pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield PgTx(conn)
 
     def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
         if tx is not None:
             return list(tx.execute(sql, params).fetchall())
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             return list(conn.execute(_pg(sql), params).fetchall())
 
     def maintenance(self) -> None:
