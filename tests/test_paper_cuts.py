@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,15 @@ def test_resolved_errors_leave_the_important_section(mgr: SessionManager) -> Non
     assert error.id in mgr.restore(session.id, 400).report.included_ids("important")
     mgr.resolve_error(error.id)
     assert error.id not in mgr.restore(session.id, 400).report.included_ids("important")
+
+
+def test_a_misspelt_model_family_warns_with_a_suggestion(db_path: Path) -> None:
+    """Issue 10, item 6: "gpt4o" silently fell back to an estimate."""
+    from session_manager.tokens import UnknownModelWarning
+
+    with pytest.warns(UnknownModelWarning, match="Did you mean 'gpt-4o'"):
+        SessionManager("a", db_path, embedder=HashEmbedder(), model="gpt4o").close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # known families, exact or estimated: no warning
+        for model in ("gpt-4o-mini", "claude-3-opus", "meta-llama/Llama-3.1-8B", "qwen2.5-7b"):
+            SessionManager("a", db_path, embedder=HashEmbedder(), model=model).close()

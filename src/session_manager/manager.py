@@ -113,6 +113,7 @@ class SessionManager:
             subscribe = (subscribe,)
         pools = frozenset(_identifier(pool, "subscribed pool") for pool in subscribe)
         self.scope = Scope(self.agent_id, pools)
+        tokenizer_for(model)  # a misspelt family warns now, not at the first count
         self.model = model
         self.summarizer = summarizer
         self.count_recalls = bool(count_recalls)

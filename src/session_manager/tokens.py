@@ -33,7 +33,9 @@ import math
 import re
 import threading
 import types
+import warnings
 from collections.abc import Callable
+from difflib import get_close_matches
 from importlib import resources
 from typing import Any
 
@@ -42,7 +44,7 @@ import tiktoken
 from . import protocols
 from .errors import InvalidInput
 
-__all__ = ["ESTIMATE_MARGIN", "Tokenizer", "encoding", "tokenizer_for"]
+__all__ = ["ESTIMATE_MARGIN", "Tokenizer", "UnknownModelWarning", "encoding", "tokenizer_for"]
 
 #: Multiplier applied to cl100k_base counts for model families whose tokenizer we do not
 #: have. Claude, Llama 2, Gemini and Mistral tokenizers produce up to ~20-25% more tokens
@@ -54,6 +56,27 @@ ESTIMATE_MARGIN = 1.25
 # prefix. Order matters: "gpt-4o" must be tried before "gpt-4".
 _O200K = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[1-9](?![0-9]))")
 _CL100K = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)")
+
+# Families counted by estimate on purpose: their names are known, only their tokenizers are
+# not bundled. A name matching nothing at all is more likely a typo ("gpt4o"): it is estimated
+# too, but with a warning that suggests the closest known name.
+_ESTIMATED = re.compile(
+    r"^(claude|llama|meta-llama|codellama|gemini|gemma|mistral|mixtral|ministral|codestral|"
+    r"magistral|pixtral|qwen|qwq|deepseek|command|c4ai|phi|grok|yi-|glm|kimi|nemotron|olmo|"
+    r"granite|jamba|dbrx|falcon|starcoder|smollm|internlm|baichuan|minimax)"
+)
+_KNOWN_NAMES = (
+    "gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.5", "gpt-5", "gpt-5-mini",
+    "gpt-oss", "o1", "o3", "o3-mini", "o4-mini", "gpt-4", "gpt-4-turbo", "gpt-3.5-turbo",
+    "text-embedding-3-small", "text-embedding-3-large", "claude-3-5-sonnet", "claude-sonnet-4",
+    "claude-opus-4", "llama-3.1-70b", "gemini-2.5-pro", "mistral-large", "qwen2.5",
+    "deepseek-v3", "command-r",
+)  # fmt: skip
+
+
+class UnknownModelWarning(UserWarning):
+    """A model name matched no known family: its tokens are estimated (maybe a typo)."""
+
 
 _load_lock = threading.Lock()
 _PIECE = 4_096  # characters per piece when a text must be counted in pieces
@@ -165,6 +188,17 @@ def _tokenizer_for_name(model: str) -> Tokenizer:
         return Tokenizer(model, "o200k_base")
     if _CL100K.match(name):
         return Tokenizer(model, "cl100k_base")
+    if not _ESTIMATED.match(name):  # once per name: this function is cached
+        close = get_close_matches(name, _KNOWN_NAMES, n=1, cutoff=0.6)
+        warnings.warn(
+            f"Model {model!r} matches no model family this library knows, so its tokens are "
+            f"estimated (cl100k_base x {ESTIMATE_MARGIN}). "
+            + (f"Did you mean {close[0]!r}? " if close else "")
+            + "Pass a known name (e.g. 'gpt-4o', 'claude-sonnet-4') or an exact str -> int "
+            "counter.",
+            UnknownModelWarning,
+            stacklevel=4,
+        )
     return Tokenizer(model, "cl100k_base", estimate=True, margin=ESTIMATE_MARGIN)
 
 
