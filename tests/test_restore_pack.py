@@ -438,3 +438,37 @@ def test_ten_thousand_event_session_packs_fast() -> None:
         timings.append(time.perf_counter() - start)
     check_invariants(ctx, c, tok, 4_000)
     assert statistics.median(timings) < 0.05
+
+
+def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
+    make_manager: Any,
+) -> None:
+    """restore() caches extractive summaries of events (they never change); a warm restore
+    is byte-identical to a cold one, and a user's summariser is asked every time."""
+    from session_manager import _packer
+
+    mgr = make_manager(background=False)
+    session = mgr.start_session("Audit the test suite")
+    for run in range(6):
+        rows = [
+            {"test": f"test_{i}", "status": "failed" if i % 97 == run else "passed"}
+            for i in range(3_000)
+        ]
+        mgr.record_tool_output(session.id, {"run": run, "results": rows}, tool="pytest")
+        mgr.add_message(session.id, "user", f"run {run} done; what failed?")
+    _packer._SUMMARIES = _packer._SummaryCache()
+    cold = mgr.restore(session.id, 1500)
+    assert cold.report.to_dict()["counts"]["summarised"] >= 3
+    assert len(_packer._SUMMARIES._items) >= 3
+    warm = mgr.restore(session.id, 1500)
+    assert warm.text == cold.text and warm.report == cold.report
+    calls: list[int] = []
+
+    def llm(text: str, budget: int) -> str:
+        calls.append(budget)
+        return "{}"
+
+    mgr.restore(session.id, 1500, summarizer=llm)
+    first = len(calls)
+    mgr.restore(session.id, 1500, summarizer=llm)
+    assert first > 0 and len(calls) == 2 * first

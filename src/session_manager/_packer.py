@@ -11,6 +11,8 @@ their shares are restore.py's; the text of a block is ``_restore_text``'s.
 from __future__ import annotations
 
 import bisect
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,6 +68,41 @@ SUMMARY_SHARE = 0.5
 #: (dated by its own text); each holds one event in its own share.
 TIMELESS = ("goal", "earlier")
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
+
+
+class _SummaryCache:
+    """Extractive summaries already made, per (event, token target, tokenizer).
+
+    An agent restores its session every turn, and the same large tool outputs are summarised
+    to the same targets each time: summarising a JSON preview costs ~2 ms, so twelve of them
+    were most of a restore. Events never change once recorded (their id fixes content and
+    payload), and the extractive summary is deterministic, so a cached one is exact. A
+    user's summariser is never cached here (it may be an LLM whose answers vary).
+    """
+
+    def __init__(self, size: int = 2_048) -> None:
+        self._items: OrderedDict[tuple[Any, ...], tuple[str | None, str | None, str]] = (
+            OrderedDict()
+        )
+        self._size = size
+        self._lock = threading.Lock()  # restores run in several threads at once
+
+    def get(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, str] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], value: tuple[str | None, str | None, str]) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_SUMMARIES = _SummaryCache()
 
 
 @dataclass(frozen=True)
@@ -238,6 +275,23 @@ class Packer:
         self, event: Event, target: int, notes: list[str]
     ) -> tuple[str | None, str | None]:
         """Share ``target`` tokens between content and payload summaries."""
+        if self.summarizer is not None or self.tok.custom or not event.id:
+            return self._split_summary(event, target, notes)
+        tok = self.tok
+        key = (event.id, event.preview, target, tok.model, tok.encoding_name, tok.margin)
+        cached = _SUMMARIES.get(key)
+        if cached is None:
+            made: list[str] = []
+            content, payload = self._split_summary(event, target, made)
+            cached = (content, payload, made[-1] if made else "")
+            _SUMMARIES.put(key, cached)
+        if cached[2]:
+            notes.append(cached[2])
+        return cached[0], cached[1]
+
+    def _split_summary(
+        self, event: Event, target: int, notes: list[str]
+    ) -> tuple[str | None, str | None]:
         content = shown_content(event)
         payload_value = shown_payload(event)
         if event.kind == "summary":  # bullets: keep the best first lines, not head and tail

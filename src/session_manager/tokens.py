@@ -139,6 +139,11 @@ class Tokenizer:
     __call__ = count
 
     @property
+    def custom(self) -> bool:
+        """True when counting with a user's callable (not a bundled BPE encoding)."""
+        return self._counter is not None
+
+    @property
     def note(self) -> str:
         """One sentence on how exact the counts are, for reports and CLI output."""
         if self.estimate:
