@@ -129,3 +129,10 @@ def test_demo_with_the_real_model(tmp_path: Path) -> None:
     assert "Disabled two-factor" in answer, answer
     assert "no shared keyword" in out
     assert os.listdir(tmp_path)  # the database is kept to explore
+
+
+def test_piped_show_has_no_trailing_spaces(store: Store) -> None:
+    done = asm("--db", str(store.db), "show", store.audit)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) > 10 and all(line == line.rstrip() for line in lines)

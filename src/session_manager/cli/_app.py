@@ -26,6 +26,7 @@ from ..errors import InvalidInput, SessionManagerError
 from ..manager import SessionManager
 from ..protocols import Embedder
 from ..store import sqlite_path
+from ._console import make_console
 
 __all__ = [
     "Env",
@@ -134,13 +135,6 @@ def open_admin(target: str, index: str | None, *, must_exist: bool = True) -> St
     admin = StoreAdmin(url=target, index=index, embedder=embedder_from_env())
     click.get_current_context().call_on_close(admin.close)
     return admin
-
-
-def _console(*, stderr: bool) -> Console:
-    console = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = 160  # not a terminal: wide enough for ids, without wrapping tables
-    return console
 
 
 def emit_json(data: Any) -> None:
@@ -301,8 +295,8 @@ def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug
         agent=agent,
         index=index,
         debug=debug,
-        out=_console(stderr=False),
-        err=_console(stderr=True),
+        out=make_console(stderr=False),
+        err=make_console(stderr=True),
     )
 
 

