@@ -134,7 +134,7 @@ def test_sessions_filters(store: Store, monkeypatch: pytest.MonkeyPatch) -> None
     assert [r["id"] for r in as_json(asm(store.db, "--agent", "writer", "sessions", "--json"))] == [
         store.other
     ]
-    fails(asm(store.db, "sessions", "--since", "last tuesday"), "'90d'")
+    fails(asm(store.db, "sessions", "--since", "last tuesday"), "'90d'", code=2)
 
 
 def test_sessions_empty_store_says_what_to_do(tmp_path: Path) -> None:
@@ -459,7 +459,7 @@ def test_reindex_after_an_embedder_change(tmp_path: Path) -> None:
 
 
 def test_delete_asks_first(store: Store) -> None:
-    fails(asm(store.db, "delete", store.other, input="n\n"), "Not confirmed", "--yes")
+    assert "Nothing deleted." in ok(asm(store.db, "delete", store.other, input="n\n")).stdout
     assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2
     result = ok(asm(store.db, "delete", store.other, input="y\n"))
     assert f"Deleted session {store.other} of agent 'writer' and its 2 event(s)" in result.stdout
@@ -490,7 +490,8 @@ def test_prune_whole_sessions(store: Store) -> None:
     dry = ok(asm(store.db, "prune", "--older-than", "90d", "--status", "completed", "--dry-run"))
     assert "Would delete 1 session(s)" in dry.stdout and store.other in dry.stdout
     assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2
-    fails(asm(store.db, "prune", "--older-than", "90d", "--status", "completed", input="n\n"))
+    no = ok(asm(store.db, "prune", "--older-than", "90d", "--status", "completed", input="n\n"))
+    assert "Nothing deleted." in no.stdout
     done = ok(asm(store.db, "prune", "--older-than", "90d", "--status", "completed", "--yes"))
     assert "Deleted 1 session(s)" in done.stdout and "2 event(s)" in done.stdout
     assert [r["id"] for r in as_json(asm(store.db, "sessions", "--json"))] == [store.audit]
@@ -506,7 +507,7 @@ def test_prune_one_kind_keeps_sessions(store: Store) -> None:
     kinds = [e["kind"] for e in as_json(asm(store.db, "show", store.audit, "--json"))["events"]]
     assert "tool_output" not in kinds and len(kinds) == 7
     fails(asm(store.db, "prune", "--older-than", "1d", "--kind", "goal", "--yes"), "goal")
-    fails(asm(store.db, "prune", "--older-than", "soon"), "'90d'")
+    fails(asm(store.db, "prune", "--older-than", "soon"), "'90d'", code=2)
     fails(asm(store.db, "prune"), "--older-than", code=2)
 
 

@@ -68,3 +68,11 @@ def test_docs_are_current() -> None:
     assert DOCS.read_text(encoding="utf-8") == render(), (
         "docs/cli.md is out of date: run `make docs` (scripts/gen_cli_docs.py)."
     )
+
+
+def test_docs_state_the_exit_statuses() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## Exit status") : text.index("## Commands")]
+    for status in ("`0`", "`1`", "`2`"):
+        assert status in section, status
+    assert "--yes" in section and "declin" in section

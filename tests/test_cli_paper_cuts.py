@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import Store, asm, build, cli_env, ok  # noqa: F401  (cli_env: autouse)
+from .test_cli import (  # noqa: F401  (cli_env: autouse)
+    Store,
+    _age,
+    asm,
+    build,
+    cli_env,
+    count_rows,
+    fails,
+    ok,
+)
 
 
 @pytest.fixture
@@ -36,3 +45,28 @@ def test_piped_output_has_no_trailing_spaces(store: Store, command: tuple[str, .
     out = ok(asm(store.db, *args)).stdout
     padded = [line for line in out.splitlines() if line != line.rstrip()]
     assert not padded, f"{len(padded)} of {len(out.splitlines())} lines padded: {padded[:3]}"
+
+
+# -- 10: exit statuses --------------------------------------------------------------------
+
+
+def test_a_bad_age_is_a_usage_error(store: Store) -> None:
+    line = fails(asm(store.db, "prune", "--older-than", "90"), "--older-than", "'90d'", code=2)
+    assert "asm prune --help" in line
+    fails(asm(store.db, "sessions", "--since", "last tuesday"), "--since", "'90d'", code=2)
+
+
+def test_declining_to_delete_is_not_an_error(store: Store) -> None:
+    declined = ok(asm(store.db, "delete", store.other, input="n\n"))
+    assert "Nothing deleted." in declined.stdout and "Error" not in declined.output
+    _age(store.db, store.other, 100)
+    declined = ok(asm(store.db, "prune", "--older-than", "90d", input="\n"))  # the default: no
+    assert "Nothing deleted." in declined.stdout
+    assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2
+
+
+def test_no_terminal_to_confirm_on_says_to_pass_yes(store: Store) -> None:
+    fails(asm(store.db, "delete", store.other), "--yes", code=2)
+    _age(store.db, store.other, 100)
+    fails(asm(store.db, "prune", "--older-than", "90d"), "--yes", "--dry-run", code=2)
+    assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2

@@ -20,7 +20,7 @@ import click
 from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 
-from ..admin import StoreAdmin
+from ..admin import StoreAdmin, parse_cutoff
 from ..embed import HashEmbedder
 from ..errors import InvalidInput, SessionManagerError
 from ..manager import SessionManager
@@ -29,6 +29,7 @@ from ..store import sqlite_path
 from ._console import make_console
 
 __all__ = [
+    "AGE",
     "Env",
     "agent_option",
     "cli",
@@ -140,6 +141,39 @@ def open_admin(target: str, index: str | None, *, must_exist: bool = True) -> St
 def emit_json(data: Any) -> None:
     """One JSON document on stdout: UTF-8, indented, stable key order."""
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+class AgeOrTime(click.ParamType[str]):
+    """An age (``90d``, ``12h``, ``30min``, ``2w``) or an ISO-8601 time, checked while the
+    command line is parsed: a malformed one is a usage error (exit 2), like any bad option
+    value, and nothing is opened. The command passes the text on to the library."""
+
+    name = "age"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            parse_cutoff(text)
+        except InvalidInput:
+            self.fail(self._advice(text), param, ctx)
+        return text
+
+    @staticmethod
+    def _advice(text: str) -> str:
+        number = text.strip()
+        if number.replace(".", "", 1).isdigit():
+            return (
+                f"{text!r} has no unit; write e.g. '{number}d' for {number} days (units: s, "
+                "min, h, d, w) or an ISO-8601 time such as '2026-05-01T12:00:00Z'."
+            )
+        return (
+            f"{text!r} is neither an age nor an ISO-8601 time; write e.g. '90d', '12h', "
+            "'30min', '2w' or '2026-05-01T12:00:00Z'."
+        )
+
+
+#: The type of --older-than and --since.
+AGE = AgeOrTime()
 
 
 def _set_local(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -289,6 +323,9 @@ def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug
     --index for vectors kept in Chroma). Read commands print tables
     for people and JSON with --json; commands that delete ask first unless --yes.
     Start with `asm demo`, then `asm sessions`.
+
+    Exit status: 0 when done (also when nothing matched, or you declined to delete), 1
+    when the command failed, 2 for a usage error.
     """
     ctx.obj = Env(
         db=db,

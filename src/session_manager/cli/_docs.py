@@ -33,8 +33,8 @@ tool: it sees every agent's sessions unless `--agent` narrows it.
 - **JSON**: read commands (`sessions`, `show`, `search`, `restore`, `stats`) take `--json`
   and print one JSON document with stable field names; `export` writes JSON Lines.
   Timestamps are ISO-8601 UTC with microseconds.
-- **Errors**: one line on stderr naming the problem and the fix, exit status 1 (2 for a
-  usage error); `--debug` prints the traceback too.
+- **Errors**: one line on stderr naming the problem and the fix (exit statuses below);
+  `--debug` prints the traceback too.
 - **Human output** uses colours and tables on a terminal and plain text when piped
   (lines up to 160 columns, or `COLUMNS`, without trailing spaces); progress bars (with an
   ETA) appear only on a terminal. `NO_COLOR` turns colours off.
@@ -48,6 +48,20 @@ tool: it sees every agent's sessions unless `--agent` narrows it.
 instead of the real model: fast and deterministic, for tests of code that drives `asm`.
 It is not for real stores (a store embedded with one embedder refuses the other until
 `asm reindex`), and it does not appear in `--help`.
+
+## Exit status
+
+Like click (and most command-line tools), `asm` tells a mistake in the command line apart
+from a command that could not be done:
+
+- `0`: done, including when there was nothing to do: no session matched, no hits,
+  nothing old enough to prune, or you declined a confirmation ("Nothing deleted.").
+- `1`: the command failed: a session or database that does not exist, a store that
+  refuses, a bad record in an import, a closed output pipe, Ctrl-C. The message says what
+  to fix.
+- `2`: a usage error: an unknown command or option, a missing or malformed value
+  (`--older-than 90` needs a unit: `90d`), or `delete`/`prune` with no terminal to
+  confirm on and no `--yes`.
 
 ## Commands
 """

@@ -14,7 +14,7 @@ from rich.text import Text
 from ..admin import SessionInfo, event_to_dict
 from ..errors import SessionNotFound
 from ..events import SESSION_STATUSES
-from ._app import Env, agent_option, cli, db_option, emit_json, json_option
+from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import (
     STATUS_STYLES,
     ago,
@@ -47,6 +47,7 @@ def _table(*columns: str) -> Table:
 @click.option("--user", metavar="USER", help="Only sessions of this user_id.")
 @click.option(
     "--since",
+    type=AGE,
     metavar="WHEN",
     help="Only sessions active since then: an age (7d, 12h, 30min) or an ISO-8601 time.",
 )

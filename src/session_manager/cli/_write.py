@@ -23,7 +23,7 @@ from rich.progress import (
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
 from ..store import sqlite_path
-from ._app import Env, agent_option, cli, db_option, open_admin
+from ._app import AGE, Env, agent_option, cli, db_option, open_admin
 from ._render import shorten, stamp
 
 
@@ -47,13 +47,29 @@ def _progress(env: Env, description: str, total: int | None) -> Iterator[Progres
         yield progress
 
 
-def _confirm(question: str, yes: bool) -> None:
+def _confirmed(question: str, yes: bool, *, instead: str = "") -> bool:
+    """Whether to go ahead: --yes, or "y" to ``question`` (asked on stderr; default no).
+
+    Declining is an answer, not an error. Having no answer to read (stdin closed or
+    /dev/null, as under cron or in CI) is a usage error that names --yes: a script that
+    deletes must say so. ``instead`` is a further way out for that message.
+    """
     if yes:
-        return
-    if not click.confirm(question, default=False, err=True):
-        raise click.ClickException(
-            "Not confirmed; nothing was deleted. Pass --yes to skip the question."
-        )
+        return True
+    click.echo(f"{question} [y/N]: ", nl=False, err=True)
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        click.echo(err=True)  # a piped answer is not echoed: end the question's line
+        if not answer:  # end of input, not a person pressing Ctrl-D at the question
+            raise click.UsageError(
+                "This deletes data, so it asks first, and there is no terminal to answer on. "
+                f"Pass --yes to delete without asking{instead}."
+            )
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _nothing_deleted(env: Env) -> None:
+    env.out.print("Nothing deleted.")
 
 
 # -- export -------------------------------------------------------------------------------
@@ -292,16 +308,19 @@ def reindex(env: Env) -> None:
 def delete(env: Env, session_id: str, yes: bool) -> None:
     """Delete one session (of any agent) with its events, vectors and index entries.
 
-    Asks first unless --yes. This cannot be undone; `asm export --session ID` keeps a copy.
+    Asks first unless --yes (a script, with no terminal to answer on, must pass --yes).
+    This cannot be undone; `asm export --session ID` keeps a copy.
     """
     admin = env.admin()
     info = admin.session(session_id)
     s = info.session
-    _confirm(
+    question = (
         f"Delete session {s.id} of agent {s.agent_id!r} ({shorten(s.goal, 50)!r}, "
-        f"{info.events:,} events)? This cannot be undone.",
-        yes,
+        f"{info.events:,} events)? This cannot be undone."
     )
+    if not _confirmed(question, yes):
+        _nothing_deleted(env)
+        return
     count = admin.delete_session(session_id)
     env.out.print(f"Deleted session {s.id} of agent {s.agent_id!r} and its {count:,} event(s).")
 
@@ -310,6 +329,7 @@ def delete(env: Env, session_id: str, yes: bool) -> None:
 @click.option(
     "--older-than",
     required=True,
+    type=AGE,
     metavar="AGE",
     help="An age (90d, 12h, 2w) or an ISO-8601 time; what is older goes.",
 )
@@ -333,7 +353,8 @@ def prune(
     Without --kind: whole sessions whose last activity is older than --older-than (a
     session still in use is never cut in half). With --kind: only events of that kind
     created before the cutoff, in any session; the sessions stay. --status limits either
-    to sessions with that status. Asks first unless --yes or --dry-run.
+    to sessions with that status. Asks first unless --yes or --dry-run (a script, with no
+    terminal to answer on, must pass one of them).
 
     \b
     asm prune --older-than 90d --status completed
@@ -348,7 +369,10 @@ def prune(
     if dry_run:
         env.note("Dry run: nothing was deleted.")
         return
-    _confirm("Delete all of that? This cannot be undone.", yes)
+    question = "Delete all of that? This cannot be undone."
+    if not _confirmed(question, yes, instead=", or --dry-run to only list what would go"):
+        _nothing_deleted(env)
+        return
     done = admin.prune(plan.cutoff, kind=kind, status=status)
     _describe_prune(env, done)
 
