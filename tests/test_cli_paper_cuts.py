@@ -70,3 +70,30 @@ def test_no_terminal_to_confirm_on_says_to_pass_yes(store: Store) -> None:
     _age(store.db, store.other, 100)
     fails(asm(store.db, "prune", "--older-than", "90d"), "--yes", "--dry-run", code=2)
     assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2
+
+
+# -- 11: asm migrate names the right store -----------------------------------------------
+
+
+def test_migrate_refuses_the_same_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(store.db.parent)
+    name = store.db.name
+    for source, target in [
+        (name, name),
+        (name, str(store.db)),
+        (f"sqlite:///{name}", f"./sub/../{name}"),
+        (f"sqlite:///{name}", f"sqlite:///{store.db}"),
+    ]:
+        line = fails(asm(None, "migrate", "--from", source, "--to", target), "same store", code=2)
+        assert "--from" in line and "--to" in line, line
+    assert not (store.db.parent / "sub").exists()
+
+
+def test_migrate_names_the_option_of_a_missing_store(tmp_path: Path) -> None:
+    line = fails(
+        asm(None, "migrate", "--from", str(tmp_path / "missing.db"), "--to", str(tmp_path / "b")),
+        "missing.db",
+        "does not exist",
+        "--from",
+    )
+    assert "--db" not in line and "ASM_DB" not in line

@@ -119,18 +119,25 @@ class Env:
         self.err.print(message, style=style)
 
 
-def open_admin(target: str, index: str | None, *, must_exist: bool = True) -> StoreAdmin:
+def open_admin(
+    target: str,
+    index: str | None,
+    *,
+    must_exist: bool = True,
+    option: str = "--db (or ASM_DB)",
+) -> StoreAdmin:
     """A :class:`StoreAdmin` on a path or URL, closed when the command ends.
 
     Read commands refuse a SQLite file that does not exist rather than creating an empty
-    one: a typo in ``--db`` should not look like an empty store.
+    one: a typo in ``--db`` should not look like an empty store. ``option`` is what the
+    user gave the store with, for that message.
     """
     path_text = sqlite_path(target)
     if must_exist and path_text is not None and path_text != ":memory:":
         path = Path(path_text)
         if path.parent.is_dir() and not path.exists():
             raise InvalidInput(
-                f"The database {target!r} does not exist. Point --db (or ASM_DB) at a session "
+                f"The database {target!r} does not exist. Point {option} at a session "
                 "database, or run `asm demo` to make one to explore."
             )
     admin = StoreAdmin(url=target, index=index, embedder=embedder_from_env())

@@ -60,8 +60,9 @@ from a command that could not be done:
   refuses, a bad record in an import, a closed output pipe, Ctrl-C. The message says what
   to fix.
 - `2`: a usage error: an unknown command or option, a missing or malformed value
-  (`--older-than 90` needs a unit: `90d`), or `delete`/`prune` with no terminal to
-  confirm on and no `--yes`.
+  (`--older-than 90` needs a unit: `90d`), options that contradict each other (`asm
+  migrate` with one store as both `--from` and `--to`), or `delete`/`prune` with no
+  terminal to confirm on and no `--yes`.
 
 ## Commands
 """

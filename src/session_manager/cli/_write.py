@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO
+from urllib.parse import parse_qs, urlsplit
 
 import click
 from rich.progress import (
@@ -22,7 +23,7 @@ from rich.progress import (
 
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
-from ..store import sqlite_path
+from ..store import describe_url, sqlite_path
 from ._app import AGE, Env, agent_option, cli, db_option, open_admin
 from ._render import shorten, stamp
 
@@ -237,14 +238,15 @@ def migrate(
     streaming, with a progress bar. Interrupted? Run the same command again: what is
     already in the target is skipped, and the copy carries on. Vectors are not copied: the
     target embeds the events (at once with --embed, else in the background of its next
-    SessionManager).
+    SessionManager). --from and --to must be two stores, however they are spelt.
 
     \b
     asm migrate --from sessions.db --to postgresql://app@db/agents
     asm migrate --from postgresql://app@db/agents --to sqlite:///backup.db
     """
-    old = open_admin(source, from_index)
-    new = open_admin(target, to_index, must_exist=False)
+    _refuse_the_same_store(source, target)
+    old = open_admin(source, from_index, option="--from")
+    new = open_admin(target, to_index, must_exist=False, option="--to")
     started = time.perf_counter()
     with _progress(env, "Copying", None) as bar:
         task = bar.task_ids[0]
@@ -268,6 +270,49 @@ def migrate(
             f"{result.events_inserted:,} event(s) wait for embedding in the target: its next "
             "SessionManager (or `asm migrate ... --embed`) embeds them."
         )
+
+
+def _refuse_the_same_store(source: str, target: str) -> None:
+    """A usage error when --from and --to name one store, however each is spelt: the copy
+    would skip every record as already there and "succeed" having done nothing."""
+    same = _store_identity(source)
+    if same is None or same != _store_identity(target):
+        return
+    spelt = f"{describe_url(source)!r} and {describe_url(target)!r} both name {same}"
+    if source == target:
+        spelt = f"both are {describe_url(source)!r}"
+    raise click.UsageError(
+        f"--from and --to name the same store ({spelt}); migrating a store into itself "
+        "copies nothing. Give --to another path or URL."
+    )
+
+
+def _store_identity(target: str) -> str | None:
+    """What tells two spellings of one store apart from two stores: a SQLite file's
+    resolved path, or a PostgreSQL URL's user, host, port, database and schema (password
+    and other options left out). ``None`` for stores that are never the same
+    (``:memory:``) or kinds this cannot tell.
+
+    >>> _store_identity("postgres://me:pw@DB/app?sslmode=require")
+    'postgresql://me@db:5432/app?schema=asm'
+    """
+    path = sqlite_path(target)
+    if path == ":memory:":
+        return None
+    if path is not None:
+        return str(Path(path).expanduser().resolve())
+    parts = urlsplit(target)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        return None
+    query = parse_qs(parts.query)
+    host = (parts.hostname or query.get("host", ["localhost"])[-1]).lower()
+    try:
+        port = parts.port or int(query.get("port", ["5432"])[-1])
+    except ValueError:  # a malformed port: opening the store says so, better than this can
+        return None
+    user = f"{parts.username}@" if parts.username else ""
+    schema = query.get("schema", ["asm"])[-1]
+    return f"postgresql://{user}{host}:{port}{parts.path or '/'}?schema={schema}"
 
 
 # -- reindex ------------------------------------------------------------------------------
