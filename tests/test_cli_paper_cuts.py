@@ -97,3 +97,14 @@ def test_migrate_names_the_option_of_a_missing_store(tmp_path: Path) -> None:
         "--from",
     )
     assert "--db" not in line and "ASM_DB" not in line
+
+
+# -- 12: one wording for "not this agent's session" ---------------------------------------
+
+
+def test_another_agents_session_is_one_message(store: Store) -> None:
+    show = fails(asm(store.db, "show", store.audit, "--agent", "writer"), "belongs to")
+    restore = fails(asm(store.db, "restore", store.audit, "--agent", "writer"))
+    search = fails(asm(store.db, "search", "x", "--session", store.audit, "--agent", "writer"))
+    assert show == restore == search
+    assert f"'{store.audit}'" in show and "'writer'" in show and "'researcher'" in show

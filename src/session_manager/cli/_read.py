@@ -121,7 +121,8 @@ def sessions(
 
 
 def _owned_session(env: Env, session_id: str) -> SessionInfo:
-    """The session, checked against --agent when one is given."""
+    """The session, checked against --agent when one is given: the one wording of "not
+    this agent's session" for show, search and restore (the library words it for agents)."""
     info = env.admin().session(session_id)
     owner = info.session.agent_id
     if env.agent is not None and env.agent != owner:
@@ -298,6 +299,8 @@ def search(
     count as a recall (restore ranking is left as it was).
     """
     where = _parse_where(wheres)
+    if session_id is not None:
+        _owned_session(env, session_id)
     hits = env.admin().search(
         query,
         k,
@@ -378,7 +381,7 @@ def restore(
     the tokens each section used, and the share of the budget each section was offered
     and why. --json always includes the report, and the chat view (system and turns).
     """
-    agent = env.agent or env.admin().session(session_id).session.agent_id
+    agent = _owned_session(env, session_id).session.agent_id
     context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
     report = context.report
     if as_json:
