@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from session_manager import SessionManager
+from session_manager.testing import HashEmbedder
+
 from .test_cli import (  # noqa: F401  (cli_env: autouse)
     Store,
     _age,
@@ -108,3 +111,45 @@ def test_another_agents_session_is_one_message(store: Store) -> None:
     search = fails(asm(store.db, "search", "x", "--session", store.audit, "--agent", "writer"))
     assert show == restore == search
     assert f"'{store.audit}'" in show and "'writer'" in show and "'researcher'" in show
+
+
+# -- 13: asm show folds long contents by lines --------------------------------------------
+
+
+def _traceback(frames: int = 8) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for i in range(frames):
+        lines += [f'  File "/app/step_{i}.py", line {i + 10}, in run', f"    step_{i}()"]
+    return "\n".join([*lines, "RuntimeError: the scan timed out"])  # 18 lines
+
+
+def test_show_folds_long_contents_by_lines(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("ops", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("Run the nightly scan")
+        mgr.record_tool_output(session.id, _traceback(), tool="pytest")
+        mgr.record_error(session.id, _traceback(), tags=["flaky"])
+    out = ok(asm(db, "show", session.id)).stdout
+    lines = out.splitlines()
+    firsts = [line for line in lines if "Traceback (most recent call last):" in line]
+    assert len(firsts) == 2
+    assert "(tool: pytest)" in firsts[0]  # the labels stay on the first line ...
+    assert "[unresolved]" in firsts[1] and "#flaky" in firsts[1]
+    assert sum('File "/app/' in line for line in lines) <= 2 * 3  # ... and few lines follow
+    assert sum("RuntimeError" in line for line in lines) == 0
+    folds = [line for line in lines if "more lines" in line]
+    assert len(folds) == 2 and "14 more lines" in folds[0] and "--full" in folds[0], folds
+    full = ok(asm(db, "show", session.id, "--full")).stdout
+    assert sum("RuntimeError" in line for line in full.splitlines()) == 2
+    assert "more lines" not in full
+
+
+def test_show_still_folds_one_long_line(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("ops", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("Read the log")
+        mgr.record_tool_output(session.id, "word " * 400, tool="cat")
+    out = ok(asm(db, "show", session.id)).stdout
+    first = next(line for line in out.splitlines() if "word word" in line)
+    assert "(tool: cat)" in first and first.count("word") < 100
+    assert "2.0 kB in all; --full shows it all" in out

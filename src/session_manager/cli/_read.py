@@ -186,12 +186,18 @@ def show(
     grid.add_column(no_wrap=True, style="dim")
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
+    labels = [kind_label(event) for event in events]
+    # What is left of the width after the day (or time) and kind columns and their gaps:
+    # folded lines are cut to it, so that they do not wrap.
+    kind_width = max((label.cell_len for label in labels), default=0)
+    width = env.out.width - len("2026-11-22") - kind_width - 4
     day = None
-    for event in events:
+    for event, label in zip(events, labels, strict=True):
         if stamp(event.created_at)[:10] != day:
             day = stamp(event.created_at)[:10]
             grid.add_row(Text(day, style="bold"), "", "")
-        grid.add_row(stamp(event.created_at)[11:], kind_label(event), event_body(event, full=full))
+        body = event_body(event, full=full, width=max(30, width))
+        grid.add_row(stamp(event.created_at)[11:], label, body)
     env.out.print()
     env.out.print(grid)
     env.out.print()

@@ -45,8 +45,11 @@ STATUS_STYLES = {
     "unresolved": "bold red",
     "resolved": "green",
 }
-#: Payloads and contents longer than this are folded unless --full.
+#: Payloads longer than this are folded unless --full (and one-line contents at twice it,
+#: when the column's width is not known).
 FOLD_CHARS = 160
+#: How many lines of a content the timeline shows unless --full.
+FOLD_LINES = 4
 _WORD = re.compile(r"\w{3,}")
 
 
@@ -146,17 +149,50 @@ def fold_json(value: Any, *, full: bool) -> Text:
     return text
 
 
-def _fold_text(content: str, *, full: bool) -> Text:
-    if full or len(content) <= FOLD_CHARS * 2:
-        return Text(content)
-    text = Text(content[: FOLD_CHARS * 2].rstrip() + "…")
-    size = human_size(len(content.encode("utf-8")))
-    text.append(f"  ({size} of text; --full shows it all)", style="dim")
+def _cut(line: str, width: int) -> str:
+    """``line`` if it fits in ``width`` characters, else its start and an ellipsis."""
+    return line if len(line) <= width else line[: max(1, width - 1)].rstrip() + "…"
+
+
+def _labels(event: Event, tool: str | None) -> Text:
+    """What follows the first line of an event: its tool, status and tags."""
+    labels = Text()
+    if tool:
+        labels.append(f"  (tool: {tool})", style="dim")
+    if event.status:
+        labels.append("  ")
+        labels.append_text(status_text(event.status))
+    for tag in event.tags:
+        labels.append(f"  #{tag}", style="dim")
+    return labels
+
+
+def _content_with_labels(content: str, labels: Text, *, full: bool, width: int | None) -> Text:
+    """The content with ``labels`` right after its first line. Folded unless ``full``: the
+    first :data:`FOLD_LINES` lines, each cut to ``width`` (so the labels stay on the first
+    line), then how much more there is. A 17-line traceback shows its head, not all of it."""
+    lines = content.splitlines() or [""]
+    if full:
+        kept, first = lines[1:], lines[0]
+    else:
+        room = width or FOLD_CHARS * 2
+        first = _cut(lines[0], max(20, room - labels.cell_len))
+        kept = [_cut(line, room) for line in lines[1:FOLD_LINES]]
+    text = Text(first)
+    text.append_text(labels)
+    for line in kept:
+        text.append("\n" + line)
+    hidden = len(lines) - 1 - len(kept)
+    if hidden or [first, *kept] != lines[: 1 + len(kept)]:
+        more = f"{hidden} more line{'s' * (hidden != 1)}, " if hidden else ""
+        size = human_size(len(content.encode("utf-8")))
+        text.append(f"\n… ({more}{size} in all; --full shows it all)", style="dim")
     return text
 
 
-def event_body(event: Event, *, full: bool) -> Text:
-    """Content, badges and folded payload of one event, for the timeline."""
+def event_body(event: Event, *, full: bool, width: int | None = None) -> Text:
+    """Content, labels and folded payload of one event, for the timeline; ``width`` is the
+    column's, which folded lines are cut to."""
     body = Text()
     payload = event.payload
     derived = bool(event.metadata.get("derived_content")) and payload is not None
@@ -164,16 +200,11 @@ def event_body(event: Event, *, full: bool) -> Text:
     if derived:
         body.append(f"{tool} returned " if tool else "returned ", style="dim")
         body.append_text(fold_json(payload, full=full))
+        body.append_text(_labels(event, None))
         payload = None
     else:
-        body.append_text(_fold_text(event.content, full=full))
-        if tool:
-            body.append(f"  (tool: {tool})", style="dim")
-    if event.status:
-        body.append("  ")
-        body.append_text(status_text(event.status))
-    for tag in event.tags:
-        body.append(f"  #{tag}", style="dim")
+        labels = _labels(event, tool)
+        body.append_text(_content_with_labels(event.content, labels, full=full, width=width))
     if isinstance(payload, dict) and event.kind == "step":
         for key in ("input", "result"):
             if key in payload:
