@@ -155,7 +155,8 @@ def show(
     """Show a session's timeline: goal, steps with their tool and result, tool outputs,
     decisions, facts, errors (resolved or not), pending steps and messages.
 
-    Long contents and payloads are folded with their size; --full shows them whole.
+    Long contents are folded to their first lines and long payloads to 160 characters,
+    each with its size; --full shows them whole.
     The summary at the end lists the open pending queue and unresolved errors.
     """
     info = _owned_session(env, session_id)
