@@ -210,7 +210,7 @@ def test_show_respects_agent(store: Store) -> None:
 
 def test_search_ranks_across_agents(store: Store) -> None:
     out = ok(asm(store.db, "search", "two-factor qa-bot")).stdout
-    assert out.startswith("1. ") and "Disabled two-factor" in out
+    assert out.splitlines()[1].startswith("1. ") and "Disabled two-factor" in out
     assert f"researcher · session {store.audit}" in out
     hits = as_json(asm(store.db, "search", "release notes", "--json"))
     assert hits[0]["agent_id"] == "writer" and hits[0]["rank"] == 1

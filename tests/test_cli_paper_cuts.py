@@ -15,6 +15,7 @@ from session_manager.testing import HashEmbedder
 from .test_cli import (  # noqa: F401  (cli_env: autouse)
     Store,
     _age,
+    as_json,
     asm,
     build,
     cli_env,
@@ -153,3 +154,23 @@ def test_show_still_folds_one_long_line(tmp_path: Path) -> None:
     first = next(line for line in out.splitlines() if "word word" in line)
     assert "(tool: cat)" in first and first.count("word") < 100
     assert "2.0 kB in all; --full shows it all" in out
+
+
+# -- 14: asm search says what its scores are ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "label", "scale"),
+    [
+        ("hybrid", "fused (RRF)", "rrf"),
+        ("semantic", "cosine", "cosine"),
+        ("keyword", "BM25", "bm25"),
+    ],
+)
+def test_search_labels_the_score_scale(store: Store, mode: str, label: str, scale: str) -> None:
+    out = ok(asm(store.db, "search", "staging accounts", "--mode", mode)).stdout
+    header, first = out.splitlines()[:2]
+    assert label in header and first.startswith("1. "), out
+    hits = as_json(asm(store.db, "search", "staging accounts", "--mode", mode, "--json"))
+    assert hits and all(hit["score_scale"] == scale for hit in hits)
+    assert all(isinstance(hit["score"], float) and hit["rank"] >= 1 for hit in hits)

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..admin import SessionInfo, event_to_dict
 from ..errors import SessionNotFound
-from ..events import SESSION_STATUSES
+from ..events import SESSION_STATUSES, Hit
 from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import (
     STATUS_STYLES,
@@ -276,7 +276,8 @@ def _parse_where(values: tuple[str, ...]) -> dict[str, Any] | None:
     type=click.Choice(["hybrid", "semantic", "keyword"]),
     default="hybrid",
     show_default=True,
-    help="hybrid fuses keyword (BM25) and semantic (cosine) rankings.",
+    help="hybrid fuses keyword (BM25) and semantic (cosine) rankings; each mode's scores "
+    "are on its own scale, so compare them within one search only.",
 )
 @click.option(
     "--where",
@@ -302,6 +303,10 @@ def search(
     """Search past events by meaning and keywords: ranked hits with score, kind, session
     and a snippet.
 
+    The header names the scores' scale, which depends on --mode: fused (RRF) for hybrid
+    (rank fusion, at most about 0.3), cosine for semantic (at most 1), BM25 for keyword
+    (unbounded). With --json each hit says it in score_scale: rrf, cosine or bm25.
+
     Without --agent or --session every agent's memory is searched. Looking does not
     count as a recall (restore ranking is left as it was).
     """
@@ -317,10 +322,11 @@ def search(
         kinds=list(kinds) or None,
         where=where,
     )
+    label, scale = _SCORE_SCALES[mode]
     if as_json:
         emit_json(
             [
-                {"rank": rank, "score": hit.score, **event_to_dict(hit.event)}
+                {"rank": rank, "score": hit.score, "score_scale": scale, **event_to_dict(hit.event)}
                 for rank, hit in enumerate(hits, start=1)
             ]
         )
@@ -328,11 +334,31 @@ def search(
     if not hits:
         env.note("No hits. Try --mode semantic, fewer filters, or another wording.")
         return
-    # Two lines per hit, so it reads well at any terminal width: where it is, then what.
+    _print_hits(env, hits, query, label)
+
+
+#: What a score is in each search mode: its label in the header, its --json score_scale.
+#: The three differ by an order of magnitude (≈0.2 fused, ≤1 cosine, ≈4 BM25).
+_SCORE_SCALES = {
+    "hybrid": ("fused (RRF)", "rrf"),
+    "semantic": ("cosine", "cosine"),
+    "keyword": ("BM25", "bm25"),
+}
+
+
+def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
+    """Two lines per hit, so it reads well at any terminal width: where it is, then what;
+    under a header that names the scale of the scores."""
+    scores = [f"{hit.score:.3f}" for hit in hits]
+    width = max(len(label), *(len(score) for score in scores))
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
-    for rank, hit in enumerate(hits, start=1):
+    grid.add_row(
+        Text("#", style="bold"),
+        Text.assemble((label.ljust(width), "bold"), ("  kind · agent · session · time", "dim")),
+    )
+    for rank, (hit, score) in enumerate(zip(hits, scores, strict=True), start=1):
         event = hit.event
         located = Text.assemble(
             kind_label(event),
@@ -340,7 +366,8 @@ def search(
             (stamp(event.created_at, seconds=False), "dim"),
         )
         grid.add_row(
-            Text(f"{rank}.", style="bold"), Text.assemble((f"{hit.score:.3f}  ", "bold"), located)
+            Text(f"{rank}.", style="bold"),
+            Text.assemble((f"{score.ljust(width)}  ", "bold"), located),
         )
         grid.add_row("", snippet(event.content, query, width=max(40, env.out.width - 8)))
     env.out.print(grid)
