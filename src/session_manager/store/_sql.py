@@ -426,11 +426,15 @@ class SqlStore:
     def bump_recall(self, seqs: Sequence[int]) -> None:
         if not seqs:
             return
+        # In batches, like every IN list here: a statement may carry only so many variables
+        # (999 in SQLite builds before 3.32, 65,535 in PostgreSQL's protocol).
         with self.atomic() as tx:
-            tx.execute(
-                f"UPDATE events SET recall_count = recall_count + 1 WHERE seq IN ({_marks(seqs)})",
-                list(seqs),
-            )
+            for chunk in batched(list(seqs)):
+                tx.execute(
+                    "UPDATE events SET recall_count = recall_count + 1 "
+                    f"WHERE seq IN ({_marks(chunk)})",
+                    chunk,
+                )
 
     def pending_count(self, partitions: Sequence[str] | None = None) -> int:
         if partitions is None:
