@@ -10,11 +10,76 @@ sent in batches.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
+import pytest
 
 from session_manager import SessionManager
+from session_manager.store.sqlite import SqliteStore
 
 # -- transactions ----------------------------------------------------------------------------
+
+
+def test_a_commit_that_fails_is_rolled_back(mgr: SessionManager, db_path: Path) -> None:
+    """A COMMIT refused by SQLite leaves its transaction open; the store must roll it back,
+    or this thread's next write fails and every other connection waits on the lock."""
+    session = mgr.start_session("Keep the log writable")
+    store = mgr._store
+    assert isinstance(store, SqliteStore)
+    with pytest.raises(Exception) as caught, store.atomic() as tx:
+        # A deferred foreign key is checked at COMMIT: the honest way to make COMMIT fail.
+        tx.execute("PRAGMA defer_foreign_keys = ON")
+        tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (10**9, "nowhere"))
+    assert "FOREIGN KEY" in str(caught.value) + str(caught.value.__cause__)
+    assert not store.connection().in_transaction
+    mgr.record_fact(session.id, "written after the failed commit")  # this thread writes again
+    other = sqlite3.connect(db_path, timeout=0.1)  # and so does another connection, at once
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        assert other.execute("SELECT count(*) FROM outbox WHERE seq = ?", (10**9,)).fetchone() == (
+            0,
+        )
+    finally:
+        other.close()
+
+
+def test_the_error_inside_a_transaction_is_the_one_raised(mgr: SessionManager) -> None:
+    """SQLite may roll a transaction back by itself when the disk is full; the store's own
+    ROLLBACK then has nothing to undo and must not replace the real error with "cannot
+    rollback - no transaction is active"."""
+    store = mgr._store
+    conn = store.connection()  # type: ignore[attr-defined]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from here on
+    with pytest.raises(Exception) as caught, store.atomic() as tx:
+        store.set_meta(tx, "large", "x" * 200_000)
+    assert "full" in str(caught.value)
+    assert not conn.in_transaction
+
+
+def test_a_nested_atomic_is_a_savepoint(mgr: SessionManager) -> None:
+    store = mgr._store
+    ran: list[str] = []
+    with store.atomic() as outer:
+        store.set_meta(outer, "outer", "kept")
+        with pytest.raises(ValueError), store.atomic() as undone:
+            store.set_meta(undone, "undone", "dropped")
+            undone.on_commit(lambda: ran.append("undone"))
+            raise ValueError("undo the inner block only")
+        with store.atomic() as released:
+            store.set_meta(released, "released", "kept")
+            released.on_commit(lambda: ran.append("released"))
+            with pytest.raises(KeyError), store.atomic() as innermost:
+                innermost.on_commit(lambda: ran.append("innermost"))
+                raise KeyError("the innermost block rolls back alone")
+        assert ran == []  # hooks wait for the outermost commit
+    assert ran == ["released"]
+    assert [store.get_meta(key) for key in ("outer", "undone", "released")] == [
+        "kept",
+        None,
+        "kept",
+    ]
 
 
 # -- connections ------------------------------------------------------------------------------

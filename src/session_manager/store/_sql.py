@@ -118,6 +118,13 @@ class SqlTx:
             self._hooks = []
         self._hooks.append(callback)
 
+    def hand_hooks_to(self, outer: SqlTx) -> None:
+        """A nested transaction was released: its callbacks now wait for ``outer``'s commit
+        (and are dropped if ``outer`` rolls back)."""
+        for hook in self._hooks or ():
+            outer.on_commit(hook)
+        self._hooks = None
+
     def committed(self) -> None:
         hooks, self._hooks = self._hooks, None
         for hook in hooks or ():

@@ -146,20 +146,60 @@ class SqliteStore(SqlStore):
         """A write transaction: committed on success, rolled back on any exception.
 
         The whole block is retried only while *starting* it is busy; once inside, the write
-        lock is held, so the block itself never sees "database is locked".
+        lock is held, so the block itself never sees "database is locked". An ``atomic()``
+        inside another on the same thread is a savepoint: its failure undoes its own writes
+        only, and its ``on_commit`` callbacks wait for the outermost commit.
         """
         conn = self.connection()
-        tx = SqlTx(conn)
+        outer: SqlTx | None = getattr(self._local, "tx", None)
         with self._write_lock:
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            block = self._transaction(conn) if outer is None else self._savepoint(conn, outer)
+            with block as tx:
+                yield tx
+        if outer is None:
+            tx.committed()
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[SqlTx]:
+        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        tx = self._local.tx = SqlTx(conn)
+        try:
             try:
                 yield tx
             except BaseException:
-                conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
-            else:
+            try:
                 self._retry(lambda: conn.execute("COMMIT"))
-        tx.committed()
+            except BaseException:
+                # SQLite keeps a transaction open when its COMMIT fails (a deferred
+                # constraint, a full disk, an I/O error), for the caller to fix and retry.
+                # Nothing here can: left open, it would hold the write lock and fail this
+                # thread's next BEGIN with "cannot start a transaction within a transaction".
+                _roll_back(conn)
+                raise
+        finally:
+            self._local.tx = None
+
+    @contextmanager
+    def _savepoint(self, conn: sqlite3.Connection, outer: SqlTx) -> Iterator[SqlTx]:
+        # One name for every level is enough: ROLLBACK TO and RELEASE act on the innermost
+        # savepoint of that name, which is always this block's own.
+        conn.execute("SAVEPOINT asm_nested")
+        tx = self._local.tx = SqlTx(conn)
+        try:
+            try:
+                yield tx
+            except BaseException:
+                # Guarded: the error that made the block fail is the one to report.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK TO asm_nested")
+                    conn.execute("RELEASE asm_nested")
+                raise
+            conn.execute("RELEASE asm_nested")
+            tx.hand_hooks_to(outer)
+        finally:
+            self._local.tx = outer
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlTx]:
@@ -463,6 +503,15 @@ class _SqliteBatch:
         """Clear the rows from the outbox without storing vectors here (an external index
         holds them)."""
         self.store.finish_batch([(seq, part, None) for seq, part, _ in self.rows], register)
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Roll back whatever is still open, never raising: the error that made the caller roll
+    back is the one to report. SQLite may have rolled back already (it does on some full-disk
+    and I/O errors), and then a ROLLBACK would fail "no transaction is active"."""
+    with contextlib.suppress(sqlite3.Error):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def _split_sql(script: str) -> list[str]:
