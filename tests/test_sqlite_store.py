@@ -9,7 +9,9 @@ sent in batches.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,23 @@ def test_a_nested_atomic_is_a_savepoint(mgr: SessionManager) -> None:
 
 
 # -- connections ------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_a_thread_s_connection_closes_when_the_thread_ends(mgr: SessionManager) -> None:
+    session = mgr.start_session("Answer from many short threads")
+    mgr.record_fact(session.id, "threads come and go")
+
+    def read() -> None:
+        assert mgr.get_session(session.id).goal == "Answer from many short threads"
+
+    read()  # this thread's own connection is open before counting
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(200):
+        thread = threading.Thread(target=read)
+        thread.start()
+        thread.join()
+    assert len(os.listdir("/proc/self/fd")) - before < 10
 
 
 # -- snapshots --------------------------------------------------------------------------------

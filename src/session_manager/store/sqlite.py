@@ -22,6 +22,7 @@ import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -90,9 +91,7 @@ class SqliteStore(SqlStore):
                 "exist. Create it first (mkdir -p) or choose another db_path."
             )
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-        self._closed = False
+        self._connections = _OpenConnections()
         # Threads of this process queue on a lock rather than on SQLite's busy handler, which
         # polls with sleeps of up to tens of milliseconds: a record() behind the embedding
         # worker's short commit then waits microseconds, not a sleep quantum.
@@ -104,23 +103,35 @@ class SqliteStore(SqlStore):
     # -- connections and transactions -------------------------------------------------------
 
     def connection(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use."""
+        """This thread's connection, opened on first use and closed when the thread ends."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if self._closed:
-                raise InvalidInput("This SessionManager is closed; open a new one.")
-            conn = sqlite3.connect(
-                str(self.path), isolation_level=None, check_same_thread=False, timeout=5.0
-            )
+            conn = self._open_connection()
+            # Only this thread's slot of self._local refers to the holder, so it is freed
+            # when the thread ends (or close() drops self._local), and its finalizer closes
+            # the connection: short-lived threads leave no connection and descriptors behind.
+            holder = _ThreadConnection()
+            weakref.finalize(holder, self._connections.release, conn)
+            self._local.holder, self._local.conn = holder, conn
+        return conn
+
+    def _open_connection(self) -> sqlite3.Connection:
+        if self._connections.closed:
+            raise InvalidInput("This SessionManager is closed; open a new one.")
+        conn = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+        try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             if not self.autocheckpoint:
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections.append(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._connections.add(conn)
         return conn
 
     def _retry(self, operation: Any) -> Any:
@@ -230,13 +241,7 @@ class SqliteStore(SqlStore):
     checkpoint = maintenance
 
     def close(self) -> None:
-        self._closed = True
-        with self._connections_lock:
-            for conn in self._connections:
-                # ProgrammingError: closed from another thread already
-                with contextlib.suppress(sqlite3.ProgrammingError):
-                    conn.close()
-            self._connections.clear()
+        self._connections.close_all()
         self._local = threading.local()
 
     # -- schema ----------------------------------------------------------------------------
@@ -483,6 +488,50 @@ class SqliteStore(SqlStore):
             if path.exists()
         )
         return stats
+
+
+class _ThreadConnection:
+    """Lives as long as the thread that holds it in ``SqliteStore._local`` (see connection())."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _OpenConnections:
+    """Every connection a store has open (threads' and snapshots'), so close() reaches all.
+
+    Whoever takes a connection out of the set closes it, so it is closed exactly once: a
+    thread's finalizer and close() may race for it, and two concurrent closes of one sqlite3
+    connection would free it twice.
+    """
+
+    def __init__(self) -> None:
+        # Reentrant: a finalizer may run, through garbage collection, in a thread that is
+        # already inside one of these methods.
+        self._lock = threading.RLock()
+        self._open: set[sqlite3.Connection] = set()
+        self.closed = False
+
+    def add(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if not self.closed:
+                self._open.add(conn)
+                return
+        conn.close()  # the store was closed while this one was opening
+        raise InvalidInput("This SessionManager is closed; open a new one.")
+
+    def release(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if conn not in self._open:
+                return
+            self._open.discard(conn)
+        conn.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            self.closed = True
+            connections, self._open = self._open, set()
+        for conn in connections:
+            conn.close()
 
 
 @dataclass
