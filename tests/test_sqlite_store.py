@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
+from session_manager import HashEmbedder, SessionManager
+from session_manager.admin import StoreAdmin
 from session_manager.store.sqlite import SqliteStore
 
 # -- transactions ----------------------------------------------------------------------------
@@ -105,6 +106,24 @@ def test_a_thread_s_connection_closes_when_the_thread_ends(mgr: SessionManager) 
 
 
 # -- snapshots --------------------------------------------------------------------------------
+
+
+def test_an_export_reads_its_snapshot_while_this_thread_deletes(
+    mgr: SessionManager, db_path: Path
+) -> None:
+    first, second = mgr.start_session("first"), mgr.start_session("second")
+    for n in range(3):
+        mgr.record_fact(first.id, f"first fact {n}")
+        mgr.record_fact(second.id, f"second fact {n}")
+    with StoreAdmin(db_path, embedder=HashEmbedder()) as admin:
+        records = admin.export()
+        head = [next(records), next(records)]  # the header and the first session
+        assert head[1]["id"] == first.id
+        assert admin.delete_session(second.id) == 4  # same thread, same store, mid-export
+        exported = head + list(records)
+        assert [r["id"] for r in exported if r["type"] == "session"] == [first.id, second.id]
+        assert sum(r["type"] == "event" for r in exported) == 8  # as it was when it began
+        assert [info.session.id for info in admin.sessions()] == [first.id]
 
 
 # -- batches ----------------------------------------------------------------------------------

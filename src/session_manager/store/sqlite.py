@@ -214,15 +214,21 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlTx]:
-        """One read snapshot (WAL: writers go on meanwhile)."""
-        conn = self.connection()
-        conn.execute("BEGIN")
+        """One read snapshot (WAL: writers go on meanwhile), on a connection of its own.
+
+        Not the thread's connection: a snapshot may stay open for as long as its reader
+        likes (an export streams), and the thread may write meanwhile (delete a session it
+        has just exported), which on a connection inside a read transaction would fail.
+        """
+        conn = self._open_connection()
         try:
+            conn.execute("BEGIN")
+            # A deferred transaction takes its snapshot at its first read: read now, so the
+            # snapshot is of this moment, not of whenever the caller first reads.
+            conn.execute("SELECT count(*) FROM migrations").fetchone()
             yield SqlTx(conn)
         finally:
-            # ProgrammingError: the store was closed before the reader finished
-            with contextlib.suppress(sqlite3.ProgrammingError):
-                conn.execute("COMMIT")
+            self._connections.release(conn)  # closing it ends the read transaction
 
     def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
         if tx is not None:
