@@ -5,11 +5,14 @@ Through click's CliRunner on real SQLite files, with the hash embedder, like tes
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 from session_manager import SessionManager
+from session_manager.cli import cli
 from session_manager.testing import HashEmbedder
 
 from .test_cli import (  # noqa: F401  (cli_env: autouse)
@@ -174,3 +177,48 @@ def test_search_labels_the_score_scale(store: Store, mode: str, label: str, scal
     hits = as_json(asm(store.db, "search", "staging accounts", "--mode", mode, "--json"))
     assert hits and all(hit["score_scale"] == scale for hit in hits)
     assert all(isinstance(hit["score"], float) and hit["rank"] >= 1 for hit in hits)
+
+
+# -- 15: asm demo shows what its commands print, and writes where --db says ---------------
+
+
+def _quoted_after(lines: list[str], command: str) -> tuple[list[str], list[str]]:
+    """The `$ asm ...` line that contains ``command``, and the quoted lines under it."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("   $ ") and command in line)
+    quoted = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("   │"):
+            break
+        quoted.append(line[len("   │ ") :])
+    return lines[start].split(), quoted
+
+
+def _same_text(quoted: list[str], printed: Result) -> bool:
+    """Whether the quote is what the command prints, but for where lines wrap."""
+    return "".join("".join(quoted).split()) == "".join((printed.stdout + printed.stderr).split())
+
+
+def test_demo_quotes_exactly_what_it_runs_into_the_named_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    db = tmp_path / "mine.db"
+    result = CliRunner(env={"COLUMNS": "100"}).invoke(cli, ["--db", str(db), "demo"])
+    out = ok(result).stdout
+    assert not list(tmp_path.glob("asm-demo-*")), "wrote to a temporary folder, not --db"
+    (session,) = as_json(asm(db, "sessions", "--json"))
+    assert session["events"] == 8
+    assert "--json" not in out
+    lines = out.splitlines()
+    commands = ("   $ ", "   asm --db ")  # left unwrapped, to copy and paste
+    assert all(len(line) <= 100 for line in lines if not line.startswith(commands))
+    inside = CliRunner(env={"COLUMNS": str(100 - len("   │ "))})  # the width in the quote
+    argv, quoted = _quoted_after(lines, " restore ")
+    assert argv[1:4] == ["asm", "--db", str(db)] and len(quoted) > 20
+    assert _same_text(quoted, inside.invoke(cli, argv[2:]))
+    assert any("payload:" in line for line in quoted)  # the long JSON line wrapped inside
+    _, quoted = _quoted_after(lines, " search ")
+    search = ["search", "did we turn off 2FA anywhere?", "--mode", "semantic", "--k", "3"]
+    assert len(quoted) == 7 and _same_text(quoted, inside.invoke(cli, ["--db", str(db), *search]))
+    assert f"asm --db {db} delete {session['id']}" in out  # how to take it out again

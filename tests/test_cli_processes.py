@@ -125,8 +125,10 @@ def test_demo_with_the_real_model(tmp_path: Path) -> None:
     restored = out[out.index("2. Process B") : out.index("3. Process B")]
     for text in ("## Goal", "rotate the CI deploy key", "[summarised]", "review service accounts"):
         assert text in restored, text
-    answer = next(line for line in out.splitlines() if line.strip().startswith("1. cosine"))
-    assert "Disabled two-factor" in answer, answer
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("   │ 1. "))
+    assert "cosine" in lines[first - 1]  # the header names the scale of the scores
+    assert "Disabled two-factor" in lines[first + 1], lines[first : first + 2]
     assert "no shared keyword" in out
     assert os.listdir(tmp_path)  # the database is kept to explore
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
+from click.core import ParameterSource
+from rich.padding import Padding
 from rich.text import Text
 
 from ..manager import SessionManager
-from ._app import Env, cli, embedder_from_env
+from ..store import describe_url
+from ._app import Env, cli, db_option, embedder_from_env
 from ._render import human_size, shorten
 
 AGENT = "researcher"
@@ -89,70 +92,89 @@ def _record(mgr: Any, env: Env) -> tuple[str, int]:
     lines.append(("decision", "review service accounts before human ones"))
     mgr.add_pending(session.id, "rotate the CI deploy key")
     lines.append(("pending", "rotate the CI deploy key (not done yet)"))
-    for kind, text in lines:
-        env.out.print(Text.assemble(f"   {kind:<12}", shorten(text, 96)))
+    for kind, text in lines:  # cut to the width, so that no line wraps
+        env.out.print(Text.assemble(f"   {kind:<12}", shorten(text, max(30, env.out.width - 16))))
     return session.id, len(mgr.mgr.events(session.id))
 
 
-def _fresh_process(env: Env, db: Path, *args: str) -> Any:
-    """Run ``asm --db DB ARGS --json`` in a new Python process; return its parsed output."""
-    command = [sys.executable, "-m", "session_manager", "--db", str(db), *args, "--json"]
-    shown = " ".join(
-        [
-            "asm",
-            "--db",
-            str(db),
-            *(f'"{a}"' if " " in a else a for a in args),
-            "--json",
-        ]
-    )
+#: The quote mark before each line a fresh process printed.
+GUTTER = "   │ "
+
+
+def _fresh_process(env: Env, target: str, *args: str) -> str:
+    """Run ``asm --db TARGET ARGS`` in a new Python process, show the command and exactly
+    what it prints (stdout, then stderr), quoted; return its stdout. The output is laid out
+    for the width inside the quote (COLUMNS), and longer lines wrap inside it."""
+    # A password in a PostgreSQL URL is shown as ***, as in every message of ours.
+    shown = shlex.join(["asm", "--db", describe_url(target), *args])
     env.out.print(f"   $ {shown}", style="bold", soft_wrap=True)  # unwrapped: copy-pasteable
-    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
+    inner = max(40, env.out.width - len(GUTTER))
+    child_env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    child_env["COLUMNS"] = str(inner)
+    command = [sys.executable, "-m", "session_manager", "--db", target, *args]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise click.ClickException(f"The fresh process failed: {last}")
-    return json.loads(done.stdout)
+    _quote(env, done.stdout, inner)
+    _quote(env, done.stderr, inner, style="dim")
+    return done.stdout
 
 
-def _explain(env: Env, restored: dict[str, Any]) -> None:
-    report = restored["report"]
-    sections = ", ".join(f"{name} {tokens}" for name, tokens in report["sections"].items())
-    env.out.print(
-        f"   {restored['token_count']} of {BUDGET} tokens, by section: {sections}.",
-        style="bold",
-    )
-    counts = report["counts"]
-    env.out.print(
-        f"   {counts['included']} events in full, {counts['summarised']} summarised, "
-        f"{counts['dropped']} dropped, of {report['total_events']}:"
-    )
-    for item in report["items"]:
-        if item["action"] != "included":
-            env.out.print(f"     {item['kind']} {item['action']}: {item['reason']}", style="dim")
-    env.out.print(
-        "   The goal and the open step are pinned, the decision and errors come next, then "
-        "the latest events; a JSON output too big for the budget is summarised into JSON "
-        "that still parses."
-    )
+def _quote(env: Env, output: str, width: int, style: str = "") -> None:
+    """``output`` line by line behind the gutter, each wrapped to ``width`` so that every
+    piece of a long line keeps the gutter too."""
+    for line in output.splitlines():
+        pieces = Text(line, style=style).wrap(env.out, width, overflow="fold") or [Text()]
+        for piece in pieces:
+            gutter = GUTTER if piece else GUTTER.rstrip()  # no trailing space on a blank line
+            env.out.print(Text.assemble((gutter, "dim"), piece))
+
+
+def _say(env: Env, text: str, style: str = "") -> None:
+    """A paragraph of the story, indented like the steps, wrapped inside that indent."""
+    env.out.print(Padding(Text(text, style=style), (0, 0, 0, 3), expand=False))
+
+
+def _first_hit(search_output: str) -> str:
+    """The two lines of hit 1 in `asm search` output: where it is, then what it says."""
+    lines = search_output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("1. ")), len(lines))
+    return "\n".join(lines[start : start + 2])
+
+
+def _demo_target(env: Env) -> tuple[str, bool]:
+    """The store the demo writes into: the one --db (or ASM_DB) names, else a new
+    temporary folder kept for you to explore. True when it is a store the user named."""
+    ctx = click.get_current_context()
+    sources = (ctx.find_root().get_parameter_source("db"), ctx.get_parameter_source("db"))
+    if any(source not in (None, ParameterSource.DEFAULT) for source in sources):
+        return env.db, True
+    return str(Path(tempfile.mkdtemp(prefix="asm-demo-")) / "sessions.db"), False
 
 
 @cli.command()
+@db_option
 @click.pass_obj
 def demo(env: Env) -> None:
     """Run a short scripted agent session, then restore it in a fresh process.
 
     Process A records a research task (tool calls, a 22 kB JSON tool output, an error
     that gets resolved, a decision, a pending step). Process B, started afresh, restores
-    the session within 600 tokens and asks "did we turn off 2FA anywhere?" semantically.
-    Runs offline with the real model; writes to a new temporary folder (never --db) and
-    keeps it for you to explore.
+    the session within 600 tokens and asks "did we turn off 2FA anywhere?" semantically;
+    the demo shows each command it runs and exactly what it prints. Runs offline with
+    the real model. Writes into the store --db (or ASM_DB) names, if given; else into a
+    new temporary folder, kept for you to explore.
     """
     started = time.perf_counter()
-    db = Path(tempfile.mkdtemp(prefix="asm-demo-")) / "sessions.db"
+    target, named = _demo_target(env)
     out = env.out
-    with SessionManager(AGENT, db, embedder=embedder_from_env()) as mgr:
+    with SessionManager(AGENT, url=target, embedder=embedder_from_env()) as mgr:
         out.print(Text("asm demo: an agent's memory outlives its process", style="bold"))
-        out.print(f"Database {db} · embedder {mgr.embedder_name} (CPU, offline)\n", style="dim")
+        out.print(
+            f"Database {describe_url(target)} · embedder {mgr.embedder_name} (CPU, offline)\n",
+            style="dim",
+        )
         out.print(
             Text(
                 f'1. Process A: agent "{AGENT}" works on a task and records each event.',
@@ -164,12 +186,14 @@ def demo(env: Env) -> None:
         tick = time.perf_counter()
         mgr.flush()
         embedded = time.perf_counter() - tick
-    out.print(
-        f"   {count} events, each durable in SQLite as soon as its call returned "
+    _say(
+        env,
+        f"{count} events, each durable in the store as soon as its call returned "
         f"(median {statistics.median(timed.seconds) * 1000:.1f} ms per call). The embeddings were "
         f"computed by a background thread (finished {embedded:.1f} s later). Process A "
-        "closes its SessionManager; from here on, only the SQLite file remembers.\n"
+        "closes its SessionManager; from here on, only the store remembers.",
     )
+    out.print()
 
     out.print(
         Text(
@@ -177,14 +201,13 @@ def demo(env: Env) -> None:
             style="bold cyan",
         )
     )
-    restored = _fresh_process(env, db, "restore", session_id, "--max-tokens", str(BUDGET))
-    quoted = Table.grid()
-    quoted.add_column(style="dim", no_wrap=True)
-    quoted.add_column(overflow="fold")
-    for line in restored["text"].splitlines():
-        quoted.add_row("   │ ", line)  # wrapped lines stay inside the quote
-    out.print(quoted)
-    _explain(env, restored)
+    _fresh_process(env, target, "restore", session_id, "--max-tokens", str(BUDGET))
+    _say(
+        env,
+        "The goal and the open step are pinned, the decision and errors come next, then "
+        "the latest events; a JSON output too big for the budget is summarised into JSON "
+        "that still parses. `--explain` lists every event with what happened to it and why.",
+    )
     out.print()
 
     out.print(
@@ -193,25 +216,25 @@ def demo(env: Env) -> None:
             style="bold cyan",
         )
     )
-    hits = _fresh_process(env, db, "search", QUESTION, "--mode", "semantic", "--k", "3")
-    for hit in hits:
-        out.print(
-            f"   {hit['rank']}. cosine {hit['score']:.2f}  {hit['kind']:<12} "
-            f"{shorten(hit['content'], 80)}"
-        )
-    if hits and "two-factor" in hits[0]["content"]:
-        out.print(
-            '   Semantic search matched "turn off 2FA" with "Disabled two-factor '
-            'authentication": same meaning, no shared keyword.'
+    search = (QUESTION, "--mode", "semantic", "--k", "3")
+    printed = _fresh_process(env, target, "search", *search)
+    if "two-factor" in _first_hit(printed):
+        _say(
+            env,
+            'Semantic search matched "turn off 2FA" with "Disabled two-factor '
+            'authentication": same meaning, no shared keyword.',
         )
     out.print()
     out.print(
         Text(f"Done in {time.perf_counter() - started:.1f} s. Explore the database:", style="bold")
     )
-    for command in (
-        "sessions",
-        f"show {session_id}",
-        f"restore {session_id} --max-tokens 300 --explain",
-        f'search "{QUESTION}"',
-    ):
-        out.print(f"   asm --db {db} {command}", soft_wrap=True)
+    explore = [
+        ["sessions"],
+        ["show", session_id],
+        ["restore", session_id, "--max-tokens", "300", "--explain"],
+        ["search", QUESTION],
+    ]
+    if named:  # the user's own store: say how to take the demo out again
+        explore.append(["delete", session_id])
+    for args in explore:
+        out.print(f"   {shlex.join(['asm', '--db', describe_url(target), *args])}", soft_wrap=True)
