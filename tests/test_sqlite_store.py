@@ -105,6 +105,26 @@ def test_a_thread_s_connection_closes_when_the_thread_ends(mgr: SessionManager) 
     assert len(os.listdir("/proc/self/fd")) - before < 10
 
 
+def test_memory_is_one_database_for_every_thread() -> None:
+    with SessionManager("agent", ":memory:", embedder=HashEmbedder(), background=True) as mgr:
+        session = mgr.start_session("Plan the launch")
+        mgr.record_fact(session.id, "the launch is on Tuesday")
+        mgr.flush()  # the background worker embeds it, from its own thread
+        found: list[str] = []
+
+        def search() -> None:
+            found.extend(h.event.content for h in mgr.search("launch day", mode="semantic"))
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        thread.join()
+        assert "the launch is on Tuesday" in found
+        assert mgr.health().last_error is None and mgr.pending_embeddings() == 0
+        folder = mgr._store.path.parent  # type: ignore[attr-defined]
+        assert folder.is_dir()
+    assert not folder.exists()  # nothing of it is left on close
+
+
 # -- snapshots --------------------------------------------------------------------------------
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 import weakref
@@ -81,11 +83,13 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str | os.PathLike[str], *, autocheckpoint: bool = True) -> None:
         """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`maintenance` calls (the
-        background worker's), so a caller's commit never pays for one."""
-        self.path = Path(path)
+        background worker's), so a caller's commit never pays for one. ``":memory:"`` is a
+        private database that lasts until :meth:`close` (see :meth:`_private_file`)."""
         self.location = str(path)
         self.autocheckpoint = autocheckpoint
-        if str(path) != ":memory:" and not self.path.parent.is_dir():
+        self._remove_private_folder: weakref.finalize[Any, Any] | None = None
+        self.path = self._private_file() if str(path) == ":memory:" else Path(path)
+        if not self.path.parent.is_dir():
             raise InvalidInput(
                 f"The folder {str(self.path.parent)!r} for database {str(self.path)!r} does not "
                 "exist. Create it first (mkdir -p) or choose another db_path."
@@ -99,6 +103,22 @@ class SqliteStore(SqlStore):
         self._vectors: VectorCache | None = None
         self._vectors_lock = threading.Lock()
         self._migrate()
+
+    def _private_file(self) -> Path:
+        """Where ``":memory:"`` lives: a file in a new temporary folder, removed on close.
+
+        SQLite's own ``:memory:`` is a separate database for each connection, and this store
+        opens one per thread and one per snapshot: each saw an empty database of its own (the
+        background worker failed with "no such table: outbox"). A file they all open is one
+        database, with the same locking and WAL behaviour as any other path.
+        """
+        folder = tempfile.mkdtemp(prefix="asm-memory-")
+        # Removed by close(), or when the store is garbage-collected or the interpreter exits
+        # without a close().
+        self._remove_private_folder = weakref.finalize(
+            self, shutil.rmtree, folder, ignore_errors=True
+        )
+        return Path(folder) / "memory.db"
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -249,6 +269,8 @@ class SqliteStore(SqlStore):
     def close(self) -> None:
         self._connections.close_all()
         self._local = threading.local()
+        if self._remove_private_folder is not None:
+            self._remove_private_folder()
 
     # -- schema ----------------------------------------------------------------------------
 
