@@ -183,3 +183,14 @@ def test_parse_cutoff() -> None:
     assert parse_cutoff("2026-01-01T00:00:00Z") == parse_cutoff(datetime(2026, 1, 1))
     with pytest.raises(InvalidInput, match="neither an age nor a timestamp"):
         parse_cutoff("soon")
+
+
+def test_copy_to_refuses_the_same_store_however_spelt(tmp_path: Path) -> None:
+    """Two admins on one file (a relative path, an absolute one, a sqlite:/// URL) are one
+    store: copying it into itself copied 0 records and said nothing."""
+    db = tmp_path / "one.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        mgr.start_session("kept once")
+    with StoreAdmin(db) as first, StoreAdmin(url=f"sqlite:///{db}") as second:
+        with pytest.raises(InvalidInput, match="same store"):
+            first.copy_to(second)

@@ -23,7 +23,7 @@ from ._search import Searcher
 from .embed import LoadedEmbedder, load_embedder
 from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
 from .protocols import Embedder
-from .store import describe_url, open_store, sqlite_path
+from .store import describe_url, open_store, sqlite_path, store_identity
 from .store.base import Store
 
 __all__ = ["Engine", "Health", "Progress", "resolve_target", "session_not_found"]
@@ -105,6 +105,8 @@ class Engine:
     ) -> None:
         self.url = describe_url(target)
         self.db_path = sqlite_path(target) or self.url
+        #: what tells two spellings of one store apart from two stores (None: cannot tell)
+        self.identity = store_identity(target)
         self.store: Store = open_store(target, index, autocheckpoint=autocheckpoint)
         self.batch_size = batch_size
         self._embedder_spec = embedder

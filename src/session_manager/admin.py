@@ -468,8 +468,12 @@ class StoreAdmin:
         >>> with StoreAdmin("sessions.db") as old, StoreAdmin(url=pg_url) as new:  # doctest: +SKIP
         ...     old.copy_to(new)
         """
-        if self._store is target._store:
-            raise InvalidInput("Migrating a store into itself does nothing; give another target.")
+        same = self._engine.identity
+        if self._store is target._store or (same is not None and same == target._engine.identity):
+            raise InvalidInput(
+                f"{self.url!r} and {target.url!r} are the same store; migrating a store into "
+                "itself copies nothing. Give another target."
+            )
         stats = self._store.stats()
         total = 1 + sum(stats["sessions_by_status"].values())
         total += sum(sum(kinds.values()) for kinds in stats["events_by_agent"].values())

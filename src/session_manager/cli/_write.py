@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO
-from urllib.parse import parse_qs, urlsplit
 
 import click
 from rich.progress import (
@@ -23,7 +22,7 @@ from rich.progress import (
 
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
-from ..store import describe_url, sqlite_path
+from ..store import describe_url, sqlite_path, store_identity
 from ._app import AGE, Env, agent_option, cli, db_option, open_admin
 from ._render import shorten, stamp
 
@@ -275,8 +274,8 @@ def migrate(
 def _refuse_the_same_store(source: str, target: str) -> None:
     """A usage error when --from and --to name one store, however each is spelt: the copy
     would skip every record as already there and "succeed" having done nothing."""
-    same = _store_identity(source)
-    if same is None or same != _store_identity(target):
+    same = store_identity(source)
+    if same is None or same != store_identity(target):
         return
     spelt = f"{describe_url(source)!r} and {describe_url(target)!r} both name {same}"
     if source == target:
@@ -285,34 +284,6 @@ def _refuse_the_same_store(source: str, target: str) -> None:
         f"--from and --to name the same store ({spelt}); migrating a store into itself "
         "copies nothing. Give --to another path or URL."
     )
-
-
-def _store_identity(target: str) -> str | None:
-    """What tells two spellings of one store apart from two stores: a SQLite file's
-    resolved path, or a PostgreSQL URL's user, host, port, database and schema (password
-    and other options left out). ``None`` for stores that are never the same
-    (``:memory:``) or kinds this cannot tell.
-
-    >>> _store_identity("postgres://me:pw@DB/app?sslmode=require")
-    'postgresql://me@db:5432/app?schema=asm'
-    """
-    path = sqlite_path(target)
-    if path == ":memory:":
-        return None
-    if path is not None:
-        return str(Path(path).expanduser().resolve())
-    parts = urlsplit(target)
-    if parts.scheme.lower() not in ("postgresql", "postgres"):
-        return None
-    query = parse_qs(parts.query)
-    host = (parts.hostname or query.get("host", ["localhost"])[-1]).lower()
-    try:
-        port = parts.port or int(query.get("port", ["5432"])[-1])
-    except ValueError:  # a malformed port: opening the store says so, better than this can
-        return None
-    user = f"{parts.username}@" if parts.username else ""
-    schema = query.get("schema", ["asm"])[-1]
-    return f"postgresql://{user}{host}:{port}{parts.path or '/'}?schema={schema}"
 
 
 # -- reindex ------------------------------------------------------------------------------

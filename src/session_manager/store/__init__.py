@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import urlsplit, urlunsplit
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from ..errors import InvalidInput
 from .base import Capabilities, EventFilter, SessionFilter, Store
@@ -41,6 +42,7 @@ __all__ = [
     "open_store",
     "redact",
     "sqlite_path",
+    "store_identity",
 ]
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
@@ -85,6 +87,35 @@ def sqlite_path(target: str | os.PathLike[str]) -> str | None:
 def describe_url(target: str | os.PathLike[str]) -> str:
     text = os.fspath(target)
     return redact(text) if _SCHEME.match(text) else text
+
+
+def store_identity(target: str | os.PathLike[str]) -> str | None:
+    """What tells two spellings of one store apart from two stores: a SQLite file's
+    resolved path, or a PostgreSQL URL's user, host, port, database and schema (password
+    and other options left out). ``None`` for stores that are never the same
+    (``:memory:``) or kinds this cannot tell.
+
+    >>> store_identity("postgres://me:pw@DB/app?sslmode=require")
+    'postgresql://me@db:5432/app?schema=asm'
+    """
+    path = sqlite_path(target)
+    target = os.fspath(target)
+    if path == ":memory:":
+        return None
+    if path is not None:
+        return str(Path(path).expanduser().resolve())
+    parts = urlsplit(target)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        return None
+    query = parse_qs(parts.query)
+    host = (parts.hostname or query.get("host", ["localhost"])[-1]).lower()
+    try:
+        port = parts.port or int(query.get("port", ["5432"])[-1])
+    except ValueError:  # a malformed port: opening the store says so, better than this can
+        return None
+    user = f"{parts.username}@" if parts.username else ""
+    schema = query.get("schema", ["asm"])[-1]
+    return f"postgresql://{user}{host}:{port}{parts.path or '/'}?schema={schema}"
 
 
 def open_store(
