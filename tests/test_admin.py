@@ -191,6 +191,9 @@ def test_copy_to_refuses_the_same_store_however_spelt(tmp_path: Path) -> None:
     db = tmp_path / "one.db"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         mgr.start_session("kept once")
-    with StoreAdmin(db) as first, StoreAdmin(url=f"sqlite:///{db}") as second:
-        with pytest.raises(InvalidInput, match="same store"):
-            first.copy_to(second)
+    with (
+        StoreAdmin(db) as first,
+        StoreAdmin(url=f"sqlite:///{db}") as second,
+        pytest.raises(InvalidInput, match="same store"),
+    ):
+        first.copy_to(second)
