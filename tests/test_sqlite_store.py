@@ -9,16 +9,36 @@ sent in batches.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sqlite3
+import stat
+import subprocess
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from session_manager import HashEmbedder, SessionManager
+from session_manager import (
+    HashEmbedder,
+    InvalidInput,
+    SessionManager,
+    SessionManagerError,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from session_manager.admin import StoreAdmin
 from session_manager.store.sqlite import SqliteStore
+
+from .conftest import PYTHON, child_env
 
 # -- transactions ----------------------------------------------------------------------------
 
@@ -29,22 +49,21 @@ def test_a_commit_that_fails_is_rolled_back(mgr: SessionManager, db_path: Path) 
     session = mgr.start_session("Keep the log writable")
     store = mgr._store
     assert isinstance(store, SqliteStore)
-    with pytest.raises(Exception) as caught, store.atomic() as tx:
+    with pytest.raises(StoreError, match="FOREIGN KEY") as caught, store.atomic() as tx:
         # A deferred foreign key is checked at COMMIT: the honest way to make COMMIT fail.
         tx.execute("PRAGMA defer_foreign_keys = ON")
         tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (10**9, "nowhere"))
-    assert "FOREIGN KEY" in str(caught.value) + str(caught.value.__cause__)
+    assert isinstance(caught.value.__cause__, sqlite3.IntegrityError)
     assert not store.connection().in_transaction
     mgr.record_fact(session.id, "written after the failed commit")  # this thread writes again
     other = sqlite3.connect(db_path, timeout=0.1)  # and so does another connection, at once
     try:
         other.execute("BEGIN IMMEDIATE")
         other.execute("ROLLBACK")
-        assert other.execute("SELECT count(*) FROM outbox WHERE seq = ?", (10**9,)).fetchone() == (
-            0,
-        )
+        left = other.execute("SELECT count(*) FROM outbox WHERE seq = ?", (10**9,)).fetchone()
     finally:
         other.close()
+    assert left == (0,)  # and nothing of the failed transaction was kept
 
 
 def test_the_error_inside_a_transaction_is_the_one_raised(mgr: SessionManager) -> None:
@@ -55,9 +74,8 @@ def test_the_error_inside_a_transaction_is_the_one_raised(mgr: SessionManager) -
     conn = store.connection()  # type: ignore[attr-defined]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from here on
-    with pytest.raises(Exception) as caught, store.atomic() as tx:
+    with pytest.raises(StoreFull, match="full"), store.atomic() as tx:
         store.set_meta(tx, "large", "x" * 200_000)
-    assert "full" in str(caught.value)
     assert not conn.in_transaction
 
 
@@ -109,7 +127,10 @@ def test_memory_is_one_database_for_every_thread() -> None:
     with SessionManager("agent", ":memory:", embedder=HashEmbedder(), background=True) as mgr:
         session = mgr.start_session("Plan the launch")
         mgr.record_fact(session.id, "the launch is on Tuesday")
-        mgr.flush()  # the background worker embeds it, from its own thread
+        deadline = time.monotonic() + 10
+        while mgr.pending_embeddings() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the background worker embeds it, from its own thread
+        assert mgr.pending_embeddings() == 0 and mgr.health().last_error is None
         found: list[str] = []
 
         def search() -> None:
@@ -119,7 +140,6 @@ def test_memory_is_one_database_for_every_thread() -> None:
         thread.start()
         thread.join()
         assert "the launch is on Tuesday" in found
-        assert mgr.health().last_error is None and mgr.pending_embeddings() == 0
         folder = mgr._store.path.parent  # type: ignore[attr-defined]
         assert folder.is_dir()
     assert not folder.exists()  # nothing of it is left on close
@@ -159,3 +179,216 @@ def test_recall_counts_are_bumped_in_batches(mgr: SessionManager) -> None:
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     store.bump_recall([event.seq, *range(10**6, 10**6 + 2_000)])
     assert mgr.get_event(event.id).recall_count == 1
+
+
+# -- driver errors ----------------------------------------------------------------------------
+
+
+def _all_events(db_path: Path) -> list[tuple[str, str]]:
+    """Every event in the file, read by a fresh manager: what must survive every failure."""
+    with StoreAdmin(db_path, embedder=HashEmbedder()) as admin:
+        return [
+            (record["id"], record["content"])
+            for record in admin.export()
+            if record["type"] == "event"
+        ]
+
+
+def _fill(mgr: SessionManager, events: int = 5) -> None:
+    session = mgr.start_session("Remember the release plan")
+    for n in range(events):
+        mgr.record_fact(session.id, f"release step {n}: " + "check the changelog " * 20)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder another user can reach: pytest's tmp_path sits under folders only their owner
+    may enter, and the read-only test runs as another user."""
+    folder = Path(tempfile.mkdtemp(prefix="asm-test-"))
+    folder.chmod(0o755)
+    yield folder
+    for path in (folder, *folder.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(folder)
+
+
+# Runs as the unprivileged user "nobody" (root ignores file modes). Every module (and the
+# token counter's data) is loaded first, while the interpreter's own files are readable.
+_READ_ONLY_CHILD = """
+import json, os, sys
+from session_manager import HashEmbedder, SessionManager, SessionManagerError
+
+with SessionManager("warm-up", ":memory:", embedder=HashEmbedder(), background=False) as mgr:
+    mgr.record_fact(mgr.start_session("load what loads lazily").id, "a fact")
+    mgr.search("fact")
+
+def attempt(path):
+    steps = []
+    try:
+        with SessionManager("agent", path, embedder=HashEmbedder(), background=False) as mgr:
+            steps.append("opened")
+            if mgr.search("release changelog", k=2):
+                steps.append("searched")
+            mgr.record_fact(mgr.list_sessions()[0].id, "one more step")
+            steps.append("wrote")
+    except SessionManagerError as exc:
+        steps += [type(exc).__name__, str(exc)]
+    except Exception as exc:
+        steps += ["raw " + type(exc).__name__, str(exc)]
+    return steps
+
+if os.getuid() == 0:
+    os.setuid(65534)
+print(json.dumps({path: attempt(path) for path in sys.argv[1:]}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid"), reason="POSIX users")
+def test_a_read_only_database_is_a_permission_problem(open_folder: Path) -> None:
+    """A read-only file in a read-only folder cannot even be opened (SQLite must create its
+    -shm file); a new file there cannot be created; a read-only file in a writable folder
+    answers reads and refuses writes. Each failure says to fix the permissions."""
+    locked, new = open_folder / "s.db", open_folder / "new.db"
+    (open_folder / "writable").mkdir(mode=0o777)
+    readable = open_folder / "writable" / "s.db"
+    for path in (locked, readable):
+        with SessionManager("agent", path, embedder=HashEmbedder(), background=False) as mgr:
+            _fill(mgr)
+            mgr.flush()
+    stored = _all_events(locked)
+    for path in (locked, readable):  # and any -wal and -shm left beside them
+        for file in path.parent.glob(path.name + "*"):
+            file.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    (open_folder / "writable").chmod(0o777)
+    open_folder.chmod(0o555)
+    child = subprocess.run(
+        [PYTHON, "-c", _READ_ONLY_CHILD, str(locked), str(new), str(readable)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    results = json.loads(child.stdout)
+    assert results[str(readable)][:3] == ["opened", "searched", "StoreReadOnly"]
+    for path in (locked, new, readable):
+        kind, message = results[str(path)][-2:]
+        assert kind == "StoreReadOnly", (kind, message)
+        assert str(path) in message and "permission" in message and "writable" in message
+    assert "not a usable session database" not in results[str(new)][1]  # the wrong fix
+    open_folder.chmod(0o755)
+    for path in (locked, readable):
+        path.chmod(0o644)
+        assert [content for _, content in _all_events(path)] == [c for _, c in stored]
+
+
+def test_a_read_only_connection_refuses_writes_and_reads_answer(
+    mgr: SessionManager, db_path: Path
+) -> None:
+    """SQLite's query_only fails writes with the very error a read-only file gives
+    (SQLITE_READONLY), on this thread's connection alone."""
+    _fill(mgr)
+    mgr.flush()
+    stored = _all_events(db_path)
+    session = mgr.list_sessions()[0]
+    mgr._store.connection().execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]
+    with pytest.raises(StoreReadOnly, match="writable") as caught:
+        mgr.record_fact(session.id, "one more step")
+    assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    assert mgr.search("release changelog", k=2)  # the recall counts are skipped, not fatal
+    mgr.close()
+    assert _all_events(db_path) == stored
+
+
+def test_a_full_disk_is_store_full_and_loses_nothing(mgr: SessionManager, db_path: Path) -> None:
+    _fill(mgr)
+    stored = _all_events(db_path)
+    session = mgr.list_sessions()[0]
+    conn = mgr._store.connection()  # type: ignore[attr-defined]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # what a full disk looks like to SQLite
+    with pytest.raises(StoreFull, match="Free some space") as caught:
+        mgr.record_fact(session.id, "a fact larger than the room left " * 5_000)
+    assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    assert isinstance(caught.value, OSError)
+    assert mgr.search("release changelog", k=2)
+    mgr.close()
+    assert _all_events(db_path) == stored
+
+
+def test_a_damaged_file_is_store_corrupt(make_manager: object, db_path: Path) -> None:
+    with SessionManager("agent", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        _fill(mgr, events=200)
+        mgr.flush()
+    stored = _all_events(db_path)
+    original = db_path.read_bytes()
+    start, end = len(original) // 4, len(original) * 3 // 4  # zero the middle half
+    db_path.write_bytes(original[:start] + bytes(end - start) + original[end:])
+    with (
+        pytest.raises(StoreCorrupt, match="backup") as caught,
+        SessionManager("agent", db_path, embedder=HashEmbedder(), background=False) as mgr,
+    ):
+        session = mgr.list_sessions()[0]
+        mgr.events(session.id)
+        mgr.search("release step 150 changelog")
+        mgr.record_fact(session.id, "one more step")
+    assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)
+    db_path.write_bytes(original)  # nothing of ours wrote to the damaged file meanwhile
+    assert _all_events(db_path) == stored
+
+
+def _driver_error(message: str, code: int | None) -> sqlite3.Error:
+    exc = sqlite3.OperationalError(message)
+    if code is not None:
+        exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "expected", "advice"),
+    [
+        ("attempt to write a readonly database", 8, StoreReadOnly, "writable"),
+        ("attempt to write a readonly database", 1544, StoreReadOnly, "writable"),
+        ("unable to open database file", 14, StoreUnavailable, "ulimit"),  # tmp_path is writable
+        ("database or disk is full", 13, StoreFull, "Free some space"),
+        ("database disk image is malformed", 11, StoreCorrupt, "backup"),
+        ("file is not a database", 26, StoreCorrupt, "backup"),
+        ("disk I/O error", 10, StoreUnavailable, "Check the disk"),
+        ("disk I/O error", 522, StoreUnavailable, "Check the disk"),
+        ("database is locked", 5, StoreBusy, "retry"),
+        ("no such table: nowhere", 1, StoreError, "report"),
+        ("database or disk is full", None, StoreFull, "Free some space"),
+        ("disk I/O error", None, StoreUnavailable, "Check the disk"),
+    ],
+)
+def test_driver_errors_map_into_the_error_tree(
+    mgr: SessionManager,
+    db_path: Path,
+    message: str,
+    code: int | None,
+    expected: type[StoreError],
+    advice: str,
+) -> None:
+    store = mgr._store
+    assert isinstance(store, SqliteStore)
+    error = store._store_error(_driver_error(message, code))
+    assert type(error) is expected
+    assert str(db_path) in str(error) and advice in str(error)
+
+
+def test_a_closed_store_says_so(mgr: SessionManager, db_path: Path) -> None:
+    _fill(mgr)
+    with StoreAdmin(db_path, embedder=HashEmbedder()) as admin:
+        records = admin.export()
+        next(records)
+        next(records)
+    with pytest.raises(InvalidInput, match="closed"):
+        list(records)
+
+
+def test_a_file_that_is_not_sqlite_is_not_a_session_database(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello " * 1000, encoding="utf-8")
+    with pytest.raises(InvalidInput, match="not a usable session database"):
+        SessionManager("agent", notes, embedder=HashEmbedder(), background=False)
+    assert issubclass(StoreReadOnly, SessionManagerError)

@@ -8,7 +8,14 @@ it, where a deferred transaction that upgrades later fails at once with "databas
 and :meth:`SqliteStore.atomic` retries that with backoff for a bounded time, so callers never
 see "database is locked" while other processes write.
 
-Each thread gets its own connection (sqlite3 connections must not be shared mid-transaction).
+A failed ``COMMIT`` is rolled back, and an ``atomic()`` inside another is a savepoint.
+
+Each thread gets its own connection (sqlite3 connections must not be shared mid-transaction),
+closed when the thread ends; a snapshot (export) reads on a connection of its own, so the
+thread may write meanwhile. ``":memory:"`` is a private file in a temporary folder, removed on
+close, so that every connection sees the same database. sqlite3's errors become the library's
+(``errors.py``) in one place, :meth:`SqliteStore._mapped_errors`.
+
 The statements shared with PostgreSQL live in ``_sql.py``; this module adds connections, the
 schema, FTS5 keyword search, the exact numpy vector search (``index/vectors.py``) and the
 lease-based outbox claim.
@@ -33,7 +40,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, StoreBusy
+from ..errors import (
+    InvalidInput,
+    SessionManagerError,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from ..index.keyword import KEYWORD_WEIGHTS, fts_query
 from ..index.vectors import VectorCache, VectorQuery, encode_vector
 from ._migrations import MIGRATIONS
@@ -65,9 +81,126 @@ BUSY_TIMEOUT_MS = 5_000
 LEASE_SECONDS = 120.0
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
+# What a failure means, from SQLite's primary result code (the low byte of an extended code:
+# SQLITE_READONLY_DIRECTORY is 1544, READONLY 8) or, for errors raised without a code (by the
+# sqlite3 module itself), from the message.
+_FAILURE_BY_CODE = {
+    3: "read-only",  # SQLITE_PERM
+    5: "busy",  # SQLITE_BUSY
+    6: "busy",  # SQLITE_LOCKED
+    8: "read-only",  # SQLITE_READONLY
+    10: "io",  # SQLITE_IOERR
+    11: "corrupt",  # SQLITE_CORRUPT
+    13: "full",  # SQLITE_FULL
+    14: "cannot-open",  # SQLITE_CANTOPEN
+    23: "read-only",  # SQLITE_AUTH
+    26: "not-a-database",  # SQLITE_NOTADB
+}
+_FAILURE_BY_TEXT = (
+    ("readonly database", "read-only"),
+    ("locked", "busy"),
+    ("disk i/o error", "io"),
+    ("malformed", "corrupt"),
+    ("disk is full", "full"),
+    ("unable to open database file", "cannot-open"),
+    ("file is not a database", "not-a-database"),
+    ("closed database", "closed"),
+)
+
+
+def _failure(exc: sqlite3.Error) -> str:
+    """What ``exc`` means, in a word (see _FAILURE_BY_CODE); ``other`` if nothing fits."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _FAILURE_BY_CODE:
+        return _FAILURE_BY_CODE[code & 0xFF]
     text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return next((failure for part, failure in _FAILURE_BY_TEXT if part in text), "other")
+
+
+# What each failure raises: the message says what happened and what to do about it.
+_MESSAGES: dict[str, tuple[type[SessionManagerError], str]] = {
+    "read-only": (
+        StoreReadOnly,
+        "The database {where} cannot be written ({detail}). This is a permissions problem: "
+        "make the file, the -wal and -shm files beside it and its folder {folder} writable "
+        "for the user running this process (chown or chmod), or work on a copy in a folder "
+        "that user can write.",
+    ),
+    "cannot-open": (
+        StoreReadOnly,
+        "SQLite cannot open {where} ({detail}). This is a permissions problem: the user "
+        "running this process may not create or open the file, or the -wal and -shm files "
+        "beside it, in the folder {folder}. Make the folder and the file writable for this "
+        "user (chown or chmod), or point db_path at a file in a folder it can write.",
+    ),
+    "cannot-open-allowed": (
+        StoreUnavailable,
+        "SQLite cannot open {where} ({detail}) although this user may read and write it and "
+        "its folder {folder}: this process may have too many files open (see `ulimit -n`), "
+        "or the path names something other than a regular file. Close unused managers or "
+        "raise the limit, then retry.",
+    ),
+    "full": (
+        StoreFull,
+        "The database {where} is full ({detail}): the disk, or a quota on it, has no room "
+        "left. The failed write left nothing behind. Free some space, then retry.",
+    ),
+    "corrupt": (
+        StoreCorrupt,
+        "The database {where} is damaged ({detail}). Stop writing to it; restore it from a "
+        "backup or an earlier `asm export`, or salvage what is still readable with "
+        "`sqlite3 {path} .recover`.",
+    ),
+    "io": (
+        StoreUnavailable,
+        "Reading or writing {where} failed with a disk I/O error ({detail}): the disk or "
+        "network share holding it failed or went away, or the file was moved or deleted "
+        "while open. Check the disk (the system log, free space) and that the file is still "
+        "there, then retry.",
+    ),
+    "busy": (
+        StoreBusy,
+        "The database {where} stayed locked by another connection ({detail}), for up to "
+        "{seconds} s. Another process holds a long write transaction; find it (e.g. "
+        "`fuser {path}`) or retry later.",
+    ),
+    "closed": (InvalidInput, "This SessionManager is closed; open a new one."),
+    "folder": (
+        InvalidInput,
+        "{where} is a folder, not a database file. Point db_path at a file in it, e.g. "
+        "sessions.db.",
+    ),
+    "not-usable": (
+        InvalidInput,
+        "{where} is not a usable session database ({detail}). Point db_path at a new file "
+        "or a database made by agent-session-manager.",
+    ),
+    "other": (
+        StoreError,
+        "SQLite failed on {where}: {detail}. The operation did not complete (anything it "
+        "had begun to write was rolled back). If this keeps happening, report it as a bug "
+        "of agent-session-manager, with this message.",
+    ),
+}
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return _failure(exc) == "busy"
+
+
+def _may_open(path: Path) -> bool:
+    """Whether this user may do what SQLite needs: read and write the file (or create it) and
+    create the -wal and -shm files beside it."""
+    folder = os.access(path.parent, os.W_OK | os.X_OK)
+    return folder and (not path.exists() or os.access(path, os.R_OK | os.W_OK))
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 class SqliteStore(SqlStore):
@@ -102,7 +235,14 @@ class SqliteStore(SqlStore):
         self._write_lock = threading.RLock()
         self._vectors: VectorCache | None = None
         self._vectors_lock = threading.Lock()
-        self._migrate()
+        # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
+        self._opening = True
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()  # nobody else holds this half-open store to close it
+            raise
+        self._opening = False
 
     def _private_file(self) -> Path:
         """Where ``":memory:"`` lives: a file in a new temporary folder, removed on close.
@@ -138,19 +278,20 @@ class SqliteStore(SqlStore):
     def _open_connection(self) -> sqlite3.Connection:
         if self._connections.closed:
             raise InvalidInput("This SessionManager is closed; open a new one.")
-        conn = sqlite3.connect(
-            str(self.path), isolation_level=None, check_same_thread=False, timeout=5.0
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            if not self.autocheckpoint:
-                conn.execute("PRAGMA wal_autocheckpoint = 0")
-        except BaseException:
-            conn.close()
-            raise
+        with self._mapped_errors():
+            conn = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=5.0
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                if not self.autocheckpoint:
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+            except BaseException:
+                conn.close()
+                raise
         self._connections.add(conn)
         return conn
 
@@ -162,13 +303,7 @@ class SqliteStore(SqlStore):
                 return operation()
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() > deadline:
-                    if _is_busy(exc):
-                        raise StoreBusy(
-                            f"The database {str(self.path)!r} stayed locked for "
-                            f"{RETRY_SECONDS:.0f} s. Another process holds a long write "
-                            "transaction; find it (e.g. `fuser` on the file) or retry later."
-                        ) from exc
-                    raise
+                    raise  # _mapped_errors, around every caller, says what it means
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
 
@@ -183,7 +318,7 @@ class SqliteStore(SqlStore):
         """
         conn = self.connection()
         outer: SqlTx | None = getattr(self._local, "tx", None)
-        with self._write_lock:
+        with self._mapped_errors(), self._write_lock:
             block = self._transaction(conn) if outer is None else self._savepoint(conn, outer)
             with block as tx:
                 yield tx
@@ -242,27 +377,31 @@ class SqliteStore(SqlStore):
         """
         conn = self._open_connection()
         try:
-            conn.execute("BEGIN")
-            # A deferred transaction takes its snapshot at its first read: read now, so the
-            # snapshot is of this moment, not of whenever the caller first reads.
-            conn.execute("SELECT count(*) FROM migrations").fetchone()
-            yield SqlTx(conn)
+            with self._mapped_errors():
+                conn.execute("BEGIN")
+                # A deferred transaction takes its snapshot at its first read: read now, so
+                # the snapshot is of this moment, not of whenever the caller first reads.
+                conn.execute("SELECT count(*) FROM migrations").fetchone()
+                yield SqlTx(conn)
         finally:
             self._connections.release(conn)  # closing it ends the read transaction
 
     def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
-        if tx is not None:
-            return list(tx.execute(sql, params).fetchall())
-        conn = self.connection()
-        result: list[Any] = self._retry(lambda: conn.execute(sql, params).fetchall())
-        return result
+        with self._mapped_errors():
+            if tx is not None:
+                return list(tx.execute(sql, params).fetchall())
+            conn = self.connection()
+            result: list[Any] = self._retry(lambda: conn.execute(sql, params).fetchall())
+            return result
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._read(sql, params)
 
     def maintenance(self) -> None:
         """Copy the WAL back into the database file without blocking readers or writers."""
-        self._retry(lambda: self.connection().execute("PRAGMA wal_checkpoint(PASSIVE)"))
+        conn = self.connection()
+        with self._mapped_errors():
+            self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)"))
 
     checkpoint = maintenance
 
@@ -272,35 +411,63 @@ class SqliteStore(SqlStore):
         if self._remove_private_folder is not None:
             self._remove_private_folder()
 
+    # -- driver errors ---------------------------------------------------------------------
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Turn sqlite3's errors into the library's (errors.py): the one place where they are
+        mapped, around every use of a connection; the driver's exception stays the
+        ``__cause__``."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: sqlite3.Error) -> SessionManagerError:
+        """The library's error that ``exc`` means, its message naming the file and the fix."""
+        failure = _failure(exc)
+        if failure == "not-a-database":
+            # While opening, a file without SQLite's header is the wrong file; otherwise a
+            # file SQLite cannot read as a database was one, and is damaged.
+            mistaken = self._opening and not _has_sqlite_header(self.path)
+            failure = "not-usable" if mistaken else "corrupt"
+        elif failure == "cannot-open" and self.path.is_dir():
+            failure = "folder"
+        elif failure == "cannot-open" and _may_open(self.path):
+            failure = "cannot-open-allowed"
+        elif failure == "other" and self._opening:
+            failure = "not-usable"
+        error_type, message = _MESSAGES[failure]
+        return error_type(
+            message.format(
+                where=repr(str(self.path)),
+                path=self.path,
+                folder=repr(str(self.path.parent)),
+                detail=exc,
+                seconds=f"{RETRY_SECONDS:.0f}",
+            )
+        )
+
     # -- schema ----------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        try:
-            with self.atomic() as tx:
-                conn = tx.conn
+        with self.atomic() as tx:
+            conn = tx.conn
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_us INTEGER)"
+            )
+            applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+            known = {name for name, _ in MIGRATIONS}
+            refuse_unknown_migrations(applied, known, repr(str(self.path)))
+            for name, script in MIGRATIONS:
+                if name in applied:
+                    continue
+                for statement in _split_sql(script):
+                    conn.execute(statement)
                 conn.execute(
-                    "CREATE TABLE IF NOT EXISTS migrations "
-                    "(name TEXT PRIMARY KEY, applied_us INTEGER)"
+                    "INSERT INTO migrations (name, applied_us) VALUES (?, ?)",
+                    (name, int(time.time() * 1e6)),
                 )
-                applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
-                known = {name for name, _ in MIGRATIONS}
-                refuse_unknown_migrations(applied, known, repr(str(self.path)))
-                for name, script in MIGRATIONS:
-                    if name in applied:
-                        continue
-                    for statement in _split_sql(script):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO migrations (name, applied_us) VALUES (?, ?)",
-                        (name, int(time.time() * 1e6)),
-                    )
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise
-            raise InvalidInput(
-                f"{str(self.path)!r} is not a usable session database ({exc}). "
-                "Point db_path at a new file or a database made by agent-session-manager."
-            ) from exc
 
     # -- hooks of the shared statements ----------------------------------------------------
 
