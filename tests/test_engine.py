@@ -277,3 +277,35 @@ def test_reads_answer_when_the_store_cannot_take_writes(
         assert mgr.search("launch month", k=1, mode="semantic")[0].event.session_id == session.id
         context = mgr.restore(session.id, 500, query="widget price")
         assert "12 euros" in context.text
+
+
+def test_close_leaves_the_store_to_a_worker_still_embedding(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() waits for the worker only so long; if its batch is still running, the store
+    is closed when the batch ends, not under its feet (its vectors then land, not an error)."""
+    from session_manager import _indexer
+
+    monkeypatch.setattr(_indexer, "STOP_TIMEOUT", 0.2)
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowEmbedder:
+        name, dim = "slow-hash", HashEmbedder().dim
+
+        def __call__(self, texts: list[str]) -> np.ndarray[Any, Any]:
+            entered.set()
+            release.wait(10)
+            return HashEmbedder()(texts)
+
+    mgr = SessionManager("a", db_path, embedder=SlowEmbedder())
+    session = mgr.start_session("embedding takes a while")
+    assert entered.wait(10)
+    mgr.close()  # returns after 0.2 s, the batch still running
+    indexer = mgr._indexer
+    assert indexer._exited is False
+    release.set()
+    wait_for(lambda: indexer._exited)
+    assert indexer.last_error is None  # the batch stored its vectors on an open store
+    with SessionManager("a", db_path, embedder=SlowEmbedder(), background=False) as again:
+        assert again.pending_embeddings() == 0
+        assert again.get_session(session.id).goal == "embedding takes a while"

@@ -129,10 +129,12 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the background worker (if any) and close the store."""
+        """Stop the background worker (if any) and close the store — after the worker's
+        last batch, if it is still embedding when close() stops waiting."""
         if self._indexer is not None:
-            self._indexer.stop()
-        self.store.close()
+            self._indexer.stop(then=self.store.close)
+        else:
+            self.store.close()
 
     # -- embedding -------------------------------------------------------------------------
 

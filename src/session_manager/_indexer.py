@@ -25,6 +25,8 @@ __all__ = ["Indexer"]
 log = logging.getLogger("session_manager.indexer")
 
 _IDENTITY = ("name", "dim", "fingerprint")
+#: How long close() waits for the worker's batch before leaving the store's closing to it.
+STOP_TIMEOUT = 30.0
 
 _REINDEX_HINT = (
     "Rebuild the vectors with the new embedder: `asm reindex --db {path}` or "
@@ -55,6 +57,9 @@ class Indexer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._caught_up_at = time.monotonic()  # when the worker last saw the outbox empty
+        self._on_exit: list[Callable[[], None]] = []  # run by the worker as it ends
+        self._exit_lock = threading.Lock()
+        self._exited = False  # the worker has taken its exit hooks (set under _exit_lock)
         #: run by the background worker after each drain of the outbox (auto-summaries)
         self.idle_hooks: list[Callable[[], None]] = []
         if check:
@@ -145,6 +150,7 @@ class Indexer:
 
     def start(self) -> None:
         if self._thread is None:
+            self._exited = False
             self._thread = threading.Thread(
                 target=self._run, name="session-manager-indexer", daemon=True
             )
@@ -162,14 +168,44 @@ class Indexer:
         """Seconds since the worker last found nothing left to embed."""
         return time.monotonic() - self._caught_up_at
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float | None = None, then: Callable[[], None] | None = None) -> bool:
+        """Ask the worker to stop and wait up to ``timeout`` seconds (default
+        :data:`STOP_TIMEOUT`); then run ``then``.
+
+        Returns False if the worker was still busy (a slow embedding batch): ``then`` (e.g.
+        closing the store) runs when it finishes instead, never under its feet.
+        """
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        thread, self._thread = self._thread, None
+        timeout = STOP_TIMEOUT if timeout is None else timeout
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning(
+                    "the embedding worker is still busy after %.0f s; the store closes when "
+                    "its batch ends",
+                    timeout,
+                )
+                if then is not None:
+                    with self._exit_lock:
+                        if not self._exited:
+                            self._on_exit.append(then)
+                            return False
+        if then is not None:
+            then()
+        return True
 
     def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            with self._exit_lock:
+                hooks, self._on_exit, self._exited = self._on_exit, [], True
+            for hook in hooks:
+                hook()
+
+    def _work(self) -> None:
         # Poll even without a wake-up: other processes' events and the leftovers of a crashed
         # process are caught up too (their outbox claims expire).
         while not self._stop.is_set():
