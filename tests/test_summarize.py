@@ -248,3 +248,15 @@ def test_other_tokenizers(model: str) -> None:
     assert out is not None and count(out) <= 300
     out = summarize_text("hello there " * 5_000, 50, count)
     assert out is not None and count(out) <= 50
+
+
+def test_json_summary_of_text_with_many_tokens_per_character() -> None:
+    """Combining marks, CJK and emoji take several tokens per character: "a token is at
+    least one character" let a 370-token string through a 240-token budget (found by
+    Hypothesis with zalgo text)."""
+    for text in ("e\u0301\u0325\u0360" * 120, "漢字かな" * 90, "🙂🚀" * 150):
+        for budget in (30, 120, 240):
+            out = summarize_json(text, budget, COUNT)
+            assert out is None or COUNT(out) <= budget, (text[:8], budget, COUNT(out))
+            out = summarize_json({"note": text, "n": 1}, budget, COUNT)
+            assert out is None or COUNT(out) <= budget

@@ -142,7 +142,9 @@ def summarize_json(value: Any, max_tokens: int, count: Count) -> str | None:
         text = text_at(level)
         if len(text) > char_cap:
             return False
-        if len(text) <= max_tokens:  # a token is at least one character
+        if not exact and len(text) <= max_tokens // 2:
+            # a shortcut for the search only: a character can be several tokens (combining
+            # marks, CJK, emoji; and estimates add a margin), so the result is always counted
             return True
         if exact or not ratio:
             n = count(text)
