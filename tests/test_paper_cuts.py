@@ -100,3 +100,42 @@ def test_a_misspelt_model_family_warns_with_a_suggestion(db_path: Path) -> None:
         warnings.simplefilter("error")  # known families, exact or estimated: no warning
         for model in ("gpt-4o-mini", "claude-3-opus", "meta-llama/Llama-3.1-8B", "qwen2.5-7b"):
             SessionManager("a", db_path, embedder=HashEmbedder(), model=model).close()
+
+
+def test_read_only_mode_reads_everything_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 10, item 1: a read-only store — search and restore work, writes raise a clear
+    StoreReadOnly, nothing is counted or embedded on the side."""
+    import sqlite3
+
+    from session_manager import StoreReadOnly
+
+    db = tmp_path / "archive.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as writer:
+        session = writer.start_session("Archive the Q3 incident")
+        fact = writer.record_fact(session.id, "the incident began with a bad certificate")
+        writer.flush()
+        late = writer.record_fact(session.id, "the certificate expired on a Sunday")
+    before = db.read_bytes()
+    with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as reader:
+        hits = reader.search("certificate", k=5)
+        assert {fact.id, late.id} <= {hit.event.id for hit in hits}  # late: by keyword
+        assert "bad certificate" in reader.restore(session.id, 400, query="certificate").text
+        assert len(reader.events(session.id)) == 3
+        assert reader.health().worker_running is False
+        writes = [
+            lambda: reader.record_fact(session.id, "x"),
+            lambda: reader.start_session("new"),
+            lambda: reader.end_session(session.id),
+            lambda: reader.delete_session(session.id),
+            lambda: reader.summarize(session.id),
+            lambda: reader.reindex(),
+        ]
+        for write in writes:
+            with pytest.raises(StoreReadOnly, match="read_only=True"):
+                write()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT sum(recall_count) FROM events").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 1  # not embedded
+    assert db.read_bytes() == before
+    with pytest.raises(InvalidInput, match="no database"):
+        SessionManager("a", tmp_path / "missing.db", embedder=HashEmbedder(), read_only=True)

@@ -86,10 +86,12 @@ class Health:
 class Engine:
     """An opened store with its embedder and indexer; front ends add a scope on top.
 
-    ``embedder=None`` loads all-MiniLM-L6-v2 on first use. ``check_embedder=True`` checks
-    the store's embedder identity at open (an agent's manager, which writes vectors);
-    ``False`` defers it to the first embedding (the operator's admin, which may only list).
-    With ``reindex=True`` a mismatch rebuilds every vector instead of raising.
+    ``embedder=None`` loads all-MiniLM-L6-v2 on first use. ``read_only`` opens the store for
+    reading only: searches neither count recalls nor embed what is pending.
+    ``check_embedder=True`` checks the store's embedder identity at open (an agent's
+    manager, which writes vectors); ``False`` defers it to the first embedding (the
+    operator's admin, which may only list). With ``reindex=True`` a mismatch rebuilds every
+    vector instead of raising.
     """
 
     def __init__(
@@ -102,12 +104,18 @@ class Engine:
         autocheckpoint: bool = True,
         check_embedder: bool = True,
         reindex: bool = False,
+        read_only: bool = False,
     ) -> None:
+        if read_only and reindex:
+            raise InvalidInput("reindex=True rebuilds vectors, which read_only=True cannot write.")
+        self.read_only = read_only
         self.url = describe_url(target)
         self.db_path = sqlite_path(target) or self.url
         #: what tells two spellings of one store apart from two stores (None: cannot tell)
         self.identity = store_identity(target)
-        self.store: Store = open_store(target, index, autocheckpoint=autocheckpoint)
+        self.store: Store = open_store(
+            target, index, autocheckpoint=autocheckpoint, read_only=read_only
+        )
         self.batch_size = batch_size
         self._embedder_spec = embedder
         self._loaded: LoadedEmbedder | None = None
@@ -158,7 +166,7 @@ class Engine:
         with self._lock:
             found = self._searchers.get(scope)
         if found is None:
-            found = Searcher(self.store, self.indexer, scope)
+            found = Searcher(self.store, self.indexer, scope, writes=not self.read_only)
             with self._lock:
                 found = self._searchers.setdefault(scope, found)
         return found

@@ -64,10 +64,15 @@ _QUERY_CACHE_SIZE = 256
 
 
 class Searcher:
-    def __init__(self, store: Store, indexer: Indexer, scope: Scope) -> None:
+    def __init__(
+        self, store: Store, indexer: Indexer, scope: Scope, *, writes: bool = True
+    ) -> None:
         self.store = store
         self.indexer = indexer
         self.scope = scope
+        #: False on a read-only store: searches skip their side writes (recall counts, the
+        #: catch-up of pending embeddings) instead of trying them
+        self.writes = writes
         self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
         # A manager is shared by threads (and by the async twin's pool): the LRU's
         # move_to_end/popitem pairs must not interleave. Embedding happens outside the lock.
@@ -125,6 +130,8 @@ class Searcher:
 
     def count_recalls(self, seqs: Sequence[int]) -> None:
         """One more recall for each event: best effort, never a reason for a read to fail."""
+        if not self.writes:
+            return
         try:
             self.store.bump_recall(seqs)
         except _CANNOT_WRITE as exc:
@@ -160,7 +167,8 @@ class Searcher:
             own_pools = self.store.own_pools(self.scope.agent_id)
             partitions = self.scope.partitions(own_pools, include_shared=flt.include_shared)
         try:
-            self.indexer.catch_up([name for name, _ in partitions])
+            if self.writes:
+                self.indexer.catch_up([name for name, _ in partitions])
         except _CANNOT_WRITE as exc:
             # Vectors cannot be stored now: events still waiting for theirs are found by
             # the keyword ranking only, until the store takes writes again.

@@ -306,7 +306,8 @@ def _central(searcher: Searcher, span: _Span, anchors: list[Event]) -> list[Even
     """The span's events closest to the goal and its decisions and facts, by stored vectors."""
     probe = " ".join([span.session.goal, *(e.content for e in anchors[:10])])[:2_000]
     partition = partition_of(span.session.agent_id, span.session.shared_pool)
-    searcher.indexer.catch_up([partition])
+    if searcher.writes:
+        searcher.indexer.catch_up([partition])
     flt = _span_filter(searcher.scope, span)
     vector = searcher.query_vector(probe)
     store = searcher.store

@@ -69,6 +69,7 @@ class AsyncSessionManager:
         reindex: bool = False,
         auto_summary: int | None = None,
         count_recalls: bool = True,
+        read_only: bool = False,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -87,6 +88,7 @@ class AsyncSessionManager:
             reindex=reindex,
             auto_summary=auto_summary,
             count_recalls=count_recalls,
+            read_only=read_only,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False
@@ -97,6 +99,7 @@ class AsyncSessionManager:
         self.url = self._sync.url
         self.db_path = self._sync.db_path
         self.count_recalls = self._sync.count_recalls
+        self.read_only = self._sync.read_only
 
     async def _run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._closed:

@@ -26,6 +26,7 @@ from .errors import (
     InvalidInput,
     PermissionDenied,
     SessionClosed,
+    StoreReadOnly,
 )
 from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kinds
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -98,6 +99,7 @@ class SessionManager:
         reindex: bool = False,
         auto_summary: int | None = None,
         count_recalls: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         if auto_summary is not None and (
@@ -116,7 +118,11 @@ class SessionManager:
         tokenizer_for(model)  # a misspelt family warns now, not at the first count
         self.model = model
         self.summarizer = summarizer
-        self.count_recalls = bool(count_recalls)
+        self.read_only = bool(read_only)
+        if self.read_only and auto_summary is not None:
+            raise InvalidInput("auto_summary writes summaries, which read_only=True cannot.")
+        self.count_recalls = bool(count_recalls) and not self.read_only
+        background = background and not self.read_only  # nothing to embed into
         self._engine = Engine(
             resolve_target(db_path, url),
             index,
@@ -124,6 +130,7 @@ class SessionManager:
             batch_size=batch_size,
             autocheckpoint=not background,
             reindex=reindex,
+            read_only=self.read_only,
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
@@ -194,7 +201,7 @@ class SessionManager:
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
         tokens = self._count(goal, None)
         session_id, now = new_id(), now_us()
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             self._store.insert_session(
                 tx,
                 (
@@ -261,7 +268,7 @@ class SessionManager:
         """
         if self._check_status(status) == "active":
             raise InvalidInput("end_session needs a final status: completed, failed or abandoned.")
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             current, _ = self._owned(tx, session_id, allow_closed=True)
             if current == status:
                 return self.get_session(session_id)  # already ended so: nothing to do
@@ -275,7 +282,7 @@ class SessionManager:
 
     def delete_session(self, session_id: str) -> int:
         """Delete a session and its events from the log and every index; return the count."""
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             self._owned(tx, session_id, allow_closed=True)
             return self._store.delete_session(tx, session_id)
 
@@ -324,7 +331,7 @@ class SessionManager:
         """
         prepared = prepare_event(kind, content, payload, importance, tags, metadata, created_at)
         tokens = self._count(prepared[1], prepared[2])  # before the write lock is taken
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             _, pool = self._owned(tx, session_id)
             event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind), tokens)
         self._indexer.notify()
@@ -384,6 +391,18 @@ class SessionManager:
             token_count=tokens,
             seq=seq or 0,
         )
+
+    def _write(self) -> Any:
+        """A write transaction, unless this manager is read-only (then nothing is touched)."""
+        self._check_writable()
+        return self._store.atomic()
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreReadOnly(
+                f"This SessionManager on {self.url!r} was opened with read_only=True; it "
+                "reads, never writes. Open another without read_only to record."
+            )
 
     def _tokenizer(self) -> Any:
         return tokenizer_for(self.model)
@@ -475,7 +494,7 @@ class SessionManager:
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
         prepared = prepare_event("step", pending.content, payload, None, None, None, None)
         tokens = self._count(prepared[1], prepared[2])
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
@@ -487,7 +506,7 @@ class SessionManager:
     def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
         """Cancel an open pending step."""
         pending = self._pending(pending_id)
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "cancelled"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
@@ -515,7 +534,7 @@ class SessionManager:
             raise InvalidInput(
                 f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}."
             )
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             self._owned(tx, event.session_id, allow_closed=True)
             if not self._claim_status(tx, event, after):
                 current = self.get_event(event_id).status
@@ -668,6 +687,7 @@ class SessionManager:
         """
         from ._summaries import plan_summary
 
+        self._check_writable()
         session = self.get_session(session_id)
         plan = plan_summary(
             self._searcher,
@@ -690,7 +710,7 @@ class SessionManager:
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
         prepared = prepare_event("summary", text, payload, None, None, None, None)
         tokens = self._count(text, prepared[2])
-        with self._store.atomic() as tx:
+        with self._write() as tx:
             _, pool = self._owned(tx, session_id, allow_closed=True)
             current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
             if current and (based_on is None or current[0].id != based_on.id):
@@ -709,7 +729,8 @@ class SessionManager:
 
     def flush(self) -> None:
         """Block until every pending event in the store has its embedding."""
-        self._indexer.flush()
+        if not self.read_only:  # vectors cannot be stored: nothing to wait for
+            self._indexer.flush()
 
     def pending_embeddings(self) -> int:
         """How many events still wait for their embedding (all agents)."""
@@ -720,6 +741,7 @@ class SessionManager:
 
         Use it after changing the embedder. Returns the number of events queued.
         """
+        self._check_writable()
         count = self._store.requeue_all()
         self.flush()
         return count

@@ -123,15 +123,19 @@ def open_store(
     index: str | None = None,
     *,
     autocheckpoint: bool = True,
+    read_only: bool = False,
 ) -> Store:
-    """Open the store ``target`` names (a path or URL), with vectors in ``index``."""
+    """Open the store ``target`` names (a path or URL), with vectors in ``index``.
+
+    ``read_only`` opens a SQLite file with SQLite's read-only mode (writes refused by SQLite
+    itself); other backends are opened as usual and the front end refuses writes."""
     path = sqlite_path(target)
     text = os.fspath(target)
     log: Store
     if path is not None:
         from .sqlite import SqliteStore
 
-        log = SqliteStore(path, autocheckpoint=autocheckpoint)
+        log = SqliteStore(path, autocheckpoint=autocheckpoint, read_only=read_only)
     else:
         scheme = _SCHEME.match(text).group(1).lower()  # type: ignore[union-attr]
         if scheme in ("postgresql", "postgres"):

@@ -214,14 +214,28 @@ class SqliteStore(SqlStore):
     payload_join = " LEFT JOIN large_payloads lp ON lp.seq = e.seq"
     large_payloads_apart = True
 
-    def __init__(self, path: str | os.PathLike[str], *, autocheckpoint: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        autocheckpoint: bool = True,
+        read_only: bool = False,
+    ) -> None:
         """``autocheckpoint=False`` leaves WAL checkpoints to :meth:`maintenance` calls (the
         background worker's), so a caller's commit never pays for one. ``":memory:"`` is a
-        private database that lasts until :meth:`close` (see :meth:`_private_file`)."""
+        private database that lasts until :meth:`close` (see :meth:`_private_file`).
+        ``read_only`` opens an existing database with SQLite's ``mode=ro``: reads work, any
+        write is refused by SQLite itself (``StoreReadOnly``), nothing is migrated."""
         self.location = str(path)
         self.autocheckpoint = autocheckpoint
+        self.read_only = read_only
         self._remove_private_folder: weakref.finalize[Any, Any] | None = None
         self.path = self._private_file() if str(path) == ":memory:" else Path(path)
+        if read_only and not self.path.is_file():
+            raise InvalidInput(
+                f"There is no database at {str(self.path)!r} to open read-only; read_only=True "
+                "opens an existing store. Check the path."
+            )
         if not self.path.parent.is_dir():
             raise InvalidInput(
                 f"The folder {str(self.path.parent)!r} for database {str(self.path)!r} does not "
@@ -280,11 +294,16 @@ class SqliteStore(SqlStore):
             raise InvalidInput("This SessionManager is closed; open a new one.")
         with self._mapped_errors():
             conn = sqlite3.connect(
-                str(self.path), isolation_level=None, check_same_thread=False, timeout=5.0
+                self.path.absolute().as_uri() + "?mode=ro" if self.read_only else str(self.path),
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=5.0,
+                uri=self.read_only,
             )
             try:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+                if not self.read_only:  # a read-only connection cannot change the journal
+                    self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 if not self.autocheckpoint:
@@ -451,6 +470,9 @@ class SqliteStore(SqlStore):
     # -- schema ----------------------------------------------------------------------------
 
     def _migrate(self) -> None:
+        if self.read_only:
+            self._check_schema()
+            return
         with self.atomic() as tx:
             conn = tx.conn
             conn.execute(
@@ -468,6 +490,21 @@ class SqliteStore(SqlStore):
                     "INSERT INTO migrations (name, applied_us) VALUES (?, ?)",
                     (name, int(time.time() * 1e6)),
                 )
+
+    def _check_schema(self) -> None:
+        """Read-only: the schema must be this version's already (nothing can be migrated)."""
+        found = self._read(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+        )
+        applied = {row[0] for row in self._read("SELECT name FROM migrations")} if found else set()
+        known = {name for name, _ in MIGRATIONS}
+        refuse_unknown_migrations(applied, known, repr(str(self.path)))
+        if known - applied:
+            raise StoreReadOnly(
+                f"The database {str(self.path)!r} needs its schema upgraded "
+                f"({', '.join(sorted(known - applied))}), which read_only=True cannot do. Open "
+                "it once without read_only (as a user who may write it), then read-only again."
+            )
 
     # -- hooks of the shared statements ----------------------------------------------------
 
