@@ -13,10 +13,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -28,9 +30,11 @@ from session_manager import (
     StoreMisconfigured,
     StoreUnavailable,
 )
+from session_manager.store import postgres
 from session_manager.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
 from session_manager.testing import HashEmbedder
 
+from .conftest import PYTHON, child_env
 from .servers import _as_postgres_user, _postgres_bin, free_port, postgres_server
 
 pytestmark = pytest.mark.postgres
@@ -277,3 +281,108 @@ def test_a_stopped_server_is_unavailable_within_the_pool_timeout(
         after = mgr.record_fact(session.id, "after the outage")
         stored = {e.id for e in mgr.events(session.id)}
         assert {e.id for e in acknowledged} | {after.id} <= stored
+
+
+# -- 4. the outbox claim holds no connection while the model runs ----------------------------
+
+
+class SlowEmbedder(HashEmbedder):
+    """HashEmbedder that takes ``delay`` seconds over any batch holding a text marked "slow",
+    and remembers every text it embedded."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        super().__init__()
+        self.delay = delay
+        self.embedding = threading.Event()
+        self.finished = threading.Event()
+        self.seen: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        self.seen.extend(texts)
+        if any("slow" in text for text in texts):
+            self.embedding.set()
+            time.sleep(self.delay)
+            self.finished.set()
+        return super().__call__(texts)
+
+
+def test_records_do_not_wait_for_a_batch_being_embedded(postgres_url: str) -> None:
+    """One pooled connection, the background worker one second into a batch: record() still
+    returns at once, because the claim is a lease and not an open transaction."""
+    embedder = SlowEmbedder()
+    url = store_url(postgres_url, pool_size=1)
+    with SessionManager("a", url=url, embedder=embedder) as mgr:
+        session = mgr.start_session("record while the model runs")
+        mgr.record_fact(session.id, "a slow fact to embed")
+        assert embedder.embedding.wait(10), "the background worker never started the batch"
+        durations = []
+        for i in range(5):
+            started = time.monotonic()
+            mgr.record_fact(session.id, f"fact {i} recorded during the embedding")
+            durations.append(time.monotonic() - started)
+        assert max(durations) < 0.25, durations
+        assert not embedder.finished.is_set()  # they really ran during the embedding
+        mgr.flush()
+        assert mgr.pending_embeddings() == 0
+
+
+CLAIM_AND_DIE = """
+    import os, sys
+    from session_manager.store import postgres
+
+    postgres.OUTBOX_LEASE_SECONDS = 1.0
+    store = postgres.PostgresStore(sys.argv[1])
+    claim = store.claim_outbox(100)  # kept: collecting it would release the claim
+    batch = claim.__enter__()
+    print(len(batch.rows), flush=True)
+    os._exit(0)  # mid-batch: no vectors stored, no claim released
+"""
+
+
+def test_a_dead_workers_claim_runs_out_within_its_lease(postgres_url: str) -> None:
+    url = store_url(postgres_url)
+    embedder = SlowEmbedder()
+    with SessionManager("a", url=url, embedder=embedder, background=False) as mgr:
+        session = mgr.start_session("a worker dies mid-batch")
+        for i in range(5):
+            mgr.record_fact(session.id, f"fact {i} its worker never stored")
+        child = subprocess.run(
+            [PYTHON, "-c", textwrap.dedent(CLAIM_AND_DIE), url],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=60,
+        )
+        assert child.stdout.strip() == "6", child.stderr  # the goal and five facts
+        started = time.monotonic()
+        mgr.flush()  # waits for the dead worker's lease (1 s), then embeds its rows
+        waited = time.monotonic() - started
+        assert mgr.pending_embeddings() == 0
+        assert 0.5 < waited < 5, waited
+        assert len(embedder.seen) == 6
+
+
+@pytest.mark.parametrize("lease", [postgres.OUTBOX_LEASE_SECONDS, 0.6])
+def test_a_flush_waits_for_rows_another_worker_embeds_instead_of_redoing_them(
+    postgres_url: str, lease: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also when the model takes longer than the lease (0.6 s against 1 s): a live worker
+    renews its claim."""
+    monkeypatch.setattr(postgres, "OUTBOX_LEASE_SECONDS", lease)
+    url = store_url(postgres_url)
+    mine, theirs = SlowEmbedder(delay=0), SlowEmbedder()
+    with (
+        SessionManager("a", url=url, embedder=mine, background=False) as mgr,
+        SessionManager("a", url=url, embedder=theirs, background=False) as other,
+    ):
+        session = mgr.start_session("two workers, one batch")
+        mgr.record_fact(session.id, "a slow fact")
+        worker = threading.Thread(target=other.flush)  # claims both rows, embeds for 1 s
+        worker.start()
+        assert theirs.embedding.wait(10)
+        mgr.flush()  # must wait for the other worker, not embed the same rows again
+        worker.join()
+        assert mine.seen == [] and len(theirs.seen) == 2
+        assert mgr.pending_embeddings() == 0
+        hits = mgr.search("slow fact", k=1, mode="semantic")
+        assert [hit.event.content for hit in hits] == ["a slow fact"]

@@ -17,6 +17,8 @@ index) the projections. Differences:
   New events are indexed by a ``BEFORE INSERT`` trigger with their predecessors; the outbox
   worker refreshes the predecessors (as in SQLite); a statement-level ``AFTER DELETE``
   trigger refreshes the neighbours of deleted events.
+- ``outbox`` rows carry their claim (``claimed_by``, ``claimed_until``): a lease, as in
+  SQLite, renewed while the worker embeds (0003_outbox_lease).
 - ``vectors`` repeats each event's partition and agent, so a search of a scope reads that
   table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``vector``: the
   dimension is the embedder's (recorded in ``meta``); an HNSW index, when chosen, is an
@@ -145,7 +147,17 @@ ALTER TABLE events ADD COLUMN payload_preview TEXT;
 CREATE INDEX events_by_session_kind ON events (session_id, kind, created_us, seq);
 """
 
+# The outbox claim as a lease (PostgresStore.claim_outbox): a worker stamps the rows it takes
+# with its claim and an expiry instead of holding their row locks, and so a connection, while
+# its model runs. '-infinity' is "never claimed"; the expiry is the server's clock, the one
+# clock every host shares.
+_OUTBOX_LEASE = """
+ALTER TABLE outbox ADD COLUMN claimed_until TIMESTAMPTZ NOT NULL DEFAULT '-infinity';
+ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
+    ("0003_outbox_lease", _OUTBOX_LEASE),
 )

@@ -9,11 +9,18 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
 * **Writes** run in ``READ COMMITTED`` transactions from a connection pool; the write check
   locks the session row (``SELECT ... FOR UPDATE``), so an event never lands in a session that
   another process is closing, and ``record()`` calls into one session queue briefly.
-* **The outbox** is claimed with ``FOR UPDATE SKIP LOCKED`` inside the transaction that stores
-  the vectors: any number of workers in any processes share it, no event is embedded twice,
-  and a killed worker's rows are free again as soon as its connection drops (no lease). A
-  search catching up its own scope waits for rows other workers hold rather than skipping
-  them (read-your-writes).
+* **The outbox** is claimed with a lease: one short statement stamps the rows with the
+  batch's token and an expiry (``OUTBOX_LEASE_SECONDS``, renewed while the model runs), the
+  model runs with no connection or lock held, and a second short transaction stores the
+  vectors of the rows still claimed by the batch. Any number of workers in any processes
+  share the outbox and no event is embedded twice; a killed worker's rows are free again
+  within a lease. A search catching up its own scope, and ``flush``, wait for rows other
+  workers hold rather than skipping or redoing them (read-your-writes).
+* **Failures** of the driver are mapped in one place (``_mapped_errors``): a server that
+  cannot be reached, or no pooled connection within ``pool_timeout`` (default 10 s), is
+  ``StoreUnavailable``; a refused login or unknown database is ``StoreMisconfigured``.
+  Connecting gives up after ``connect_timeout`` (default 5 s). The pool checks each
+  connection before handing it out, so a server restart costs no caller an error.
 * **Vector search** is exact by default (``vector_index=exact``): the scope's rows are
   filtered by the same SQL as every read, then ranked by ``<=>`` (cosine distance), so a
   filtered query returns k results whenever k exist. ``vector_index=hnsw`` adds an HNSW index
@@ -26,11 +33,14 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -52,6 +62,8 @@ from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
 
 __all__ = ["PostgresStore"]
 
+log = logging.getLogger("session_manager.store.postgres")
+
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # pg_advisory_lock keys: one for migrations, one for the first embedder registration
 _MIGRATE_LOCK = 0x61736D00
@@ -72,6 +84,12 @@ DEFAULT_CONNECT_TIMEOUT = 5
 #: long enough to ride out a burst that keeps every connection busy, short enough that an
 #: outage is reported rather than hung on (psycopg_pool's default is 30 s)
 DEFAULT_POOL_TIMEOUT = 10.0
+#: how long an outbox claim lasts unless its worker renews it (every third of it, while the
+#: model runs): the rows of a worker that died are free again within this
+OUTBOX_LEASE_SECONDS = 10.0
+# a flush or a search's catch-up polls this often (doubling) while others hold the rows it needs
+_CLAIM_POLL_FIRST = 0.02
+_CLAIM_POLL_MAX = 0.5
 
 
 @functools.lru_cache(maxsize=512)
@@ -409,6 +427,13 @@ class PostgresStore(SqlStore):
         with self._connection() as conn:
             return list(conn.execute(_pg(sql), params).fetchall())
 
+    def _run_alone(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One statement as its own transaction (the pool's connections are in autocommit);
+        the rows it returns, if any."""
+        with self._connection() as conn:
+            cursor = conn.execute(_pg(sql), params)
+            return list(cursor.fetchall()) if cursor.description else []
+
     def maintenance(self) -> None:
         """Nothing to do: PostgreSQL checkpoints and vacuums by itself."""
 
@@ -495,71 +520,157 @@ class PostgresStore(SqlStore):
     def claim_outbox(
         self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
     ) -> Iterator[_PgBatch]:
-        """Claim outbox rows in a transaction that lasts until the batch is stored.
+        """Claim up to ``limit`` outbox rows with a lease; no connection is held meanwhile.
 
-        The background worker skips rows other workers hold (``SKIP LOCKED``); a search's
-        catch-up (``partitions``) and ``flush`` (``force``) wait for them instead, and find
-        them gone once their worker commits — so no event is embedded twice.
+        The claim is one short statement that stamps the rows with this batch's token and an
+        expiry :data:`OUTBOX_LEASE_SECONDS` ahead, renewed while the batch is open; the model
+        runs outside any transaction, and the vectors are stored by a second short
+        transaction (:meth:`finish_batch`). A worker that dies stops renewing, so its rows are
+        free again within a lease; one that fails hands them back at once.
+
+        The background worker takes only rows nobody holds. A search's catch-up
+        (``partitions``) and ``flush`` (``force``) wait for rows other workers hold and find
+        them gone once those store their vectors — so no event is embedded twice.
         """
-        wait = partitions is not None or force
-        where, params = "TRUE", []
-        if partitions is not None:
-            where, params = "o.partition = ANY(?)", [list(partitions)]
-        with self.atomic() as tx:
-            rows = tx.execute(
-                "SELECT o.seq, o.partition, e.content FROM outbox o JOIN events e ON e.seq = o.seq "
-                f"WHERE {where} ORDER BY o.seq LIMIT ? "
-                f"FOR UPDATE OF o{'' if wait else ' SKIP LOCKED'}",
-                (*params, limit),
-            ).fetchall()
-            yield _PgBatch(self, tx, [(int(r[0]), r[1], r[2]) for r in rows])
+        batch = self._claim(limit, partitions, wait=partitions is not None or force)
+        if not batch.rows:
+            yield batch
+            return
+        keeper = _LeaseKeeper(self, batch)
+        try:
+            yield batch
+        finally:
+            keeper.stop()
+            if not batch.finished:
+                # the worker failed (model error, embedder mismatch): others may take them now;
+                # if even this fails, the lease runs out by itself
+                with contextlib.suppress(StoreError):
+                    self._release(batch)
+
+    def _claim(self, limit: int, partitions: Sequence[str] | None, *, wait: bool) -> _PgBatch:
+        """Claim rows nobody holds; with ``wait``, poll while others hold the only ones left."""
+        token = uuid.uuid4().hex
+        pause = _CLAIM_POLL_FIRST
+        while True:
+            rows = self._claim_free_rows(limit, partitions, token)
+            if rows or not wait or not self._pending_rows(partitions):
+                return _PgBatch(self, token, rows)
+            time.sleep(pause)
+            pause = min(pause * 2, _CLAIM_POLL_MAX)
+
+    def _claim_free_rows(
+        self, limit: int, partitions: Sequence[str] | None, token: str
+    ) -> list[tuple[int, str, str]]:
+        where, params = self._outbox_where(partitions)
+        # One statement, so one short transaction of its own (the pool's connections are in
+        # autocommit). SKIP LOCKED: rows another claimer is stamping right now are theirs.
+        rows = self._run_alone(
+            "WITH picked AS MATERIALIZED ("
+            f"SELECT o.seq FROM outbox o WHERE {where} AND o.claimed_until < now() "
+            "ORDER BY o.seq LIMIT ? FOR UPDATE SKIP LOCKED"
+            "), claimed AS ("
+            "UPDATE outbox o SET claimed_until = now() + make_interval(secs => ?), "
+            "claimed_by = ? FROM picked WHERE o.seq = picked.seq RETURNING o.seq, o.partition"
+            ") SELECT c.seq, c.partition, e.content FROM claimed c "
+            "JOIN events e ON e.seq = c.seq ORDER BY c.seq",
+            (*params, limit, OUTBOX_LEASE_SECONDS, token),
+        )
+        return [(int(row[0]), row[1], row[2]) for row in rows]
+
+    def _pending_rows(self, partitions: Sequence[str] | None) -> bool:
+        where, params = self._outbox_where(partitions)
+        rows = self._read(f"SELECT EXISTS (SELECT 1 FROM outbox o WHERE {where})", params)
+        return bool(rows[0][0])
+
+    @staticmethod
+    def _outbox_where(partitions: Sequence[str] | None) -> tuple[str, list[Any]]:
+        if partitions is None:
+            return "TRUE", []
+        return "o.partition = ANY(?)", [list(partitions)]
+
+    def renew_lease(self, batch: _PgBatch) -> None:
+        """Push the expiry of ``batch``'s rows a full lease ahead (they are still embedding)."""
+        self._run_alone(
+            "UPDATE outbox SET claimed_until = now() + make_interval(secs => ?) "
+            "WHERE seq = ANY(?) AND claimed_by = ?",
+            (OUTBOX_LEASE_SECONDS, batch.seqs, batch.token),
+        )
+
+    def _release(self, batch: _PgBatch) -> None:
+        self._run_alone(
+            "UPDATE outbox SET claimed_until = '-infinity', claimed_by = NULL "
+            "WHERE seq = ANY(?) AND claimed_by = ?",
+            (batch.seqs, batch.token),
+        )
 
     def finish_batch(
-        self,
-        tx: PgTx,
-        rows: Sequence[tuple[int, str]],
-        vectors: Vectors | None,
-        register: Callable[[Any], None],
+        self, batch: _PgBatch, vectors: Vectors | None, register: Callable[[Any], None]
     ) -> None:
-        if self.get_meta("embedder_name", tx) is None:
-            # the first vectors of the store: one process at a time records the embedder
-            tx.execute("SELECT pg_advisory_xact_lock(?)", (_REGISTER_LOCK,))
-        register(tx)
-        seqs = [seq for seq, _ in rows]
-        if vectors is not None:
-            tx.executemany(
-                "INSERT INTO vectors (seq, partition, agent_id, embedding) "
-                "SELECT ?, ?, agent_id, ? FROM events WHERE seq = ? "
-                "ON CONFLICT (seq) DO NOTHING",
-                [
-                    (seq, part, vector, seq)
-                    for (seq, part), vector in zip(rows, vectors, strict=True)
-                ],
-            )
-            if self.vector_index == "hnsw":
-                self._ensure_hnsw(tx, int(vectors.shape[1]))
-        tx.execute("DELETE FROM outbox WHERE seq = ANY(?)", (seqs,))
-        # the context of the two events before each new one now includes it (0002 in SQLite)
+        """Store ``vectors`` (None: an external index holds them) and clear the batch's rows
+        from the outbox, in one short transaction; ``register(tx)`` runs first.
+
+        Only rows still claimed by this batch count: an event deleted meanwhile has no outbox
+        row any more, and a row whose lease ran out and went to another worker, or that
+        ``requeue_all`` queued again, is theirs to store.
+        """
+        with self.atomic() as tx:
+            if self.get_meta("embedder_name", tx) is None:
+                # the first vectors of the store: one process at a time records the embedder
+                tx.execute("SELECT pg_advisory_xact_lock(?)", (_REGISTER_LOCK,))
+            register(tx)
+            kept = {
+                int(row[0])
+                for row in tx.execute(
+                    "DELETE FROM outbox WHERE seq = ANY(?) AND claimed_by = ? RETURNING seq",
+                    (batch.seqs, batch.token),
+                ).fetchall()
+            }
+            if vectors is not None and kept:
+                self._insert_vectors(tx, batch, vectors, kept)
+            self._refresh_previous_context(tx, sorted(kept))
+        batch.finished = True
+
+    def _insert_vectors(self, tx: PgTx, batch: _PgBatch, vectors: Vectors, kept: set[int]) -> None:
+        tx.executemany(
+            "INSERT INTO vectors (seq, partition, agent_id, embedding) "
+            "SELECT ?, ?, agent_id, ? FROM events WHERE seq = ? "
+            "ON CONFLICT (seq) DO NOTHING",
+            [
+                (seq, part, vector, seq)
+                for (seq, part, _), vector in zip(batch.rows, vectors, strict=True)
+                if seq in kept
+            ],
+        )
+        if self.vector_index == "hnsw":
+            self._ensure_hnsw(tx, int(vectors.shape[1]))
+
+    @staticmethod
+    def _refresh_previous_context(tx: PgTx, seqs: Sequence[int]) -> None:
+        """The keyword context of the two events before each of ``seqs`` now includes it
+        (0002_keyword_context in SQLite)."""
+        if not seqs:
+            return
         previous = tx.execute(
             "SELECT DISTINCT p.seq FROM events x CROSS JOIN LATERAL ("
             "SELECT p.seq FROM events p WHERE p.session_id = x.session_id AND p.seq < x.seq "
             "ORDER BY p.seq DESC LIMIT 2) p WHERE x.seq = ANY(?) ORDER BY p.seq",
-            (seqs,),
+            (list(seqs),),
         ).fetchall()
-        if previous:
-            ids = [int(row[0]) for row in previous]
-            # Lock in seq order, so that workers sharing neighbours queue instead of deadlocking,
-            # and no stronger than the UPDATE needs: FOR UPDATE would conflict with the KEY
-            # SHARE locks that other workers' vector inserts take on these rows (their FK).
-            tx.execute(
-                "SELECT seq FROM events WHERE seq = ANY(?) ORDER BY seq FOR NO KEY UPDATE", (ids,)
-            )
-            tx.execute(
-                "UPDATE events e SET search_text = "
-                "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
-                "WHERE e.seq = ANY(?)",
-                (ids,),
-            )
+        if not previous:
+            return
+        ids = [int(row[0]) for row in previous]
+        # Lock in seq order, so that workers sharing neighbours queue instead of deadlocking,
+        # and no stronger than the UPDATE needs: FOR UPDATE would conflict with the KEY
+        # SHARE locks that other workers' vector inserts take on these rows (their FK).
+        tx.execute(
+            "SELECT seq FROM events WHERE seq = ANY(?) ORDER BY seq FOR NO KEY UPDATE", (ids,)
+        )
+        tx.execute(
+            "UPDATE events e SET search_text = "
+            "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
+            "WHERE e.seq = ANY(?)",
+            (ids,),
+        )
 
     @staticmethod
     def _ensure_hnsw(tx: PgTx, dim: int) -> None:
@@ -577,6 +688,12 @@ class PostgresStore(SqlStore):
             tx.execute(
                 "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
                 "ON CONFLICT DO NOTHING"
+            )
+            # A batch embedded before the requeue (perhaps by the old embedder) must not store
+            # its vectors now: it stores only rows still claimed by it.
+            tx.execute(
+                "UPDATE outbox SET claimed_until = '-infinity', claimed_by = NULL "
+                "WHERE claimed_by IS NOT NULL"
             )
             tx.execute(
                 "UPDATE events e SET search_text = "
@@ -608,12 +725,46 @@ class PostgresStore(SqlStore):
 
 @dataclass
 class _PgBatch:
+    """Outbox rows claimed under ``token`` (:meth:`PostgresStore.claim_outbox`)."""
+
     store: PostgresStore
-    tx: PgTx
+    token: str
     rows: list[tuple[int, str, str]]
+    #: set once the vectors are stored: the claim is then spent, not released
+    finished: bool = False
+
+    @property
+    def seqs(self) -> list[int]:
+        return [seq for seq, _, _ in self.rows]
 
     def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
-        self.store.finish_batch(self.tx, [(s, p) for s, p, _ in self.rows], vectors, register)
+        self.store.finish_batch(self, vectors, register)
 
     def done(self, register: Callable[[Any], None]) -> None:
-        self.store.finish_batch(self.tx, [(s, p) for s, p, _ in self.rows], None, register)
+        self.store.finish_batch(self, None, register)
+
+
+class _LeaseKeeper:
+    """Renews a batch's lease while its worker embeds, so that only a dead worker's claim
+    expires, however long the model takes."""
+
+    def __init__(self, store: PostgresStore, batch: _PgBatch) -> None:
+        self._store = store
+        self._batch = batch
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._renew_until_stopped, name="asm-outbox-lease", daemon=True
+        )
+        self._thread.start()
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stopped.wait(OUTBOX_LEASE_SECONDS / 3):
+            try:
+                self._store.renew_lease(self._batch)
+            except Exception as exc:  # a missed renewal only lets the lease run out
+                log.debug("could not renew an outbox lease: %s", exc)
+
+    def stop(self) -> None:
+        # Not joined: a renewal in flight may wait for a connection; it changes nothing once
+        # the batch is stored or released (it only touches rows still claimed by the batch).
+        self._stopped.set()
