@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import sqlite3
 import tempfile
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import InvalidInput, SessionManager, SessionNotFound
+from session_manager import InvalidInput, SessionManager, SessionManagerError, SessionNotFound
 from session_manager.admin import StoreAdmin, json_line, parse_cutoff
 from session_manager.testing import HashEmbedder
 
@@ -197,3 +198,49 @@ def test_copy_to_refuses_the_same_store_however_spelt(tmp_path: Path) -> None:
         pytest.raises(InvalidInput, match="same store"),
     ):
         first.copy_to(second)
+
+
+def test_prune_decides_and_deletes_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An acknowledged write is never pruned away (issue 9, item 6). Before, prune chose
+    its sessions outside the deleting transaction: an agent that recorded into a chosen
+    session in between got its event acknowledged, then deleted with the session."""
+    db = tmp_path / "prune.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        old = mgr.start_session("old and idle")
+        mgr.record_fact(old.id, "stale fact")
+        busy = mgr.start_session("old but about to be used")
+    with sqlite3.connect(db) as conn:  # both sessions idle for a year
+        conn.execute("UPDATE sessions SET updated_us = updated_us - 365 * 86400 * 1000000")
+    outcome: dict[str, Any] = {}
+
+    def agent_records() -> None:
+        with SessionManager("a", db, embedder=HashEmbedder(), background=False) as agent:
+            try:
+                outcome["event"] = agent.record_fact(busy.id, "recorded while prune ran")
+            except SessionManagerError as exc:
+                outcome["error"] = exc
+
+    with StoreAdmin(db) as admin:
+        real_sessions = admin._store.sessions
+
+        def then_the_agent_writes(*args: Any, **kwargs: Any) -> Any:
+            chosen = real_sessions(*args, **kwargs)
+            writer = threading.Thread(target=agent_records)
+            writer.start()
+            writer.join(1.0)  # finishes at once unless prune holds the write lock
+            outcome["writer"] = writer
+            return chosen
+
+        monkeypatch.setattr(admin._store, "sessions", then_the_agent_writes)
+        result = admin.prune("30d")
+        outcome["writer"].join(30)
+    assert {info.session.id for info in result.sessions} == {old.id, busy.id}
+    assert result.events == 3 and result.events_by_kind == {"fact": 1, "goal": 2}
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as check:
+        if "event" in outcome:  # acknowledged: it must still be there
+            assert check.get_event(outcome["event"].id)
+        else:  # refused: the session was gone by the time the agent could write
+            assert isinstance(outcome["error"], SessionNotFound)
+        assert check.list_sessions() == []

@@ -524,36 +524,47 @@ class StoreAdmin:
         """
         cutoff = parse_cutoff(older_than)
         status = None if status is None else check_status(status)
-        if kind is None:
-            doomed = self._infos(SessionFilter(None, status=status, before_us=cutoff))
-            by_kind = self._store.kind_counts(
-                EventFilter(None, session_status=status, session_before_us=cutoff)
-            )
-            if not dry_run and doomed:
-                with self._store.atomic() as tx:
-                    for info in doomed:
-                        self._store.delete_session(tx, info.session.id)
-            return PruneResult(
-                from_us(cutoff),
-                doomed,
-                sum(info.events for info in doomed),
-                by_kind,
-                len(doomed),
-                dry_run,
-            )
-        if validate_kind(kind) == "goal":
+        if kind is not None and validate_kind(kind) == "goal":
             raise InvalidInput(
                 "Goal events cannot be pruned on their own: a session needs its goal. "
                 "Prune whole sessions (leave out the kind) instead."
             )
-        flt = EventFilter(None, kinds=(kind,), until_us=cutoff, session_status=status)
-        by_kind = self._store.kind_counts(flt)
-        touched = self._store.sessions_touched(flt)
-        count = sum(by_kind.values())
-        if not dry_run and count:
-            with self._store.atomic() as tx:
+        # Decided and carried out in one transaction (a dry run: one snapshot): a session
+        # someone records into after the decision is not deleted, and the counts are what
+        # was deleted. The chosen sessions stay locked until the commit (PostgreSQL).
+        with self._store.snapshot() if dry_run else self._store.atomic() as tx:
+            if kind is None:
+                return self._prune_sessions(tx, cutoff, status, dry_run)
+            flt = EventFilter(None, kinds=(kind,), until_us=cutoff, session_status=status)
+            by_kind = self._store.kind_counts(flt, tx)
+            touched = self._store.sessions_touched(flt, tx)
+            count = sum(by_kind.values())
+            if not dry_run and count:
                 self._store.delete_events(tx, flt)
-        return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
+            return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
+
+    def _prune_sessions(
+        self, tx: Any, cutoff: int, status: str | None, dry_run: bool
+    ) -> PruneResult:
+        found = self._store.sessions(
+            SessionFilter(None, status=status, before_us=cutoff), tx=tx, lock=not dry_run
+        )
+        sizes = self._store.session_sizes([session.id for session in found], tx)
+        doomed = [SessionInfo(session, *sizes[session.id]) for session in found]
+        by_kind = self._store.kind_counts(
+            EventFilter(None, session_status=status, session_before_us=cutoff), tx
+        )
+        if not dry_run:
+            for info in doomed:
+                self._store.delete_session(tx, info.session.id)
+        return PruneResult(
+            from_us(cutoff),
+            doomed,
+            sum(info.events for info in doomed),
+            by_kind,
+            len(doomed),
+            dry_run,
+        )
 
     # -- projections -----------------------------------------------------------------------
 

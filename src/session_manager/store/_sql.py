@@ -317,22 +317,30 @@ class SqlStore:
         limit: int | None = None,
         oldest_first: bool = False,
         tx: Any = None,
+        lock: bool = False,
     ) -> list[Session]:
+        """``lock`` (inside ``atomic``): the rows stay locked until the transaction ends, so
+        a decision made on them (prune) holds when it is carried out."""
         where, params = self.session_where(flt)
         order = "s.created_us, s.id" if oldest_first else "s.updated_us DESC, s.id DESC"
         sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
+        if lock:
+            sql += self.lock_suffix
         return [row_to_session(row) for row in self._read(sql, params, tx)]
 
-    def session_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    def session_sizes(
+        self, session_ids: Sequence[str], tx: Any = None
+    ) -> dict[str, tuple[int, int]]:
         sizes = {session_id: (0, 0) for session_id in session_ids}
         for chunk in batched(list(session_ids)):
             for session_id, count, tokens in self._read(
                 "SELECT session_id, count(*), coalesce(sum(token_count), 0) FROM events "
                 f"WHERE session_id IN ({_marks(chunk)}) GROUP BY session_id",
                 chunk,
+                tx,
             ):
                 sizes[session_id] = (int(count), int(tokens))
         return sizes
@@ -387,18 +395,19 @@ class SqlStore:
         where, params = self.event_where(flt)
         return int(self._read(f"SELECT count(*) {_EVENTS_JOIN} WHERE {where}", params)[0][0])
 
-    def kind_counts(self, flt: EventFilter) -> dict[str, int]:
+    def kind_counts(self, flt: EventFilter, tx: Any = None) -> dict[str, int]:
         where, params = self.event_where(flt)
         rows = self._read(
             f"SELECT e.kind, count(*) {_EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
             params,
+            tx,
         )
         return {kind: int(count) for kind, count in rows}
 
-    def sessions_touched(self, flt: EventFilter) -> int:
+    def sessions_touched(self, flt: EventFilter, tx: Any = None) -> int:
         where, params = self.event_where(flt)
         rows = self._read(
-            f"SELECT count(DISTINCT e.session_id) {_EVENTS_JOIN} WHERE {where}", params
+            f"SELECT count(DISTINCT e.session_id) {_EVENTS_JOIN} WHERE {where}", params, tx
         )
         return int(rows[0][0])
 
