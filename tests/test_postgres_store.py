@@ -386,3 +386,22 @@ def test_a_flush_waits_for_rows_another_worker_embeds_instead_of_redoing_them(
         assert mgr.pending_embeddings() == 0
         hits = mgr.search("slow fact", k=1, mode="semantic")
         assert [hit.event.content for hit in hits] == ["a slow fact"]
+
+
+# -- 5. statements stay under the protocol's 65,535 parameters -------------------------------
+
+
+def test_bump_recall_takes_more_seqs_than_a_statement_has_parameters(postgres_url: str) -> None:
+    url = store_url(postgres_url)
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("recalled often")
+        seqs = [mgr.record_fact(session.id, f"fact {i}").seq for i in range(2)]
+    store = PostgresStore(url)
+    try:
+        many = [*seqs, *range(10**9, 10**9 + 70_000)]  # 70,002 seqs, most of them unknown
+        store.bump_recall(many)
+        store.bump_recall([seqs[0], seqs[0]])  # a seq listed twice counts once, as with IN
+        counts = {seq: event.recall_count for seq, event in store.events_by_seq(seqs).items()}
+        assert counts == {seqs[0]: 2, seqs[1]: 1}
+    finally:
+        store.close()

@@ -434,6 +434,17 @@ class PostgresStore(SqlStore):
             cursor = conn.execute(_pg(sql), params)
             return list(cursor.fetchall()) if cursor.description else []
 
+    def bump_recall(self, seqs: Sequence[int]) -> None:
+        """One statement with the seqs as one array parameter, however many there are (the
+        protocol allows 65,535 parameters; the shared version sends batches of 500, a round
+        trip each). Sorted, so that concurrent bumps lock shared rows in the same order."""
+        if not seqs:
+            return
+        self._run_alone(
+            "UPDATE events SET recall_count = recall_count + 1 WHERE seq = ANY(?)",
+            (sorted(set(seqs)),),
+        )
+
     def maintenance(self) -> None:
         """Nothing to do: PostgreSQL checkpoints and vacuums by itself."""
 
