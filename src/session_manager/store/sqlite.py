@@ -43,17 +43,13 @@ import numpy as np
 from ..errors import (
     InvalidInput,
     SessionManagerError,
-    StoreBusy,
-    StoreCorrupt,
-    StoreError,
-    StoreFull,
     StoreReadOnly,
-    StoreUnavailable,
 )
 from ..index.keyword import KEYWORD_WEIGHTS, fts_query
 from ..index.vectors import VectorCache, VectorQuery, encode_vector
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
+from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
 
 __all__ = [
@@ -73,134 +69,9 @@ CAPABILITIES = Capabilities(
     exact_vectors=True,
     transactional_vectors=True,
 )
-# How long a writer keeps trying to get the lock before StoreBusy: long enough to outlast any
-# burst of other writers, short enough that a wedged database is reported, not hung on.
-RETRY_SECONDS = 60.0
 BUSY_TIMEOUT_MS = 5_000
 # How long a background worker's claim on outbox rows lasts: a killed worker's claim expires.
 LEASE_SECONDS = 120.0
-
-
-# What a failure means, from SQLite's primary result code (the low byte of an extended code:
-# SQLITE_READONLY_DIRECTORY is 1544, READONLY 8) or, for errors raised without a code (by the
-# sqlite3 module itself), from the message.
-_FAILURE_BY_CODE = {
-    3: "read-only",  # SQLITE_PERM
-    5: "busy",  # SQLITE_BUSY
-    6: "busy",  # SQLITE_LOCKED
-    8: "read-only",  # SQLITE_READONLY
-    10: "io",  # SQLITE_IOERR
-    11: "corrupt",  # SQLITE_CORRUPT
-    13: "full",  # SQLITE_FULL
-    14: "cannot-open",  # SQLITE_CANTOPEN
-    23: "read-only",  # SQLITE_AUTH
-    26: "not-a-database",  # SQLITE_NOTADB
-}
-_FAILURE_BY_TEXT = (
-    ("readonly database", "read-only"),
-    ("locked", "busy"),
-    ("disk i/o error", "io"),
-    ("malformed", "corrupt"),
-    ("disk is full", "full"),
-    ("unable to open database file", "cannot-open"),
-    ("file is not a database", "not-a-database"),
-    ("closed database", "closed"),
-)
-
-
-def _failure(exc: sqlite3.Error) -> str:
-    """What ``exc`` means, in a word (see _FAILURE_BY_CODE); ``other`` if nothing fits."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in _FAILURE_BY_CODE:
-        return _FAILURE_BY_CODE[code & 0xFF]
-    text = str(exc).lower()
-    return next((failure for part, failure in _FAILURE_BY_TEXT if part in text), "other")
-
-
-# What each failure raises: the message says what happened and what to do about it.
-_MESSAGES: dict[str, tuple[type[SessionManagerError], str]] = {
-    "read-only": (
-        StoreReadOnly,
-        "The database {where} cannot be written ({detail}). This is a permissions problem: "
-        "make the file, the -wal and -shm files beside it and its folder {folder} writable "
-        "for the user running this process (chown or chmod), or work on a copy in a folder "
-        "that user can write.",
-    ),
-    "cannot-open": (
-        StoreReadOnly,
-        "SQLite cannot open {where} ({detail}). This is a permissions problem: the user "
-        "running this process may not create or open the file, or the -wal and -shm files "
-        "beside it, in the folder {folder}. Make the folder and the file writable for this "
-        "user (chown or chmod), or point db_path at a file in a folder it can write.",
-    ),
-    "cannot-open-allowed": (
-        StoreUnavailable,
-        "SQLite cannot open {where} ({detail}) although this user may read and write it and "
-        "its folder {folder}: this process may have too many files open (see `ulimit -n`), "
-        "or the path names something other than a regular file. Close unused managers or "
-        "raise the limit, then retry.",
-    ),
-    "full": (
-        StoreFull,
-        "The database {where} is full ({detail}): the disk, or a quota on it, has no room "
-        "left. The failed write left nothing behind. Free some space, then retry.",
-    ),
-    "corrupt": (
-        StoreCorrupt,
-        "The database {where} is damaged ({detail}). Stop writing to it; restore it from a "
-        "backup or an earlier `asm export`, or salvage what is still readable with "
-        "`sqlite3 {path} .recover`.",
-    ),
-    "io": (
-        StoreUnavailable,
-        "Reading or writing {where} failed with a disk I/O error ({detail}): the disk or "
-        "network share holding it failed or went away, or the file was moved or deleted "
-        "while open. Check the disk (the system log, free space) and that the file is still "
-        "there, then retry.",
-    ),
-    "busy": (
-        StoreBusy,
-        "The database {where} stayed locked by another connection ({detail}), for up to "
-        "{seconds} s. Another process holds a long write transaction; find it (e.g. "
-        "`fuser {path}`) or retry later.",
-    ),
-    "closed": (InvalidInput, "This SessionManager is closed; open a new one."),
-    "folder": (
-        InvalidInput,
-        "{where} is a folder, not a database file. Point db_path at a file in it, e.g. "
-        "sessions.db.",
-    ),
-    "not-usable": (
-        InvalidInput,
-        "{where} is not a usable session database ({detail}). Point db_path at a new file "
-        "or a database made by agent-session-manager.",
-    ),
-    "other": (
-        StoreError,
-        "SQLite failed on {where}: {detail}. The operation did not complete (anything it "
-        "had begun to write was rolled back). If this keeps happening, report it as a bug "
-        "of agent-session-manager, with this message.",
-    ),
-}
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    return _failure(exc) == "busy"
-
-
-def _may_open(path: Path) -> bool:
-    """Whether this user may do what SQLite needs: read and write the file (or create it) and
-    create the -wal and -shm files beside it."""
-    folder = os.access(path.parent, os.W_OK | os.X_OK)
-    return folder and (not path.exists() or os.access(path, os.R_OK | os.W_OK))
-
-
-def _has_sqlite_header(path: Path) -> bool:
-    try:
-        with path.open("rb") as file:
-            return file.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 class SqliteStore(SqlStore):
@@ -321,7 +192,7 @@ class SqliteStore(SqlStore):
             try:
                 return operation()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not is_busy(exc) or time.monotonic() > deadline:
                     raise  # _mapped_errors, around every caller, says what it means
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
@@ -444,28 +315,7 @@ class SqliteStore(SqlStore):
 
     def _store_error(self, exc: sqlite3.Error) -> SessionManagerError:
         """The library's error that ``exc`` means, its message naming the file and the fix."""
-        failure = _failure(exc)
-        if failure == "not-a-database":
-            # While opening, a file without SQLite's header is the wrong file; otherwise a
-            # file SQLite cannot read as a database was one, and is damaged.
-            mistaken = self._opening and not _has_sqlite_header(self.path)
-            failure = "not-usable" if mistaken else "corrupt"
-        elif failure == "cannot-open" and self.path.is_dir():
-            failure = "folder"
-        elif failure == "cannot-open" and _may_open(self.path):
-            failure = "cannot-open-allowed"
-        elif failure == "other" and self._opening:
-            failure = "not-usable"
-        error_type, message = _MESSAGES[failure]
-        return error_type(
-            message.format(
-                where=repr(str(self.path)),
-                path=self.path,
-                folder=repr(str(self.path.parent)),
-                detail=exc,
-                seconds=f"{RETRY_SECONDS:.0f}",
-            )
-        )
+        return store_error(exc, self.path, opening=self._opening)
 
     # -- schema ----------------------------------------------------------------------------
 
