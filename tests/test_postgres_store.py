@@ -28,6 +28,7 @@ from session_manager import (
     StoreBusy,
     StoreFull,
     StoreMisconfigured,
+    StoreReadOnly,
     StoreUnavailable,
 )
 from session_manager.store import postgres
@@ -144,6 +145,29 @@ def test_lock_conflicts_and_a_full_disk_keep_their_own_types() -> None:
     store.location = "postgresql://me@db/agents"
     assert type(store._store_error(errors.DeadlockDetected("deadlock detected"))) is StoreBusy
     assert type(store._store_error(errors.DiskFull("could not extend file"))) is StoreFull
+    standby = errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
+    assert type(store._store_error(standby)) is StoreReadOnly
+
+
+def test_a_role_without_privileges_is_misconfigured(postgres_url: str) -> None:
+    """In a database of its own: first without pgvector, then without the right to create
+    the store's schema."""
+    import psycopg
+
+    database = f"asm_privileges_{next(_schemas)}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {database}")
+        admin.execute("DROP ROLE IF EXISTS asm_weak")
+        admin.execute("CREATE ROLE asm_weak LOGIN")
+        admin.execute(f"REVOKE CREATE ON DATABASE {database} FROM PUBLIC")
+    weak = store_url(with_path(postgres_url, user="asm_weak", database=database))
+    with pytest.raises(StoreMisconfigured, match="lacks the pgvector extension"):
+        PostgresStore(weak)
+    with psycopg.connect(with_path(postgres_url, database=database), autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")
+    with pytest.raises(StoreMisconfigured, match="lacks a privilege") as caught:
+        PostgresStore(weak)
+    assert "permission denied for database" in str(caught.value)
 
 
 def test_a_port_nobody_listens_on_is_unavailable() -> None:

@@ -53,6 +53,7 @@ from ..errors import (
     StoreError,
     StoreFull,
     StoreMisconfigured,
+    StoreReadOnly,
     StoreUnavailable,
 )
 from ..index.keyword import tsquery
@@ -291,7 +292,8 @@ class PostgresStore(SqlStore):
         try:
             ConnectionPool.check_connection(conn)
         except Exception:
-            self._pool.check()
+            with contextlib.suppress(Exception):  # the pool must see the first failure
+                self._pool.check()
             raise
 
     # -- driver errors -----------------------------------------------------------------------
@@ -300,12 +302,18 @@ class PostgresStore(SqlStore):
     def _mapped_errors(self) -> Iterator[None]:
         """Turn psycopg's and its pool's failures into :class:`StoreError` subclasses: the one
         place where they are mapped (the driver's exception stays the ``__cause__``)."""
-        import psycopg
+        from psycopg import OperationalError, errors
         from psycopg_pool import PoolTimeout
 
         try:
             yield
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except (
+            OperationalError,
+            PoolTimeout,
+            # what the server's setup refuses, rather than a mistake in our SQL
+            errors.InsufficientPrivilege,
+            errors.ReadOnlySqlTransaction,
+        ) as exc:
             raise self._store_error(exc) from exc
 
     @contextmanager
@@ -334,6 +342,18 @@ class PostgresStore(SqlStore):
                 f"server's setup. The server said: {detail}"
             )
         sqlstate = getattr(exc, "sqlstate", None) or ""
+        if sqlstate == "42501":
+            return StoreMisconfigured(
+                f"The role in the URL {self.location!r} lacks a privilege this store needs: "
+                f"{detail} Grant it (the store creates its schema and tables on first open), "
+                "or connect as the role that owns the schema."
+            )
+        if sqlstate == "25006":
+            return StoreReadOnly(
+                f"PostgreSQL at {self.location!r} accepts no writes (a read-only standby, or "
+                f"default_transaction_read_only): {detail} Point the URL at the primary; "
+                "reads still work."
+            )
         if sqlstate == "53100":
             return StoreFull(
                 f"PostgreSQL at {self.location!r} is out of disk space: {detail} The failed "
@@ -346,9 +366,8 @@ class PostgresStore(SqlStore):
             )
         return StoreUnavailable(
             f"PostgreSQL at {self.location!r} cannot be reached or dropped the connection: "
-            f"{detail} Check that the "
-            "server is running and that this machine can reach its host and port, then "
-            f"retry (a connection attempt waits up to connect_timeout="
+            f"{detail} Check that the server is running and that this machine can reach its "
+            "host and port, then retry (a connection attempt waits up to connect_timeout="
             f"{self.settings.connect_timeout} s; set ?connect_timeout= in the URL to change it)."
         )
 
