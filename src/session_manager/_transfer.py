@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from . import _json
-from ._scope import partition_of
 from ._time import to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
@@ -281,7 +280,9 @@ class _Import:
     store: Store
     dry_run: bool
     result: ImportResult = field(default_factory=ImportResult)
-    batch: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    batch: list[tuple[str, Any]] = field(
+        default_factory=list
+    )  # ("session", row) or ("event", EventRecord)
     # session id -> (agent_id, shared_pool): from the store, or earlier in this import
     sessions: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     seen_events: set[str] = field(default_factory=set)  # dry run: ids earlier in the file
@@ -376,7 +377,8 @@ class _Import:
         tags = record.get("tags")
         if tags is not None and not isinstance(tags, list):
             raise Reject(f"tags must be a list of strings, got {type(tags).__name__}.")
-        kind, content, payload_json, importance, tag_tuple, meta, created = prepare_event(
+        given_tokens = "token_count" in record
+        prepared = prepare_event(
             _field(record, "kind", "event"),
             _field(record, "content", "event"),
             record.get("payload"),
@@ -384,7 +386,10 @@ class _Import:
             tags,
             record.get("metadata"),
             _field(record, "created_at", "event"),
+            # counted like record() does, with the default model family's tokenizer
+            None if given_tokens else tokenizer_for("gpt-4o").count,
         )
+        kind = prepared.kind
         allowed = EVENT_STATUSES.get(kind, (None,))
         status = record.get("status", allowed[0])
         if status not in allowed:
@@ -392,11 +397,8 @@ class _Import:
                 f"a {kind} event cannot have status {status!r}; use one of "
                 f"{', '.join(map(repr, allowed))}."
             )
-        if "token_count" in record:
-            tokens = _count(record["token_count"], "token_count")
-        else:  # counted like record() does, with the default model family's tokenizer
-            count = tokenizer_for("gpt-4o").count
-            tokens = count(content) + (count(payload_json) if payload_json is not None else 0)
+        if given_tokens:
+            prepared = replace(prepared, token_count=_count(record["token_count"], "token_count"))
         recalls = _count(record.get("recall_count", 0), "recall_count")
         if self.dry_run:
             exists = event_id in self.seen_events or self.store.event_exists(event_id)
@@ -406,22 +408,7 @@ class _Import:
             else:
                 self.result.events_inserted += 1
             return
-        row = (
-            event_id,
-            session_id,
-            agent_id,
-            kind,
-            content,
-            payload_json,
-            importance,
-            _json.dumps(list(tag_tuple)),
-            _json.dumps(meta),
-            status,
-            created,
-            tokens,
-            recalls,
-            partition_of(agent_id, pool),
-        )
+        row = prepared.record(event_id, session_id, agent_id, pool, status, recall_count=recalls)
         self.batch.append(("event", row))
 
     def flush(self) -> None:

@@ -8,14 +8,17 @@ and the fix, before any transaction opens, so bad input writes nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from . import _json
+from ._scope import partition_of
 from ._time import now_us, to_us
 from .errors import InvalidInput
-from .events import CUSTOM_KIND_IMPORTANCE, DEFAULT_IMPORTANCE, validate_kind
+from .events import CUSTOM_KIND_IMPORTANCE, DEFAULT_IMPORTANCE, EventRecord, validate_kind
+from .summarize import payload_digest
 
 __all__ = ["EVENT_STATUSES", "PreparedEvent", "identifier", "prepare_event", "text"]
 
@@ -25,8 +28,55 @@ EVENT_STATUSES: Mapping[str, tuple[str, ...]] = {
     "error": ("unresolved", "resolved"),
 }
 
-#: ``(kind, content, payload_json, importance, tags, metadata, created_us)``
-PreparedEvent = tuple[str, str, str | None, float, tuple[str, ...], dict[str, Any], int]
+
+@dataclass(frozen=True, slots=True)
+class PreparedEvent:
+    """One event's fields, validated and in their stored form — everything that can be
+    worked out before a transaction opens (the payload's JSON and preview, the token count),
+    so a transaction only checks ownership and inserts."""
+
+    kind: str
+    content: str
+    payload_json: str | None
+    importance: float
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    created_us: int
+    token_count: int = 0
+    #: the payload's size and bounded preview when it is large (summarize.payload_digest)
+    payload_chars: int | None = None
+    payload_preview: str | None = None
+
+    def record(
+        self,
+        event_id: str,
+        session_id: str,
+        agent_id: str,
+        pool: str | None,
+        status: str | None,
+        *,
+        recall_count: int = 0,
+    ) -> EventRecord:
+        """The row a store inserts for this event in ``session_id`` (of ``agent_id``, in
+        ``pool``)."""
+        return EventRecord(
+            id=event_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            kind=self.kind,
+            content=self.content,
+            payload_json=self.payload_json,
+            importance=self.importance,
+            tags_json=_json.dumps(list(self.tags)),
+            metadata_json=_json.dumps(self.metadata),
+            status=status,
+            created_us=self.created_us,
+            token_count=self.token_count,
+            recall_count=recall_count,
+            partition=partition_of(agent_id, pool),
+            payload_chars=self.payload_chars,
+            payload_preview=self.payload_preview,
+        )
 
 
 # What to say when a text argument is empty: each message names the argument it is about.
@@ -73,11 +123,14 @@ def prepare_event(
     tags: Sequence[str] | None,
     metadata: Mapping[str, Any] | None,
     created_at: datetime | str | None,
+    count: Callable[[str], int] | None = None,
 ) -> PreparedEvent:
-    """Validate one event's fields and return their stored form (see :data:`PreparedEvent`).
+    """Validate one event's fields and return their stored form (:class:`PreparedEvent`);
+    ``count`` (a token counter) gives its token count, content and payload JSON together.
 
-    >>> prepare_event("fact", "x", {"b": 1}, None, ["t"], None, "2026-01-01T00:00:00Z")
-    ('fact', 'x', '{"b":1}', 0.6, ('t',), {}, 1767225600000000)
+    >>> e = prepare_event("fact", "x", {"b": 1}, None, ["t"], None, "2026-01-01T00:00:00Z")
+    >>> e.kind, e.payload_json, e.importance, e.tags, e.created_us
+    ('fact', '{"b":1}', 0.6, ('t',), 1767225600000000)
     """
     validate_kind(kind)
     content = text(content, "content")
@@ -99,4 +152,11 @@ def prepare_event(
     meta = dict(metadata or {})
     _json.dumps(meta, "metadata")
     when = now_us() if created_at is None else to_us(created_at)
-    return kind, content, payload_json, float(importance), tag_tuple, meta, when
+    tokens = 0
+    if count is not None:
+        tokens = int(count(content) + (count(payload_json) if payload_json is not None else 0))
+    chars, preview = payload_digest(payload_json)
+    return PreparedEvent(
+        kind, content, payload_json, float(importance), tag_tuple, meta, when, tokens,
+        chars, preview,
+    )  # fmt: skip

@@ -21,6 +21,7 @@ __all__ = [
     "MESSAGE_ROLES",
     "SESSION_STATUSES",
     "Event",
+    "EventRecord",
     "Hit",
     "Session",
     "validate_kind",
@@ -148,6 +149,30 @@ class Event:
         """The speaker of a ``message`` event (user / assistant / system / tool)."""
         role = self.metadata.get("role")
         return role if isinstance(role, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One event as a store inserts it: the row ``record()`` and import both build
+    (``_validate.PreparedEvent.record``) and every backend writes by name."""
+
+    id: str
+    session_id: str
+    agent_id: str
+    kind: str
+    content: str
+    payload_json: str | None
+    importance: float
+    tags_json: str
+    metadata_json: str
+    status: str | None
+    created_us: int
+    token_count: int
+    recall_count: int
+    partition: str  # the vector partition: agent:<id> or pool:<name>
+    #: a large payload's size and bounded preview (None for small payloads)
+    payload_chars: int | None = None
+    payload_preview: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from . import _json
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
-from ._scope import Scope, partition_of
+from ._scope import Scope
 from ._time import from_us, now_us, to_us
+from ._validate import PreparedEvent, prepare_event
 from ._validate import identifier as _identifier
-from ._validate import prepare_event
 from ._validate import text as _text
 from .errors import (
     EventNotFound,
@@ -28,7 +29,15 @@ from .errors import (
     SessionClosed,
     StoreReadOnly,
 )
-from .events import MESSAGE_ROLES, SESSION_STATUSES, Event, Hit, Session, validate_kinds
+from .events import (
+    MESSAGE_ROLES,
+    SESSION_STATUSES,
+    Event,
+    EventRecord,
+    Hit,
+    Session,
+    validate_kinds,
+)
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
@@ -199,8 +208,8 @@ class SessionManager:
         if shared_pool is not None:
             shared_pool = _identifier(shared_pool, "shared_pool")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
-        tokens = self._count(goal, None)
         session_id, now = new_id(), now_us()
+        prepared = prepare_event("goal", goal, None, 1.0, None, None, from_us(now), self._counter)
         with self._write() as tx:
             self._store.insert_session(
                 tx,
@@ -216,9 +225,7 @@ class SessionManager:
                     now,
                 ),
             )
-            self._insert(
-                tx, session_id, shared_pool, "goal", goal, None, 1.0, (), {}, now, None, tokens
-            )
+            self._insert(tx, session_id, shared_pool, prepared, None)
         self._indexer.notify()
         return self.get_session(session_id)
 
@@ -329,68 +336,29 @@ class SessionManager:
 
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
-        prepared = prepare_event(kind, content, payload, importance, tags, metadata, created_at)
-        tokens = self._count(prepared[1], prepared[2])  # before the write lock is taken
+        # Validated, serialised, counted and previewed before the write lock is taken.
+        prepared = prepare_event(
+            kind, content, payload, importance, tags, metadata, created_at, self._counter
+        )
         with self._write() as tx:
             _, pool = self._owned(tx, session_id)
-            event = self._insert(tx, session_id, pool, *prepared, _DEFAULT_STATUS.get(kind), tokens)
+            inserted = self._insert(tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind))
         self._indexer.notify()
-        return event
+        return inserted.event()
 
     def _insert(
         self,
         tx: Any,
         session_id: str,
         pool: str | None,
-        kind: str,
-        content: str,
-        payload_json: str | None,
-        importance: float,
-        tags: tuple[str, ...],
-        metadata: dict[str, Any],
-        created_us: int,
+        prepared: PreparedEvent,
         status: str | None,
-        tokens: int,
         *,
         touch: bool = True,
-    ) -> Event:
-        event_id = new_id()
-        partition = partition_of(self.agent_id, pool)
-        seq = self._store.insert_event(
-            tx,
-            (
-                event_id,
-                session_id,
-                self.agent_id,
-                kind,
-                content,
-                payload_json,
-                importance,
-                _json.dumps(list(tags)),
-                _json.dumps(metadata),
-                status,
-                created_us,
-                tokens,
-                0,
-                partition,
-            ),
-            touch_us=now_us() if touch else None,
-        )
-        return Event(
-            id=event_id,
-            session_id=session_id,
-            agent_id=self.agent_id,
-            kind=kind,
-            content=content,
-            payload=_json.loads(payload_json),
-            importance=importance,
-            tags=tags,
-            metadata=metadata,
-            status=status,
-            created_at=from_us(created_us),
-            token_count=tokens,
-            seq=seq or 0,
-        )
+    ) -> Inserted:
+        record = prepared.record(new_id(), session_id, self.agent_id, pool, status)
+        seq = self._store.insert_event(tx, record, touch_us=now_us() if touch else None)
+        return Inserted(record, seq or 0, prepared)
 
     def _write(self) -> Any:
         """A write transaction, unless this manager is read-only (then nothing is touched)."""
@@ -407,12 +375,11 @@ class SessionManager:
     def _tokenizer(self) -> Any:
         return tokenizer_for(self.model)
 
-    def _count(self, content: str, payload_json: str | None) -> int:
-        """An event's stored token count. Counted before a transaction starts: the first
-        count loads a BPE file (~0.3 s) and a user's counter may be slow, and other writers
-        would wait on the write lock meanwhile."""
-        count = self._tokenizer().count
-        return int(count(content) + (count(payload_json) if payload_json is not None else 0))
+    def _counter(self, text: str) -> int:
+        """Counts an event's stored tokens (prepare_event calls it before a transaction
+        starts: the first count loads a BPE file, ~0.3 s, and a user's counter may be slow;
+        other writers would wait on the write lock meanwhile)."""
+        return int(self._tokenizer().count(text))
 
     # -- conveniences ----------------------------------------------------------------------
 
@@ -492,16 +459,17 @@ class SessionManager:
         """Mark a pending step done and record the step that did it; return that step."""
         pending = self._pending(pending_id)
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
-        prepared = prepare_event("step", pending.content, payload, None, None, None, None)
-        tokens = self._count(prepared[1], prepared[2])
+        prepared = prepare_event(
+            "step", pending.content, payload, None, None, None, None, self._counter
+        )
         with self._write() as tx:
             _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
-            step = self._insert(tx, pending.session_id, pool, *prepared, None, tokens)
-            self._merge_metadata(tx, pending, {"completed_by": step.id})
+            step = self._insert(tx, pending.session_id, pool, prepared, None)
+            self._merge_metadata(tx, pending, {"completed_by": step.record.id})
         self._indexer.notify()
-        return step
+        return step.event()
 
     def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
         """Cancel an open pending step."""
@@ -708,8 +676,7 @@ class SessionManager:
         from ._summaries import covers
 
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
-        prepared = prepare_event("summary", text, payload, None, None, None, None)
-        tokens = self._count(text, prepared[2])
+        prepared = prepare_event("summary", text, payload, None, None, None, None, self._counter)
         with self._write() as tx:
             _, pool = self._owned(tx, session_id, allow_closed=True)
             current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
@@ -719,11 +686,12 @@ class SessionManager:
                     return current[0]  # a concurrent summary already stands for this span
                 # Rare (another process summarised meanwhile): counted again under the lock.
                 payload = {**payload, "supersedes": current[0].id}
-                prepared = prepare_event("summary", text, payload, None, None, None, None)
-                tokens = self._count(text, prepared[2])
-            event = self._insert(tx, session_id, pool, *prepared, None, tokens, touch=False)
+                prepared = prepare_event(
+                    "summary", text, payload, None, None, None, None, self._counter
+                )
+            inserted = self._insert(tx, session_id, pool, prepared, None, touch=False)
         self._indexer.notify()
-        return event
+        return inserted.event()
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -745,6 +713,35 @@ class SessionManager:
         count = self._store.requeue_all()
         self.flush()
         return count
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """What ``_insert`` wrote; :meth:`event` builds the returned Event after the commit (a
+    large payload is parsed back outside the write lock)."""
+
+    record: EventRecord
+    seq: int
+    prepared: PreparedEvent
+
+    def event(self) -> Event:
+        record = self.record
+        return Event(
+            id=record.id,
+            session_id=record.session_id,
+            agent_id=record.agent_id,
+            kind=record.kind,
+            content=record.content,
+            payload=_json.loads(record.payload_json),
+            importance=record.importance,
+            tags=self.prepared.tags,
+            metadata=self.prepared.metadata,
+            status=record.status,
+            created_at=from_us(record.created_us),
+            token_count=record.token_count,
+            seq=self.seq,
+            payload_chars=record.payload_chars,
+        )
 
 
 def _metadata(options: dict[str, Any]) -> Mapping[str, Any]:

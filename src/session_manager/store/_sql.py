@@ -18,9 +18,8 @@ from .. import _json
 from .._filters import compile_where
 from .._scope import Scope
 from .._time import from_us
-from ..events import Event, Session
-from ..summarize import payload_digest
-from .base import EventFilter, EventRow, SessionFilter, SessionRow, Tx, batched
+from ..events import Event, EventRecord, Session
+from .base import EventFilter, SessionFilter, SessionRow, Tx, batched
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -244,20 +243,41 @@ class SqlStore:
         )
         return bool(cursor.rowcount)
 
-    def insert_event(self, tx: Any, row: EventRow, *, touch_us: int | None) -> int | None:
-        # Every write path (record, import) gets the preview projection from here.
-        chars, preview = payload_digest(row[5])
-        apart = self.large_payloads_apart and preview is not None
-        values = (*row[:5], None if apart else row[5], *row[6:], chars, preview)
+    def insert_event(self, tx: Any, record: EventRecord, *, touch_us: int | None) -> int | None:
+        # The preview was made before the transaction (PreparedEvent): nothing slow here.
+        apart = self.large_payloads_apart and record.payload_preview is not None
+        values = (
+            record.id,
+            record.session_id,
+            record.agent_id,
+            record.kind,
+            record.content,
+            None if apart else record.payload_json,
+            record.importance,
+            record.tags_json,
+            record.metadata_json,
+            record.status,
+            record.created_us,
+            record.token_count,
+            record.recall_count,
+            record.partition,
+            record.payload_chars,
+            record.payload_preview,
+        )
         found = tx.execute(_INSERT_EVENT, values).fetchone()
         if found is None:
             return None
         seq = int(found[0])
         if apart:
-            tx.execute("INSERT INTO large_payloads (seq, payload) VALUES (?, ?)", (seq, row[5]))
-        tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, row[13]))
+            tx.execute(
+                "INSERT INTO large_payloads (seq, payload) VALUES (?, ?)",
+                (seq, record.payload_json),
+            )
+        tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, record.partition))
         if touch_us is not None:
-            tx.execute("UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, row[1]))
+            tx.execute(
+                "UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, record.session_id)
+            )
         return seq
 
     def set_session_status(self, tx: Any, session_id: str, status: str, now: int) -> None:

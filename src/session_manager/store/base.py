@@ -30,12 +30,11 @@ import numpy.typing as npt
 
 from .._scope import Scope
 from ..errors import SchemaTooNew
-from ..events import Event, Session
+from ..events import Event, EventRecord, Session
 
 __all__ = [
     "Capabilities",
     "EventFilter",
-    "EventRow",
     "OutboxBatch",
     "SessionFilter",
     "SessionRow",
@@ -102,11 +101,6 @@ class SessionFilter:
 
 #: ``(id, agent_id, user_id, goal, status, shared_pool, metadata_json, created_us, updated_us)``
 SessionRow = tuple[str, str, str | None, str, str, str | None, str, int, int]
-#: ``(id, session_id, agent_id, kind, content, payload_json, importance, tags_json,
-#: metadata_json, status, created_us, token_count, recall_count, partition)``
-EventRow = tuple[
-    str, str, str, str, str, str | None, float, str, str, str | None, int, int, int, str
-]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -160,7 +154,7 @@ class Store(Protocol):
         """Insert a session; False if one with that id exists (left as it is)."""
         ...
 
-    def insert_event(self, tx: Tx, row: EventRow, *, touch_us: int | None) -> int | None:
+    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
         """Append an event and its outbox row; return its seq, or None if the id exists.
         ``touch_us`` also sets the session's ``updated_us``."""
         ...
