@@ -19,7 +19,7 @@ from . import _json
 from ._time import to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
-from .events import SESSION_STATUSES, Event, Session
+from .events import SESSION_STATUSES, Event, Session, SessionRecord
 from .store.base import Store
 from .tokens import tokenizer_for
 
@@ -335,16 +335,16 @@ class _Import:
             raise Reject(f"session metadata must be an object, got {type(metadata).__name__}.")
         created = to_us(_field(record, "created_at", "session"), "created_at")
         updated = to_us(record.get("updated_at", record["created_at"]), "updated_at")
-        row = (
-            session_id,
-            agent_id,
-            user_id,
-            goal,
-            status,
-            pool,
-            _json.dumps(dict(metadata), "session metadata"),
-            created,
-            updated,
+        row = SessionRecord(
+            id=session_id,
+            agent_id=agent_id,
+            user_id=user_id,
+            goal=goal,
+            status=status,
+            shared_pool=pool,
+            metadata_json=_json.dumps(dict(metadata), "session metadata"),
+            created_us=created,
+            updated_us=updated,
         )
         if self._known(session_id) is None:
             self.sessions[session_id] = (agent_id, pool)

@@ -24,6 +24,7 @@ __all__ = [
     "EventRecord",
     "Hit",
     "Session",
+    "SessionRecord",
     "validate_kind",
     "validate_kinds",
 ]
@@ -149,6 +150,21 @@ class Event:
         """The speaker of a ``message`` event (user / assistant / system / tool)."""
         role = self.metadata.get("role")
         return role if isinstance(role, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One session as a store inserts it (``start_session`` and import build it)."""
+
+    id: str
+    agent_id: str
+    user_id: str | None
+    goal: str
+    status: str
+    shared_pool: str | None
+    metadata_json: str
+    created_us: int
+    updated_us: int
 
 
 @dataclass(frozen=True, slots=True)

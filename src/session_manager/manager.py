@@ -36,6 +36,7 @@ from .events import (
     EventRecord,
     Hit,
     Session,
+    SessionRecord,
     validate_kinds,
 )
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -213,16 +214,16 @@ class SessionManager:
         with self._write() as tx:
             self._store.insert_session(
                 tx,
-                (
-                    session_id,
-                    self.agent_id,
-                    user_id,
-                    goal,
-                    "active",
-                    shared_pool,
-                    meta_json,
-                    now,
-                    now,
+                SessionRecord(
+                    id=session_id,
+                    agent_id=self.agent_id,
+                    user_id=user_id,
+                    goal=goal,
+                    status="active",
+                    shared_pool=shared_pool,
+                    metadata_json=meta_json,
+                    created_us=now,
+                    updated_us=now,
                 ),
             )
             self._insert(tx, session_id, shared_pool, prepared, None)

@@ -18,8 +18,8 @@ from .. import _json
 from .._filters import compile_where
 from .._scope import Scope
 from .._time import from_us
-from ..events import Event, EventRecord, Session
-from .base import EventFilter, SessionFilter, SessionRow, Tx, batched
+from ..events import Event, EventRecord, Session, SessionRecord
+from .base import EventFilter, SessionFilter, Tx, batched
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -235,11 +235,21 @@ class SqlStore:
         ).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
-    def insert_session(self, tx: Any, row: SessionRow) -> bool:
+    def insert_session(self, tx: Any, record: SessionRecord) -> bool:
         cursor = tx.execute(
             "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
             "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            row,
+            (
+                record.id,
+                record.agent_id,
+                record.user_id,
+                record.goal,
+                record.status,
+                record.shared_pool,
+                record.metadata_json,
+                record.created_us,
+                record.updated_us,
+            ),
         )
         return bool(cursor.rowcount)
 

@@ -30,14 +30,13 @@ import numpy.typing as npt
 
 from .._scope import Scope
 from ..errors import SchemaTooNew
-from ..events import Event, EventRecord, Session
+from ..events import Event, EventRecord, Session, SessionRecord
 
 __all__ = [
     "Capabilities",
     "EventFilter",
     "OutboxBatch",
     "SessionFilter",
-    "SessionRow",
     "Store",
     "Tx",
 ]
@@ -99,9 +98,6 @@ class SessionFilter:
     before_us: int | None = None  # updated before (prune)
 
 
-#: ``(id, agent_id, user_id, goal, status, shared_pool, metadata_json, created_us, updated_us)``
-SessionRow = tuple[str, str, str | None, str, str, str | None, str, int, int]
-
 Vectors = npt.NDArray[np.float32]
 
 
@@ -150,7 +146,7 @@ class Store(Protocol):
         of the transaction: what write checks are made from."""
         ...
 
-    def insert_session(self, tx: Tx, row: SessionRow) -> bool:
+    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
         """Insert a session; False if one with that id exists (left as it is)."""
         ...
 
