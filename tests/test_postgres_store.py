@@ -401,11 +401,13 @@ def test_a_flush_waits_for_rows_another_worker_embeds_instead_of_redoing_them(
     ):
         session = mgr.start_session("two workers, one batch")
         mgr.record_fact(session.id, "a slow fact")
-        worker = threading.Thread(target=other.flush)  # claims both rows, embeds for 1 s
+        # claims both rows, embeds for 1 s; a daemon, so that a regression fails, never hangs
+        worker = threading.Thread(target=other.flush, daemon=True)
         worker.start()
         assert theirs.embedding.wait(10)
         mgr.flush()  # must wait for the other worker, not embed the same rows again
-        worker.join()
+        worker.join(30)
+        assert not worker.is_alive()
         assert mine.seen == [] and len(theirs.seen) == 2
         assert mgr.pending_embeddings() == 0
         hits = mgr.search("slow fact", k=1, mode="semantic")
