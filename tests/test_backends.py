@@ -24,6 +24,8 @@ from .servers import postgres_server
 
 _schemas = itertools.count()
 
+PG_MIGRATIONS = ["0001_initial", "0002_restore_reads", "0003_outbox_lease"]
+
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
@@ -73,7 +75,7 @@ def test_bad_urls_name_the_fix(tmp_path: Path) -> None:
 def test_postgres_migrations_are_recorded_and_guarded(postgres_url: str) -> None:
     url = schema_url(postgres_url)
     with StoreAdmin(url=url, embedder=HashEmbedder()) as admin:
-        assert admin.stats().migrations == ["0001_initial", "0002_restore_reads"]
+        assert admin.stats().migrations == PG_MIGRATIONS
         assert "secret" not in repr(admin)
         with admin.store.atomic() as tx:  # type: ignore[attr-defined]
             tx.execute("INSERT INTO migrations (name, applied_us) VALUES ('9999_future', 0)")
@@ -115,7 +117,7 @@ def test_many_processes_open_a_new_store_at_once(postgres_url: str) -> None:
         assert out.strip() == "ok"
     with StoreAdmin(url=url, embedder=HashEmbedder()) as admin:
         stats = admin.stats()
-    assert stats.migrations == ["0001_initial", "0002_restore_reads"] and stats.events == 8
+    assert stats.migrations == PG_MIGRATIONS and stats.events == 8
 
 
 WRITER = """

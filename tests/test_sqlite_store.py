@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -392,3 +393,75 @@ def test_a_file_that_is_not_sqlite_is_not_a_session_database(tmp_path: Path) -> 
     with pytest.raises(InvalidInput, match="not a usable session database"):
         SessionManager("agent", notes, embedder=HashEmbedder(), background=False)
     assert issubclass(StoreReadOnly, SessionManagerError)
+
+
+# -- outbox leases ------------------------------------------------------------------------
+
+
+def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
+    """Before: a batch that failed (the model, an index down) kept its 120 s claim, so the
+    worker idled for two minutes after the outage ended."""
+    from session_manager._indexer import Indexer
+    from session_manager.embed import load_embedder
+
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("embed me")
+        mgr.record_fact(session.id, "a fact to embed")
+        calls: list[int] = []
+
+        class Flaky(HashEmbedder):  # the same embedder, down once
+            def __call__(self, texts: list[str]) -> Any:
+                calls.append(len(texts))
+                if len(calls) == 1:
+                    raise RuntimeError("model server down")
+                return super().__call__(texts)
+
+        indexer = Indexer(mgr._store, load_embedder(Flaky()), check=False)
+        with pytest.raises(RuntimeError, match="model server down"):
+            indexer.embed_batch()
+        assert indexer.embed_batch() == 2  # at once: the claim was released
+        assert mgr.pending_embeddings() == 0
+
+
+def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is short and renewed while the model runs: a slow live batch is never taken
+    over (no double embedding), a dead worker's rows are free again within one lease."""
+    import threading as threads
+    import time
+
+    from session_manager._indexer import Indexer
+    from session_manager.embed import load_embedder
+    from session_manager.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "LEASE_SECONDS", 0.3)
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("embed me slowly")
+        mgr.record_fact(session.id, "a fact")
+        embedded: list[str] = []
+
+        class Slow(HashEmbedder):  # the same embedder, only slow
+            def __call__(self, texts: list[str]) -> Any:
+                embedded.extend(texts)
+                time.sleep(1.0)  # > 3 leases: only renewal keeps the claim
+                return super().__call__(texts)
+
+        first = Indexer(mgr._store, load_embedder(Slow()), check=False)
+        worker = threads.Thread(target=first.embed_batch)
+        worker.start()
+        time.sleep(0.5)
+        second = Indexer(mgr._store, load_embedder(HashEmbedder()), check=False)
+        assert second.embed_batch() == 0  # the live claim was renewed: nothing to take
+        worker.join()
+        assert sorted(embedded) == sorted(["embed me slowly", "a fact"])  # embedded once
+        assert mgr.pending_embeddings() == 0
+        # A dead worker: rows claimed for one lease, then never renewed nor released.
+        mgr.record_fact(session.id, "left behind by a killed process")
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE outbox SET claimed_until = ?", (time.time() + 0.3,))
+        assert second.embed_batch() == 0
+        time.sleep(0.4)
+        assert second.embed_batch() == 1

@@ -57,6 +57,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..index.keyword import tsquery
+from ._lease import LeaseKeeper
 from ._pg_migrations import MIGRATIONS
 from ._sql import SqlStore, SqlTx
 from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
@@ -566,7 +567,7 @@ class PostgresStore(SqlStore):
         if not batch.rows:
             yield batch
             return
-        keeper = _LeaseKeeper(self, batch)
+        keeper = LeaseKeeper(functools.partial(self.renew_lease, batch), OUTBOX_LEASE_SECONDS)
         try:
             yield batch
         finally:
@@ -772,29 +773,3 @@ class _PgBatch:
 
     def done(self, register: Callable[[Any], None]) -> None:
         self.store.finish_batch(self, None, register)
-
-
-class _LeaseKeeper:
-    """Renews a batch's lease while its worker embeds, so that only a dead worker's claim
-    expires, however long the model takes."""
-
-    def __init__(self, store: PostgresStore, batch: _PgBatch) -> None:
-        self._store = store
-        self._batch = batch
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(
-            target=self._renew_until_stopped, name="asm-outbox-lease", daemon=True
-        )
-        self._thread.start()
-
-    def _renew_until_stopped(self) -> None:
-        while not self._stopped.wait(OUTBOX_LEASE_SECONDS / 3):
-            try:
-                self._store.renew_lease(self._batch)
-            except Exception as exc:  # a missed renewal only lets the lease run out
-                log.debug("could not renew an outbox lease: %s", exc)
-
-    def stop(self) -> None:
-        # Not joined: a renewal in flight may wait for a connection; it changes nothing once
-        # the batch is stored or released (it only touches rows still claimed by the batch).
-        self._stopped.set()

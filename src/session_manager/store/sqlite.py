@@ -40,17 +40,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import (
-    InvalidInput,
-    SessionManagerError,
-    StoreReadOnly,
-)
+from ..errors import InvalidInput, SessionManagerError, StoreError, StoreReadOnly
 from ..index.keyword import KEYWORD_WEIGHTS, fts_query
 from ..index.vectors import VectorCache, VectorQuery, encode_vector
+from ._lease import LeaseKeeper
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
-from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
+from .base import Capabilities, EventFilter, Vectors, batched, refuse_unknown_migrations
 
 __all__ = [
     "CAPABILITIES",
@@ -70,8 +67,9 @@ CAPABILITIES = Capabilities(
     transactional_vectors=True,
 )
 BUSY_TIMEOUT_MS = 5_000
-# How long a background worker's claim on outbox rows lasts: a killed worker's claim expires.
-LEASE_SECONDS = 120.0
+# How long a worker's claim on outbox rows lasts unless renewed (it is, every third of it,
+# while the worker embeds): a killed worker's rows are free again within this.
+LEASE_SECONDS = 10.0
 
 
 class SqliteStore(SqlStore):
@@ -448,21 +446,36 @@ class SqliteStore(SqlStore):
     def claim_outbox(
         self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
     ) -> Iterator[_SqliteBatch]:
-        """Claim up to ``limit`` outbox rows for embedding.
+        """Claim up to ``limit`` outbox rows for embedding, with a lease.
 
-        Without ``partitions`` (the background worker), rows another process claimed less
-        than :data:`LEASE_SECONDS` ago are skipped, so workers in several processes share the
-        work; a claim by a process that died simply expires. With ``partitions`` (a search
-        catching up on its own scope) or ``force`` (flush) every pending row is taken:
-        read-your-writes wins over the rare duplicate embedding, which is harmless (vectors
-        are keyed by event).
+        Without ``partitions`` (the background worker), rows another worker holds are
+        skipped, so workers in several processes share the work. The lease is short
+        (:data:`LEASE_SECONDS`) and renewed while the batch is open, so a live worker's
+        claim never runs out while a dead one's frees within seconds; a batch that fails
+        hands its rows back at once. With ``partitions`` (a search catching up on its own
+        scope) or ``force`` (flush) every pending row is taken: read-your-writes wins over
+        the rare duplicate embedding, which is harmless (vectors are keyed by event).
         """
-        yield _SqliteBatch(self, self._claim(limit, partitions, force))
+        batch = _SqliteBatch(self, *self._claim(limit, partitions, force))
+        if not batch.rows:
+            yield batch
+            return
+        keeper = LeaseKeeper(batch.renew, LEASE_SECONDS)
+        try:
+            yield batch
+        finally:
+            keeper.stop()
+            if not batch.finished:
+                # the worker failed (model error, index down): others may take them now; if
+                # even this fails, the lease runs out by itself
+                with contextlib.suppress(StoreError):
+                    batch.release()
 
     def _claim(
         self, limit: int, partitions: Sequence[str] | None, force: bool
-    ) -> list[tuple[int, str, str]]:
+    ) -> tuple[list[tuple[int, str, str]], float]:
         now = time.time()
+        lease = now + LEASE_SECONDS
         where: str = "claimed_until < ?"
         params: list[Any] = [now]
         if force:
@@ -479,11 +492,10 @@ class SqliteStore(SqlStore):
                 )
             ]
             if not seqs:
-                return []
+                return [], lease
             marks = ", ".join("?" for _ in seqs)
             conn.execute(
-                f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})",
-                (now + LEASE_SECONDS, *seqs),
+                f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})", (lease, *seqs)
             )
             rows = conn.execute(
                 "SELECT o.seq, o.partition, e.content FROM outbox o "
@@ -491,7 +503,20 @@ class SqliteStore(SqlStore):
                 f"WHERE o.seq IN ({marks}) ORDER BY o.seq",
                 seqs,
             ).fetchall()
-        return [(row[0], row[1], row[2]) for row in rows]
+        return [(row[0], row[1], row[2]) for row in rows], lease
+
+    def reclaim(self, seqs: Sequence[int], held_until: float, until: float) -> None:
+        """Move the lease of the rows still held until ``held_until`` to ``until`` (0:
+        release them). The expiry a batch set is its token: rows another worker took over
+        meanwhile are left alone."""
+        with self.atomic() as tx:
+            for chunk in batched(list(seqs)):
+                marks = ", ".join("?" for _ in chunk)
+                tx.execute(
+                    f"UPDATE outbox SET claimed_until = ? "
+                    f"WHERE claimed_until = ? AND seq IN ({marks})",
+                    (until, held_until, *chunk),
+                )
 
     def finish_batch(
         self,
@@ -620,6 +645,16 @@ class _OpenConnections:
 class _SqliteBatch:
     store: SqliteStore
     rows: list[tuple[int, str, str]]
+    held_until: float  # the lease's expiry: also what tells this batch's claim apart
+    finished: bool = False
+
+    def renew(self) -> None:
+        until = time.time() + LEASE_SECONDS
+        self.store.reclaim([seq for seq, _, _ in self.rows], self.held_until, until)
+        self.held_until = until
+
+    def release(self) -> None:
+        self.store.reclaim([seq for seq, _, _ in self.rows], self.held_until, 0.0)
 
     def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
         self.store.finish_batch(
@@ -629,11 +664,13 @@ class _SqliteBatch:
             ],
             register,
         )
+        self.finished = True
 
     def done(self, register: Callable[[Any], None]) -> None:
         """Clear the rows from the outbox without storing vectors here (an external index
         holds them)."""
         self.store.finish_batch([(seq, part, None) for seq, part, _ in self.rows], register)
+        self.finished = True
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
