@@ -8,8 +8,9 @@
 ``sqlite:////abs/path.db``      a SQLite file, absolute path (SQLAlchemy's convention)
 ``postgresql://user@host/db``   PostgreSQL + pgvector (extra ``[postgres]``); ``postgres://``
                                 too. Query options: ``schema`` (default ``asm``),
-                                ``pool_size`` (default 4), ``vector_index`` (``exact``, the
-                                default, or ``hnsw``); the rest goes to libpq.
+                                ``pool_size`` (default 4), ``pool_timeout`` (seconds, default
+                                10), ``vector_index`` (``exact``, the default, or ``hnsw``);
+                                the rest goes to libpq (``connect_timeout`` defaults to 5).
 ==============================  ==========================================================
 
 ==============================  ==========================================================
