@@ -76,11 +76,12 @@ class Health:
     last_error: str | None
     embedder: str
     store: str
+    index_error: str | None = None
 
     @property
     def ok(self) -> bool:
-        """No worker error (a backlog alone is normal: it drains in the background)."""
-        return self.last_error is None
+        """No worker or index error (a backlog alone is normal: it drains in the background)."""
+        return self.last_error is None and self.index_error is None
 
 
 class Engine:
@@ -218,4 +219,7 @@ class Engine:
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             embedder=self.embedder.name,
             store=self.url,
+            index_error=next(
+                (s.index_error for s in list(self._searchers.values()) if s.index_error), None
+            ),
         )

@@ -34,7 +34,7 @@ import numpy as np
 from ._indexer import Indexer
 from ._scope import Scope, partition_of
 from ._time import to_us
-from .errors import InvalidInput, StoreFull, StoreReadOnly
+from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable
 from .events import Hit, validate_kinds
 from .index.keyword import reciprocal_rank_fusion
 from .index.when import time_windows
@@ -73,6 +73,9 @@ class Searcher:
         #: False on a read-only store: searches skip their side writes (recall counts, the
         #: catch-up of pending embeddings) instead of trying them
         self.writes = writes
+        #: why the last hybrid search went without its semantic half (the vector index could
+        #: not be reached), or None; health() reports it
+        self.index_error: str | None = None
         self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
         # A manager is shared by threads (and by the async twin's pool): the LRU's
         # move_to_end/popitem pairs must not interleave. Embedding happens outside the lock.
@@ -109,8 +112,10 @@ class Searcher:
         )
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
-        if mode in ("semantic", "hybrid"):
+        if mode == "semantic":  # asked for vectors: an index that is down is an error
             rankings.append(self._semantic(query, depth, flt))
+        elif mode == "hybrid":
+            rankings.append(self._semantic_or_nothing(query, depth, flt))
         if mode in ("keyword", "hybrid"):
             # Keyword mode matches the words in the event's own text, as a user of that mode
             # expects; the context (neighbours, date) only helps the hybrid ranking.
@@ -136,6 +141,21 @@ class Searcher:
             self.store.bump_recall(seqs)
         except _CANNOT_WRITE as exc:
             log.info("recall counts not updated (%s)", exc)
+
+    def _semantic_or_nothing(
+        self, query: str, depth: int, flt: EventFilter
+    ) -> list[tuple[int, float]]:
+        """Hybrid search's semantic half. While the vector index cannot be reached (a Chroma
+        server down), the keyword half answers alone — an agent's turn should not fail for
+        want of vectors — and the outage is logged and reported by health()."""
+        try:
+            ranking = self._semantic(query, depth, flt)
+        except StoreUnavailable as exc:
+            if self.index_error is None:
+                log.warning("hybrid search answers by keyword only: %s", exc)
+            self.index_error = str(exc)
+            return []
+        return ranking
 
     def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
         """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
@@ -173,7 +193,9 @@ class Searcher:
             # Vectors cannot be stored now: events still waiting for theirs are found by
             # the keyword ranking only, until the store takes writes again.
             log.warning("search without catching up pending embeddings (%s)", exc)
-        return self.store.vector_search(self.query_vector(query), flt, partitions, depth)
+        ranking = self.store.vector_search(self.query_vector(query), flt, partitions, depth)
+        self.index_error = None  # the index answered
+        return ranking
 
     def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         """The query's embedding, from a small LRU cache (agents repeat their queries)."""

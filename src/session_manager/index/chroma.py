@@ -19,8 +19,13 @@ other operation (the log, the outbox, keyword search, isolation) is the log stor
   events it admits) and passed as ``seq $in [...]``, or for large sets applied after an
   over-fetch.
 * **Deletes reach Chroma** after the log's transaction commits (a crash in between leaves
-  vectors of deleted events, which searches drop because the log no longer has them);
-  ``reindex`` drops and rebuilds the collections.
+  vectors of deleted events, which searches drop because the log no longer has them); one
+  Chroma cannot take then waits in the log's ``meta`` and is retried by the worker's
+  maintenance. ``reindex`` drops and rebuilds the collections.
+* **Failures are loud**: a Chroma that cannot be reached raises
+  :class:`~session_manager.errors.StoreUnavailable` (hybrid search then answers by keyword,
+  see ``_search.py``); the worker audits each collection against the log and queues again
+  what a lost or emptied index no longer holds.
 * **One collection per partition** (an agent's private sessions, or one pool):
   ``asm_<store id>_<hash of the partition>``, the store id kept in the log's ``meta``. A
   search limited only by its scope then needs no Chroma ``where`` at all, which keeps it on
@@ -36,8 +41,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,11 +55,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._scope import partition_of
-from ..errors import InvalidInput, StoreBusy
+from ..errors import InvalidInput, SessionManagerError, StoreBusy, StoreUnavailable
 from ..store.base import EventFilter, OutboxBatch, Store, Vectors
 
 __all__ = ["ChromaIndexedStore"]
+
+log = logging.getLogger("session_manager.index.chroma")
+
+#: deletes the index missed (Chroma was down when the log's delete committed), kept in the
+#: log's ``meta`` until the worker's maintenance gets them through
+_PENDING_DELETES = "chroma_pending_deletes"
+#: how often the worker compares each collection with the log (a lost or partial index)
+_AUDIT_SECONDS = 60.0
 
 # A `where` on our metadata is sent to Chroma as `seq $in [...]` up to this many events;
 # beyond, Chroma is asked for more neighbours than k and the rest is filtered here.
@@ -96,7 +111,7 @@ class ChromaIndexedStore:
                 self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
                 self._client.heartbeat()
             except Exception as exc:
-                raise StoreBusy(
+                raise StoreUnavailable(
                     f"Cannot reach the Chroma server at {where}: {exc}. Start it with "
                     "`chroma run --host HOST --port PORT --path DIR`, or check the URL."
                 ) from exc
@@ -122,9 +137,11 @@ class ChromaIndexedStore:
             exact_vectors=False,
             transactional_vectors=False,
         )
+        self._where = where
         self._prefix = f"asm_{self._store_id()}_"
         self._collections: dict[str, Any] = {}
         self._collections_lock = threading.Lock()
+        self._audited_at = 0.0  # the worker's first maintenance audits the index
 
     def __getattr__(self, name: str) -> Any:
         # everything but the vector projection is the log store's own
@@ -160,10 +177,29 @@ class ChromaIndexedStore:
             else:
                 try:
                     found = self._client.get_collection(name, embedding_function=None)
-                except Exception:  # NotFoundError (its module moved between releases)
-                    return None
+                except Exception as exc:
+                    if _is_not_found(exc):
+                        return None
+                    raise  # the server is down, or worse: _mapped_errors says so
             self._collections[partition] = found
             return found
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Chroma's and httpx's errors as the library's: the one place they are mapped."""
+        try:
+            yield
+        except SessionManagerError:
+            raise  # ours already (a bad filter, the log's own errors)
+        except Exception as exc:
+            if _is_not_found(exc):
+                raise
+            detail = str(exc).rstrip(". ")
+            raise StoreUnavailable(
+                f"The Chroma index at {self._where} failed: {type(exc).__name__}: {detail}. If "
+                "the server is down, start it again (`chroma run ...`); the log keeps every "
+                "event, and vectors written meanwhile wait in the outbox."
+            ) from exc
 
     def _all_collections(self) -> list[Any]:
         names = [
@@ -192,7 +228,20 @@ class ChromaIndexedStore:
         with self._log.claim_outbox(limit, partitions, force=force) as batch:
             yield _ChromaBatch(self, batch, batch.rows)
 
+    def maintenance(self) -> None:
+        """The log's housekeeping, then the index's: retry deletes Chroma missed, and now and
+        then compare each collection with the log (a lost or emptied index is rebuilt)."""
+        self._log.maintenance()
+        self._retry_deletes()
+        if time.monotonic() - self._audited_at >= _AUDIT_SECONDS:
+            self.audit()
+            self._audited_at = time.monotonic()
+
     def _upsert(self, rows: list[tuple[int, str, str]], vectors: Vectors) -> None:
+        with self._mapped_errors():
+            self._upsert_rows(rows, vectors)
+
+    def _upsert_rows(self, rows: list[tuple[int, str, str]], vectors: Vectors) -> None:
         details = self._log.outbox_details([seq for seq, _, _ in rows])
         keep = [i for i, (seq, _, _) in enumerate(rows) if seq in details]
         if not keep:
@@ -239,6 +288,18 @@ class ChromaIndexedStore:
             return operation(self._collection(partition, create=True))
 
     def vector_search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` ``(seq, cosine)``; an index that cannot be reached raises
+        :class:`StoreUnavailable` (never an empty answer that looks like "nothing found")."""
+        with self._mapped_errors():
+            return self._vector_search(query, flt, partitions, k)
+
+    def _vector_search(
         self,
         query: Vectors,
         flt: EventFilter,
@@ -330,26 +391,70 @@ class ChromaIndexedStore:
     # -- deletes and rebuilds reach Chroma -------------------------------------------------
 
     def delete_session(self, tx: Any, session_id: str) -> int:
-        owner = self._log.session_owner(session_id)
         count = self._log.delete_session(tx, session_id)
-        if owner is not None:
-            collection = self._collection(partition_of(*owner), create=False)
-            if collection is not None:
-                tx.on_commit(lambda: collection.delete(where={"session": session_id}))
+        tx.on_commit(lambda: self._delete_after_commit([["session", session_id]]))
         return count
 
     def delete_events(self, tx: Any, flt: EventFilter) -> int:
         seqs = self._log.select_seqs(flt)
         count = self._log.delete_events(tx, flt)
-        ids = [str(seq) for seq in seqs]
-        if ids:
-            tx.on_commit(lambda: self._delete_ids(ids))
+        if seqs:
+            tx.on_commit(lambda: self._delete_after_commit([["seqs", [str(s) for s in seqs]]]))
         return count
 
-    def _delete_ids(self, ids: list[str]) -> None:
-        for collection in self._all_collections():
-            for start in range(0, len(ids), 1_000):
-                collection.delete(ids=ids[start : start + 1_000])
+    def _delete_after_commit(self, deletes: list[list[Any]]) -> None:
+        """The log's delete committed: the index follows. If Chroma cannot take it now, the
+        delete is kept in the log and retried by the worker — never reported as a failure of
+        a delete that happened (searches drop vectors the log no longer has meanwhile)."""
+        try:
+            self._apply_deletes(deletes)
+        except Exception as exc:
+            log.warning("Chroma missed a delete (%s); the worker retries it", exc)
+            with self._log.atomic() as tx:
+                pending = json.loads(self._log.get_meta(_PENDING_DELETES, tx) or "[]")
+                self._log.set_meta(tx, _PENDING_DELETES, json.dumps(pending + deletes))
+
+    def _retry_deletes(self) -> None:
+        pending = json.loads(self._log.get_meta(_PENDING_DELETES) or "[]")
+        if not pending:
+            return
+        self._apply_deletes(pending)  # raises while Chroma is still down: kept for later
+        with self._log.atomic() as tx:  # drop what was applied, keep what came meanwhile
+            now = json.loads(self._log.get_meta(_PENDING_DELETES, tx) or "[]")
+            self._log.set_meta(tx, _PENDING_DELETES, json.dumps(now[len(pending) :]))
+
+    def _apply_deletes(self, deletes: list[list[Any]]) -> None:
+        with self._mapped_errors():
+            collections = self._all_collections()
+            for what, value in deletes:
+                for collection in collections:
+                    if what == "session":
+                        collection.delete(where={"session": value})
+                    else:
+                        for start in range(0, len(value), 1_000):
+                            collection.delete(ids=value[start : start + 1_000])
+
+    def audit(self) -> int:
+        """Compare every partition's collection with the log; queue again (for the worker
+        to embed) the events whose vectors are missing — a Chroma that lost its data, or a
+        collection dropped and re-created, is rebuilt from the log. Returns how many."""
+        queued = 0
+        with self._mapped_errors():
+            for partition in self._log.vector_partitions():
+                expected = self._log.embedded_seqs(partition)
+                collection = self._collection(partition, create=True)
+                if int(collection.count()) >= len(expected):
+                    continue
+                present = {int(i) for i in collection.get(include=[])["ids"]}
+                missing = sorted(set(expected) - present)
+                if missing:
+                    log.warning(
+                        "the Chroma index lacks %d vectors of %s; queued to embed again",
+                        len(missing),
+                        partition,
+                    )
+                    queued += self._log.requeue(missing)
+        return queued
 
     def requeue_all(self) -> int:
         count = self._log.requeue_all()
@@ -368,6 +473,12 @@ class ChromaIndexedStore:
                 file.stat().st_size for file in self.path.rglob("*") if file.is_file()
             )
         return stats
+
+
+def _is_not_found(exc: BaseException) -> bool:
+    """Chroma's "no such collection" (NotFoundError; older releases raise ValueError)."""
+    name = type(exc).__name__
+    return name == "NotFoundError" or (isinstance(exc, ValueError) and "does not exist" in str(exc))
 
 
 class _FolderLock:

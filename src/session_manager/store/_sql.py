@@ -482,6 +482,34 @@ class SqlStore:
                     chunk,
                 )
 
+    def vector_partitions(self) -> list[str]:
+        """Every partition that holds events (an external index audits each)."""
+        return [row[0] for row in self._read("SELECT DISTINCT partition FROM events")]
+
+    def embedded_seqs(self, partition: str) -> list[int]:
+        """The events of ``partition`` that should have a vector: all but those waiting in
+        the outbox."""
+        rows = self._read(
+            "SELECT e.seq FROM events e WHERE e.partition = ? "
+            "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq)",
+            (partition,),
+        )
+        return [int(row[0]) for row in rows]
+
+    def requeue(self, seqs: Sequence[int]) -> int:
+        """Queue these events for embedding again (their vectors were lost); return how
+        many were queued (events deleted meanwhile, or already queued, are skipped)."""
+        queued = 0
+        with self.atomic() as tx:
+            for chunk in batched(list(seqs)):
+                cursor = tx.execute(
+                    "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
+                    f"WHERE seq IN ({_marks(chunk)}) ON CONFLICT DO NOTHING",
+                    chunk,
+                )
+                queued += max(0, cursor.rowcount)
+        return queued
+
     def pending_count(self, partitions: Sequence[str] | None = None) -> int:
         if partitions is None:
             return int(self._read("SELECT count(*) FROM outbox")[0][0])

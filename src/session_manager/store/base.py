@@ -256,6 +256,18 @@ class Store(Protocol):
         """
         ...
 
+    def vector_partitions(self) -> list[str]:
+        """Every partition that holds events."""
+        ...
+
+    def embedded_seqs(self, partition: str) -> list[int]:
+        """The events of ``partition`` that should have a vector (not waiting in the outbox)."""
+        ...
+
+    def requeue(self, seqs: Sequence[int]) -> int:
+        """Queue these events for embedding again; return how many were queued."""
+        ...
+
     def requeue_all(self) -> int:
         """Drop every vector and the embedder identity, queue every event again and rebuild
         the keyword index. Returns the number of events queued."""
