@@ -7,11 +7,15 @@ lease every third of it, so a live worker's claim never runs out however slow th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
-__all__ = ["LeaseKeeper"]
+from ..errors import StoreError
+
+__all__ = ["LeaseKeeper", "Leased", "held"]
 
 log = logging.getLogger("session_manager.store")
 
@@ -39,3 +43,32 @@ class LeaseKeeper:
         # Not joined: a renewal in flight changes nothing once the batch is stored or
         # released (it only touches rows still claimed by that batch).
         self._stopped.set()
+
+
+class Leased(Protocol):
+    """A claimed batch: its rows, whether its vectors were stored, and its lease's verbs."""
+
+    @property
+    def rows(self) -> list[tuple[int, str, str]]: ...
+    @property
+    def finished(self) -> bool: ...
+    def renew(self) -> None: ...
+    def release(self) -> None: ...
+
+
+@contextlib.contextmanager
+def held(batch: Leased, lease: float) -> Iterator[None]:
+    """Keep ``batch``'s lease while the block runs; if the block did not store its vectors
+    (the model failed, an index was down), hand the rows back at once — and if even that
+    fails, the lease runs out by itself."""
+    if not batch.rows:
+        yield
+        return
+    keeper = LeaseKeeper(batch.renew, lease)
+    try:
+        yield
+    finally:
+        keeper.stop()
+        if not batch.finished:
+            with contextlib.suppress(StoreError):
+                batch.release()

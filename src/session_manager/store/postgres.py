@@ -57,7 +57,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..index.keyword import tsquery
-from ._lease import LeaseKeeper
+from ._lease import held
 from ._pg_migrations import MIGRATIONS
 from ._sql import SqlStore, SqlTx
 from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
@@ -564,19 +564,8 @@ class PostgresStore(SqlStore):
         them gone once those store their vectors — so no event is embedded twice.
         """
         batch = self._claim(limit, partitions, wait=partitions is not None or force)
-        if not batch.rows:
+        with held(batch, OUTBOX_LEASE_SECONDS):
             yield batch
-            return
-        keeper = LeaseKeeper(functools.partial(self.renew_lease, batch), OUTBOX_LEASE_SECONDS)
-        try:
-            yield batch
-        finally:
-            keeper.stop()
-            if not batch.finished:
-                # the worker failed (model error, embedder mismatch): others may take them now;
-                # if even this fails, the lease runs out by itself
-                with contextlib.suppress(StoreError):
-                    self._release(batch)
 
     def _claim(self, limit: int, partitions: Sequence[str] | None, *, wait: bool) -> _PgBatch:
         """Claim rows nobody holds; with ``wait``, poll while others hold the only ones left."""
@@ -767,6 +756,12 @@ class _PgBatch:
     @property
     def seqs(self) -> list[int]:
         return [seq for seq, _, _ in self.rows]
+
+    def renew(self) -> None:
+        self.store.renew_lease(self)
+
+    def release(self) -> None:
+        self.store._release(self)
 
     def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
         self.store.finish_batch(self, vectors, register)

@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, SessionManagerError, StoreError, StoreReadOnly
+from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ..index.keyword import KEYWORD_WEIGHTS, fts_query
 from ..index.vectors import VectorCache, VectorQuery, encode_vector
-from ._lease import LeaseKeeper
+from ._lease import held
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
@@ -457,19 +457,8 @@ class SqliteStore(SqlStore):
         the rare duplicate embedding, which is harmless (vectors are keyed by event).
         """
         batch = _SqliteBatch(self, *self._claim(limit, partitions, force))
-        if not batch.rows:
+        with held(batch, LEASE_SECONDS):
             yield batch
-            return
-        keeper = LeaseKeeper(batch.renew, LEASE_SECONDS)
-        try:
-            yield batch
-        finally:
-            keeper.stop()
-            if not batch.finished:
-                # the worker failed (model error, index down): others may take them now; if
-                # even this fails, the lease runs out by itself
-                with contextlib.suppress(StoreError):
-                    batch.release()
 
     def _claim(
         self, limit: int, partitions: Sequence[str] | None, force: bool
