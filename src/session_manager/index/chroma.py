@@ -55,6 +55,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._scope import partition_of
 from ..errors import InvalidInput, SessionManagerError, StoreBusy, StoreUnavailable
 from ..store.base import EventFilter, OutboxBatch, Store, Vectors
 
@@ -391,8 +392,11 @@ class ChromaIndexedStore:
     # -- deletes and rebuilds reach Chroma -------------------------------------------------
 
     def delete_session(self, tx: Any, session_id: str) -> int:
+        owner = self._log.session_owner(session_id)
         count = self._log.delete_session(tx, session_id)
-        tx.on_commit(lambda: self._delete_after_commit([["session", session_id]]))
+        if owner is not None:  # its vectors live in one collection: the session's partition
+            item = ["session", session_id, partition_of(*owner)]
+            tx.on_commit(lambda: self._delete_after_commit([item]))
         return count
 
     def delete_events(self, tx: Any, flt: EventFilter) -> int:
@@ -424,15 +428,21 @@ class ChromaIndexedStore:
             self._log.set_meta(tx, _PENDING_DELETES, json.dumps(now[len(pending) :]))
 
     def _apply_deletes(self, deletes: list[list[Any]]) -> None:
+        """``["session", id, partition]`` deletes a session's vectors from its partition's
+        collection; ``["seqs", [ids]]`` deletes events' vectors wherever they are."""
         with self._mapped_errors():
-            collections = self._all_collections()
-            for what, value in deletes:
-                for collection in collections:
-                    if what == "session":
-                        collection.delete(where={"session": value})
-                    else:
-                        for start in range(0, len(value), 1_000):
-                            collection.delete(ids=value[start : start + 1_000])
+            everywhere: list[Any] | None = None
+            for item in deletes:
+                if item[0] == "session":
+                    collection = self._collection(item[2], create=False)
+                    if collection is not None:
+                        collection.delete(where={"session": item[1]})
+                    continue
+                if everywhere is None:
+                    everywhere = self._all_collections()
+                for collection in everywhere:
+                    for start in range(0, len(item[1]), 1_000):
+                        collection.delete(ids=item[1][start : start + 1_000])
 
     def audit(self) -> int:
         """Compare every partition's collection with the log; queue again (for the worker
