@@ -465,3 +465,37 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
         assert second.embed_batch() == 0
         time.sleep(0.4)
         assert second.embed_batch() == 1
+
+
+# -- bounded write-ahead log --------------------------------------------------------------
+
+
+def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: with the worker embedding without pause, its PASSIVE checkpoints never
+    reached the WAL's end and the WAL grew without bound (4,000 events: 424 MB for a 38 MB
+    database; these 1,500: ~160 MB). Now it stays within max(floor, database size) plus
+    what the writer adds during one worker cycle (measured here: 29 MB against a 13 MB
+    limit)."""
+    from session_manager.store import sqlite as sqlite_store
+
+    floor = 2 * 1024 * 1024
+    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", floor)
+
+    class Busy(HashEmbedder):  # slower than the writer: the outbox never drains
+        def __call__(self, texts: list[str]) -> Any:
+            time.sleep(0.01)
+            return super().__call__(texts)
+
+    db = tmp_path / "s.db"
+    wal = tmp_path / "s.db-wal"
+    peak, limit_seen = 0, 0
+    with SessionManager("a", db, embedder=Busy()) as mgr:
+        session = mgr.start_session("a long ingest")
+        for i in range(1_500):
+            mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
+            if i % 50 == 0 and wal.exists():
+                peak = max(peak, wal.stat().st_size)
+                limit_seen = max(limit_seen, sqlite_store.wal_limit(db))
+    assert limit_seen and peak <= limit_seen + 48 * 1024 * 1024, (peak, limit_seen)

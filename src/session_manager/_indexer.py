@@ -212,12 +212,14 @@ class Indexer:
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
             try:
+                # The app's own commits skip WAL checkpoints (see SqliteStore); they are done
+                # here, off the caller's path, after every batch: a steady writer may never
+                # let the outbox drain, and the WAL must not grow meanwhile. A checkpoint
+                # with nothing new to copy costs ~nothing.
                 while not self._stop.is_set() and self.embed_batch():
-                    pass
+                    self.store.maintenance()
                 if not self._stop.is_set():
                     self._caught_up_at = time.monotonic()
-                # The app's own commits skip WAL checkpoints (see SqliteStore); do them here,
-                # off the caller's path. A checkpoint with nothing new to copy costs ~nothing.
                 self.store.maintenance()
                 for hook in self.idle_hooks:
                     if self._stop.is_set():
