@@ -272,17 +272,29 @@ class AsyncSessionManager:
 
     async def events(
         self,
-        session_id: str,
+        session_id: str | None,
         kinds: str | Sequence[str] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         limit: int | None = None,
         *,
         newest_first: bool = False,
+        where: Mapping[str, Any] | None = None,
+        offset: int = 0,
+        include_shared: bool = True,
     ) -> list[Event]:
-        """A session's events in order (by time, then recording order); ``kinds`` is a kind"""
+        """A session's events in log order, or (``session_id=None``) every readable one's."""
         return await self._run(
-            self._sync.events, session_id, kinds, since, until, limit, newest_first=newest_first
+            self._sync.events,
+            session_id,
+            kinds,
+            since,
+            until,
+            limit,
+            newest_first=newest_first,
+            where=where,
+            offset=offset,
+            include_shared=include_shared,
         )
 
     async def search(
@@ -298,7 +310,7 @@ class AsyncSessionManager:
         until: datetime | str | None = None,
         include_shared: bool = True,
     ) -> list[Hit]:
-        """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or"""
+        """Find past events: ``hybrid`` (default), ``semantic`` or ``keyword``."""
         return await self._run(
             self._sync.search,
             query,

@@ -524,29 +524,44 @@ class SessionManager:
 
     def events(
         self,
-        session_id: str,
+        session_id: str | None,
         kinds: str | Sequence[str] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         limit: int | None = None,
         *,
         newest_first: bool = False,
+        where: Mapping[str, Any] | None = None,
+        offset: int = 0,
+        include_shared: bool = True,
     ) -> list[Event]:
         """A session's events in order (by time, then recording order); ``kinds`` is a kind
         or a list of kinds. ``limit`` keeps the oldest events, or with ``newest_first=True``
-        the newest, newest first.
+        the newest, newest first; ``offset`` skips that many first (pages). ``where``
+        filters metadata as in :meth:`search`. ``session_id=None`` lists events across
+        every session this agent may read (its own, and with ``include_shared`` its
+        subscribed pools) — a filter-only search, in log order.
 
         >>> mgr.events(session.id, kinds="decision", limit=3, newest_first=True)  # doctest: +SKIP
+        >>> mgr.events(None, where={"tool": "pytest"}, limit=20, offset=20)  # doctest: +SKIP
         """
-        self.get_session(session_id)
+        if session_id is not None:
+            self.get_session(session_id)
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInput(f"{name} must be an integer, got {value!r}.")
+        if offset < 0:
+            raise InvalidInput(f"offset must be 0 or more, got {offset}.")
         flt = EventFilter(
             self.scope,
+            include_shared=include_shared,
             session_id=session_id,
             kinds=validate_kinds(kinds),
             since_us=None if since is None else to_us(since, "since"),
             until_us=None if until is None else to_us(until, "until"),
+            where=where,
         )
-        return self._store.events(flt, limit=limit, newest_first=newest_first)
+        return self._store.events(flt, limit=limit, newest_first=newest_first, offset=offset)
 
     def search(
         self,

@@ -408,6 +408,7 @@ class SqlStore:
         after: tuple[int, int] | None = None,
         tx: Any = None,
         previews: bool = False,
+        offset: int = 0,
     ) -> list[Event]:
         where, params = self.event_where(flt)
         columns = self.columns(previews=previews)
@@ -416,9 +417,9 @@ class SqlStore:
             params.extend(after)
         order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
         sql = f"SELECT {columns} {_EVENTS_JOIN}{self.payload_join} WHERE {where} ORDER BY {order}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(max(0, int(limit)))
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"  # LIMIT -1 / ALL: SQLite and PostgreSQL differ, so a
+            params.extend((max(0, int(limit)) if limit is not None else 2**62, max(0, offset)))
         return [row_to_event(row) for row in self._read(sql, params, tx)]
 
     def count_events(self, flt: EventFilter) -> int:

@@ -201,8 +201,10 @@ class Store(Protocol):
         after: tuple[int, int] | None = None,
         tx: Tx | None = None,
         previews: bool = False,
+        offset: int = 0,
     ) -> list[Event]:
-        """Events in log order (``created_us, seq``); ``after`` continues a keyset page.
+        """Events in log order (``created_us, seq``); ``after`` continues a keyset page,
+        ``offset`` skips that many first.
 
         ``previews``: a large payload comes as its bounded preview (``Event.preview``), as
         restore() reads it, instead of in full."""
