@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -140,25 +139,3 @@ def test_read_only_mode_reads_everything_and_writes_nothing(tmp_path: Path) -> N
     assert db.read_bytes() == before
     with pytest.raises(InvalidInput, match="no database"):
         SessionManager("a", tmp_path / "missing.db", embedder=HashEmbedder(), read_only=True)
-
-
-def test_events_filter_by_metadata_page_and_span_sessions(make_manager: Any) -> None:
-    """events(..., where=, offset=) and events(None, ...) across the agent's sessions (the
-    listing framework adapters need), scoped like every read."""
-    mgr = make_manager()
-    first = mgr.start_session("first")
-    second = mgr.start_session("second")
-    for i in range(6):
-        for session in (first, second):
-            mgr.record_step(session.id, f"step {i}", tool="pytest" if i % 2 else "ruff")
-    other = make_manager("other").start_session("not ours")
-    assert other  # another agent's session never shows up below
-    mine = mgr.events(None, kinds="step")
-    assert len(mine) == 12 and {e.session_id for e in mine} == {first.id, second.id}
-    tests = mgr.events(first.id, where={"tool": "pytest"})
-    assert [e.content for e in tests] == ["step 1", "step 3", "step 5"]
-    page = mgr.events(None, kinds="step", limit=4, offset=4)
-    assert [e.id for e in page] == [e.id for e in mine[4:8]]
-    assert [e.id for e in mgr.events(None, kinds="step", offset=10)] == [e.id for e in mine[10:]]
-    with pytest.raises(InvalidInput, match="offset"):
-        mgr.events(first.id, offset=-1)

@@ -308,6 +308,27 @@ class BackendConformance:
                 hits = mgr.search("finding about widgets", k=20, mode=mode, where=where)
                 assert {hit.event.metadata.get("n") for hit in hits} == expected, (where, mode)
 
+    def test_events_filter_page_and_span_sessions(self, make: ManagerFactory) -> None:
+        """events(..., where=, offset=) and events(None, ...) across the agent's sessions,
+        scoped like every read."""
+        mgr = make()
+        first = mgr.start_session("first")
+        second = mgr.start_session("second")
+        for i in range(6):
+            for session in (first, second):
+                mgr.record_step(session.id, f"step {i}", tool="pytest" if i % 2 else "ruff")
+        make("other").start_session("not ours")  # another agent's: never listed below
+        mine = mgr.events(None, kinds="step")
+        assert len(mine) == 12 and {e.session_id for e in mine} == {first.id, second.id}
+        tests = mgr.events(first.id, where={"tool": "pytest"})
+        assert [e.content for e in tests] == ["step 1", "step 3", "step 5"]
+        page = mgr.events(None, kinds="step", limit=4, offset=4)
+        assert [e.id for e in page] == [e.id for e in mine[4:8]]
+        rest = mgr.events(None, kinds="step", offset=10)
+        assert [e.id for e in rest] == [e.id for e in mine[10:]]
+        with pytest.raises(InvalidInput, match="offset"):
+            mgr.events(first.id, offset=-1)
+
     def test_where_never_matches_across_json_types(self, make: ManagerFactory) -> None:
         """A comparison matches values of its own JSON type only, on every backend: text
         is not "greater" than a number, true is not 1, "2023" is not 2023."""
