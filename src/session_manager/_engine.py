@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._indexer import Indexer
 from ._scope import Scope
 from ._search import Searcher
+from ._transfer import Progress
 from .embed import LoadedEmbedder, load_embedder
 from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
 from .protocols import Embedder
 from .store import describe_url, open_store, sqlite_path, store_identity
 from .store.base import Store
 
-__all__ = ["Engine", "Health", "Progress", "resolve_target", "session_not_found"]
-
-#: ``progress(done, total)`` after each batch of a long operation
-Progress = Callable[[int, int], None]
+__all__ = ["DEFAULT_DB", "Engine", "Health", "resolve_target", "session_not_found"]
 
 DEFAULT_DB = "sessions.db"
 

@@ -20,6 +20,7 @@ import click
 from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 
+from .._engine import DEFAULT_DB
 from ..admin import StoreAdmin, parse_cutoff
 from ..embed import HashEmbedder
 from ..errors import InvalidInput, SessionManagerError
@@ -43,7 +44,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit status of a failed command (click's usage errors exit with 2).
 FAILURE = 1
-DEFAULT_DB = "sessions.db"
 #: The order `asm --help` and docs/cli.md list the commands in: inspect, then maintain.
 COMMAND_ORDER = (
     "sessions",
