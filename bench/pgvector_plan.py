@@ -8,8 +8,9 @@ Run by hand (docs/backends.md keeps the numbers):
 The store is a real ``PostgresStore`` schema; rows are bulk-loaded with COPY (the keyword
 trigger is switched off while loading: keyword search is not measured here). Vectors are
 MiniLM vectors of 2,000 agent-event texts plus small Gaussian noise (so no two are equal), in
-384 dimensions. Each query is ``Store.vector_search`` with the scope filter a
-``SessionManager.search`` would use, k = 10, timed from the client (no query embedding).
+384 dimensions. Each query is ``PgVectors.search`` (the store's own vector index) with the
+scope filter a ``SessionManager.search`` would use, k = 10, timed from the client (no query
+embedding).
 Recall@10 is measured against the exact plan's answer.
 
 Scenarios: one agent owning every vector; one of 10 agents (10% of the rows); one agent and
@@ -100,10 +101,11 @@ def load(store: PostgresStore, vectors: np.ndarray[Any, Any], agents: int) -> No
 def timed(store: PostgresStore, queries: np.ndarray[Any, Any], flt: EventFilter) -> Any:
     latencies, answers = [], []
     parts = [(f"agent:{flt.scope.agent_id}", False)] if flt.scope else []
-    store.vector_search(queries[0], flt, parts, 10)  # warm
+    index = store.vector_index()
+    index.search(queries[0], flt, parts, 10, list)  # warm
     for query in queries:
         started = time.perf_counter()
-        answers.append([seq for seq, _ in store.vector_search(query, flt, parts, 10)])
+        answers.append([seq for seq, _ in index.search(query, flt, parts, 10, list)])
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies, answers
 
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     print(f"\n{args.events:,} vectors, 384 dims, k=10, {args.queries} queries\n")
     print("| scenario | plan | p50 ms | p95 ms | recall@10 | results < k |")
     print("|---|---|---|---|---|---|")
-    import session_manager.store.postgres as pg
+    import session_manager.store._pg_vectors as pg
 
     for name, (agents, flt) in scenarios.items():
         exact, hnsw = stores[agents]

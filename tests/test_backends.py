@@ -15,6 +15,7 @@ from typing import ClassVar
 import pytest
 
 from session_manager import InvalidInput, SchemaTooNew, SessionManager
+from session_manager._storage import open_storage
 from session_manager.admin import StoreAdmin
 from session_manager.store import open_store, redact, sqlite_path
 from session_manager.testing import HashEmbedder
@@ -60,9 +61,9 @@ def test_bad_urls_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="Unknown store URL"):
         open_store("mysql://me:pw@h/db")
     with pytest.raises(InvalidInput, match="Unknown index"):
-        open_store(tmp_path / "s.db", index="faiss")
+        open_storage(tmp_path / "s.db", index="faiss")
     with pytest.raises(InvalidInput, match="names no folder"):
-        open_store(tmp_path / "s.db", index="chroma://")
+        open_storage(tmp_path / "s.db", index="chroma://")
     with pytest.raises(InvalidInput, match="either db_path or url"):
         SessionManager("a", tmp_path / "s.db", url="sqlite:///x.db")
     assert redact("postgresql://me:secret@h/db") == "postgresql://me:***@h/db"
@@ -269,12 +270,12 @@ def test_chroma_short_filtered_answer_is_completed_exactly(
     exactly (forced here by making every Chroma answer short)."""
     from session_manager.index import chroma
 
-    real = chroma.ChromaIndexedStore._query
+    real = chroma.ChromaIndex._query
 
     def short(collection: object, query: object, where: object, n: int) -> object:
         return real(collection, query, where, n)[:1]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(chroma.ChromaIndexedStore, "_query", staticmethod(short))
+    monkeypatch.setattr(chroma.ChromaIndex, "_query", staticmethod(short))
     index = f"chroma:///{tmp_path}/vectors"
     with SessionManager(
         "a", tmp_path / "s.db", index=index, embedder=HashEmbedder(), background=False

@@ -6,6 +6,7 @@ A real `chroma run` server is stopped and started again on the same port and fol
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from session_manager import SessionManager, StoreUnavailable
+from session_manager._storage import PENDING_DELETES
 from session_manager.testing import HashEmbedder
 
 from .servers import free_port
@@ -93,12 +95,12 @@ def test_an_unreachable_index_fails_loudly_and_deletes_wait_for_it(
         assert "Chroma" in (mgr.health().index_error or "") and not mgr.health().ok
         # the log's delete happens; the index's is kept for later, not reported as a failure
         assert mgr.delete_session(doomed.id) == 2
-        pending = mgr._store.get_meta("chroma_pending_deletes")
-        assert pending and doomed.id in pending
+        pending = json.loads(mgr._store.get_meta(PENDING_DELETES) or "[]")
+        assert len(pending) == 2  # the goal's and the fact's vectors
         chroma.start()
-        mgr._store.maintenance()  # what the worker runs: the missed delete goes through
-        assert mgr._store.get_meta("chroma_pending_deletes") == "[]"
-        collections = mgr._store._all_collections()
+        mgr._storage.maintenance()  # what the worker runs: the missed delete goes through
+        assert mgr._store.get_meta(PENDING_DELETES) == "[]"
+        collections = mgr._storage.vectors._all_collections()  # type: ignore[attr-defined]
         assert all(not c.get(where={"session": doomed.id})["ids"] for c in collections)
         assert mgr.search("orchid light", mode="semantic")[0].event.session_id == keep.id
         assert mgr.health().ok
@@ -117,12 +119,12 @@ def test_a_lost_index_is_rebuilt_from_the_log(tmp_path: Path, chroma: ChromaProc
         for i in range(30):
             mgr.record_fact(session.id, f"plant {i} needs {['sun', 'shade', 'water'][i % 3]}")
         mgr.flush()
-        store = mgr._store
-        for collection in store._all_collections():  # the index loses everything
-            store._client.delete_collection(collection.name)
-        store._collections.clear()
-        assert store.audit() == 31  # the goal and 30 facts queued again
+        index = mgr._storage.vectors
+        for collection in index._all_collections():  # type: ignore[attr-defined]
+            index._client.delete_collection(collection.name)  # type: ignore[attr-defined]
+        index._collections.clear()  # type: ignore[attr-defined]  (the index loses everything)
+        assert mgr._storage.audit() == 31  # the goal and 30 facts queued again
         mgr.flush()
         hits = mgr.search("plant 7 needs", k=3, mode="semantic")
         assert "plant 7 needs" in hits[0].event.content
-        assert store.audit() == 0
+        assert mgr._storage.audit() == 0

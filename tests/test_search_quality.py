@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from session_manager import SessionManager
-from session_manager.index import keyword, when
-from session_manager.index.keyword import reciprocal_rank_fusion
+from session_manager.index import fusion, when
+from session_manager.index.fusion import reciprocal_rank_fusion
 from session_manager.index.when import TimeWindow, time_windows
+from session_manager.store import _keyword as keyword
 from session_manager.store import sqlite as store_sqlite
 
 UTC = timezone.utc
@@ -91,7 +92,7 @@ def test_window_contains() -> None:
 
 
 def test_module_doctests() -> None:
-    for module in (when, keyword):
+    for module in (when, keyword, fusion):
         assert doctest.testmod(module).failed == 0
 
 

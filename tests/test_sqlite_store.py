@@ -417,7 +417,7 @@ def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
                     raise RuntimeError("model server down")
                 return super().__call__(texts)
 
-        indexer = Indexer(mgr._store, load_embedder(Flaky()), check=False)
+        indexer = Indexer(mgr._storage, load_embedder(Flaky()), check=False)
         with pytest.raises(RuntimeError, match="model server down"):
             indexer.embed_batch()
         assert indexer.embed_batch() == 2  # at once: the claim was released
@@ -449,11 +449,11 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
                 time.sleep(1.0)  # > 3 leases: only renewal keeps the claim
                 return super().__call__(texts)
 
-        first = Indexer(mgr._store, load_embedder(Slow()), check=False)
+        first = Indexer(mgr._storage, load_embedder(Slow()), check=False)
         worker = threads.Thread(target=first.embed_batch)
         worker.start()
         time.sleep(0.5)
-        second = Indexer(mgr._store, load_embedder(HashEmbedder()), check=False)
+        second = Indexer(mgr._storage, load_embedder(HashEmbedder()), check=False)
         assert second.embed_batch() == 0  # the live claim was renewed: nothing to take
         worker.join()
         assert sorted(embedded) == sorted(["embed me slowly", "a fact"])  # embedded once

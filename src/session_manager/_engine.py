@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from ._indexer import Indexer
 from ._scope import Scope
 from ._search import Searcher
+from ._storage import Storage, open_storage
 from ._transfer import Progress
 from .embed import LoadedEmbedder, load_embedder
 from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
 from .protocols import Embedder
-from .store import describe_url, open_store, sqlite_path, store_identity
+from .store import describe_url, sqlite_path, store_identity
 from .store.base import Store
 
 __all__ = ["DEFAULT_DB", "Engine", "Health", "resolve_target", "session_not_found"]
@@ -111,9 +112,11 @@ class Engine:
         self.db_path = sqlite_path(target) or self.url
         #: what tells two spellings of one store apart from two stores (None: cannot tell)
         self.identity = store_identity(target)
-        self.store: Store = open_store(
+        #: the log and its vector index; ``store`` is the log alone
+        self.storage: Storage = open_storage(
             target, index, autocheckpoint=autocheckpoint, read_only=read_only
         )
+        self.store: Store = self.storage.log
         self.batch_size = batch_size
         self._embedder_spec = embedder
         self._loaded: LoadedEmbedder | None = None
@@ -123,13 +126,13 @@ class Engine:
         try:
             if check_embedder:
                 try:
-                    self._indexer = Indexer(self.store, self.embedder, batch_size=batch_size)
+                    self._indexer = Indexer(self.storage, self.embedder, batch_size=batch_size)
                 except EmbedderMismatch:
                     if not reindex:
                         raise
                     self.reindex()
         except BaseException:
-            self.store.close()
+            self.storage.close()
             raise
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -138,9 +141,9 @@ class Engine:
         """Stop the background worker (if any) and close the store — after the worker's
         last batch, if it is still embedding when close() stops waiting."""
         if self._indexer is not None:
-            self._indexer.stop(then=self.store.close)
+            self._indexer.stop(then=self.storage.close)
         else:
-            self.store.close()
+            self.storage.close()
 
     # -- embedding -------------------------------------------------------------------------
 
@@ -156,7 +159,7 @@ class Engine:
         """The indexer, its embedder identity checked against the store's on first use."""
         with self._lock:
             if self._indexer is None:
-                self._indexer = Indexer(self.store, self.embedder, batch_size=self.batch_size)
+                self._indexer = Indexer(self.storage, self.embedder, batch_size=self.batch_size)
             return self._indexer
 
     def searcher(self, scope: Scope) -> Searcher:
@@ -164,7 +167,7 @@ class Engine:
         with self._lock:
             found = self._searchers.get(scope)
         if found is None:
-            found = Searcher(self.store, self.indexer, scope, writes=not self.read_only)
+            found = Searcher(self.storage, self.indexer, scope, writes=not self.read_only)
             with self._lock:
                 found = self._searchers.setdefault(scope, found)
         return found
@@ -186,11 +189,11 @@ class Engine:
     def reindex(self, progress: Progress | None = None) -> int:
         """Drop every vector, rebuild the keyword index and embed the whole log with this
         engine's embedder (blocking). Returns the number of events queued."""
-        total = self.store.requeue_all()
+        total = self.storage.reindex()
         with self._lock:
             if self._indexer is None:  # the old identity was just dropped: nothing to check
                 self._indexer = Indexer(
-                    self.store, self.embedder, batch_size=self.batch_size, check=False
+                    self.storage, self.embedder, batch_size=self.batch_size, check=False
                 )
             indexer = self._indexer
         if progress is not None:

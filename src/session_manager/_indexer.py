@@ -1,4 +1,4 @@
-"""The embedding side of the one write path: drain the outbox into the vector projection.
+"""The embedding side of the one write path: drain the outbox into the vector index.
 
 ``record()`` only appends the event and its outbox row; this module turns outbox rows into
 vectors, in batches, from a background thread (so callers never wait for the model) or from
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from ._storage import Storage
 from .embed import LoadedEmbedder
 from .errors import EmbedderMismatch, ModelNotAvailable
-from .store.base import Store
 
 __all__ = ["Indexer"]
 
@@ -40,14 +40,15 @@ class Indexer:
 
     def __init__(
         self,
-        store: Store,
+        storage: Storage,
         embedder: LoadedEmbedder,
         *,
         batch_size: int = 64,
         poll_seconds: float = 1.0,
         check: bool = True,
     ) -> None:
-        self.store = store
+        self.storage = storage
+        self.store = storage.log
         self.embedder = embedder
         self.batch_size = batch_size
         self.poll_seconds = poll_seconds
@@ -127,9 +128,9 @@ class Indexer:
         ):
             if not batch.rows:
                 return 0
-            vectors = self.embedder.embed([content for _, _, content in batch.rows])
+            vectors = self.embedder.embed([row.content for row in batch.rows])
             dim = int(vectors.shape[1])
-            batch.store_vectors(vectors, lambda tx: self._register(tx, dim))
+            self.storage.store_batch(batch, vectors, lambda tx: self._register(tx, dim))
             return len(batch.rows)
 
     def catch_up(self, partitions: Sequence[str]) -> None:
@@ -217,10 +218,10 @@ class Indexer:
                 # let the outbox drain, and the WAL must not grow meanwhile. A checkpoint
                 # with nothing new to copy costs ~nothing.
                 while not self._stop.is_set() and self.embed_batch():
-                    self.store.maintenance()
+                    self.storage.maintenance()
                 if not self._stop.is_set():
                     self._caught_up_at = time.monotonic()
-                self.store.maintenance()
+                self.storage.maintenance()
                 for hook in self.idle_hooks:
                     if self._stop.is_set():
                         break

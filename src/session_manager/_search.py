@@ -2,7 +2,7 @@
 
 Written once for every backend: the store answers the two primitive rankings
 (:meth:`~session_manager.store.base.Store.keyword_search` and
-:meth:`~session_manager.store.base.Store.vector_search`); fusion, time windows,
+:meth:`~session_manager._storage.Storage.search_vectors`); fusion, time windows,
 read-your-writes and recall counting happen here.
 
 Keyword search matches words in an event's own text. Hybrid also matches them in the event's
@@ -33,10 +33,11 @@ import numpy as np
 
 from ._indexer import Indexer
 from ._scope import Scope, partition_of
+from ._storage import Storage
 from ._time import to_us
 from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable
 from .events import Hit, validate_kinds
-from .index.keyword import reciprocal_rank_fusion
+from .index.fusion import reciprocal_rank_fusion
 from .index.when import time_windows
 from .store.base import EventFilter, Store
 
@@ -65,9 +66,10 @@ _QUERY_CACHE_SIZE = 256
 
 class Searcher:
     def __init__(
-        self, store: Store, indexer: Indexer, scope: Scope, *, writes: bool = True
+        self, storage: Storage, indexer: Indexer, scope: Scope, *, writes: bool = True
     ) -> None:
-        self.store = store
+        self.storage = storage
+        self.store: Store = storage.log
         self.indexer = indexer
         self.scope = scope
         #: False on a read-only store: searches skip their side writes (recall counts, the
@@ -193,7 +195,7 @@ class Searcher:
             # Vectors cannot be stored now: events still waiting for theirs are found by
             # the keyword ranking only, until the store takes writes again.
             log.warning("search without catching up pending embeddings (%s)", exc)
-        ranking = self.store.vector_search(self.query_vector(query), flt, partitions, depth)
+        ranking = self.storage.search_vectors(self.query_vector(query), flt, partitions, depth)
         self.index_error = None  # the index answered
         return ranking
 

@@ -310,9 +310,8 @@ def _central(searcher: Searcher, span: _Span, anchors: list[Event]) -> list[Even
         searcher.indexer.catch_up([partition])
     flt = _span_filter(searcher.scope, span)
     vector = searcher.query_vector(probe)
-    store = searcher.store
-    hits = store.vector_search(vector, flt, [(partition, False)], CENTRAL_CANDIDATES)
-    events = store.events_by_seq([seq for seq, _ in hits])
+    hits = searcher.storage.search_vectors(vector, flt, [(partition, False)], CENTRAL_CANDIDATES)
+    events = searcher.store.events_by_seq([seq for seq, _ in hits])
     return [events[seq] for seq, _ in hits if seq in events and _in_span(span, events[seq])]
 
 

@@ -237,6 +237,7 @@ class StoreAdmin:
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
+        self._storage = self._engine.storage  # the log and its vector index
         self.batch_size = batch_size
 
     def close(self) -> None:
@@ -373,7 +374,7 @@ class StoreAdmin:
 
     def stats(self) -> StoreStats:
         """Counts by agent, kind and status; file size; the embedder behind the vectors."""
-        raw = self._store.stats()
+        raw = self._storage.stats()
         dim = self._store.get_meta("embedder_dim")
         by_agent: dict[str, dict[str, int]] = raw["events_by_agent"]
         by_status: dict[str, int] = raw["sessions_by_status"]
@@ -474,7 +475,7 @@ class StoreAdmin:
                 f"{self.url!r} and {target.url!r} are the same store; migrating a store into "
                 "itself copies nothing. Give another target."
             )
-        stats = self._store.stats()
+        stats = self._storage.stats()
         total = 1 + sum(stats["sessions_by_status"].values())
         total += sum(sum(kinds.values()) for kinds in stats["events_by_agent"].values())
 
@@ -501,7 +502,7 @@ class StoreAdmin:
         with self._store.atomic() as tx:
             if self._store.owner_of(tx, session_id) is None:
                 raise session_not_found(session_id, agent=None, where=self.db_path)
-            return self._store.delete_session(tx, session_id)
+            return self._storage.delete_session(tx, session_id)
 
     def prune(
         self,
@@ -540,7 +541,7 @@ class StoreAdmin:
             touched = self._store.sessions_touched(flt, tx)
             count = sum(by_kind.values())
             if not dry_run and count:
-                self._store.delete_events(tx, flt)
+                self._storage.delete_events(tx, flt)
             return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
 
     def _prune_sessions(
@@ -556,7 +557,7 @@ class StoreAdmin:
         )
         if not dry_run:
             for info in doomed:
-                self._store.delete_session(tx, info.session.id)
+                self._storage.delete_session(tx, info.session.id)
         return PruneResult(
             from_us(cutoff),
             doomed,

@@ -144,6 +144,7 @@ class SessionManager:
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
+        self._storage = self._engine.storage  # the log and its vector index
         self._indexer = self._engine.indexer
         self._searcher = self._engine.searcher(self.scope)
         if auto_summary is not None:
@@ -176,7 +177,7 @@ class SessionManager:
         >>> mgr.capabilities.multi_process  # doctest: +SKIP
         True
         """
-        return self._store.capabilities
+        return self._storage.capabilities
 
     @property
     def embedder_name(self) -> str:
@@ -292,7 +293,7 @@ class SessionManager:
         """Delete a session and its events from the log and every index; return the count."""
         with self._write() as tx:
             self._owned(tx, session_id, allow_closed=True)
-            return self._store.delete_session(tx, session_id)
+            return self._storage.delete_session(tx, session_id)
 
     def _owned(
         self, tx: Any, session_id: str, *, allow_closed: bool = False
@@ -726,7 +727,7 @@ class SessionManager:
         Use it after changing the embedder. Returns the number of events queued.
         """
         self._check_writable()
-        count = self._store.requeue_all()
+        count = self._storage.reindex()
         self.flush()
         return count
 

@@ -4,28 +4,29 @@ Install the extra: ``pip install 'agent-session-manager[chroma]'``. Select it wi
 ``SessionManager(..., index="chroma+http://host:port")`` (a ``chroma run`` server) or
 ``index="chroma:///path/to/dir"`` (embedded, ``PersistentClient``).
 
-:class:`ChromaIndexedStore` wraps the log's store and replaces its vector projection; every
-other operation (the log, the outbox, keyword search, isolation) is the log store's own.
+:class:`ChromaIndex` is a :class:`~session_manager._seams.VectorIndex`: the engine composes it
+with the log store (``_storage.py``), which keeps everything else (the log, the outbox, keyword
+search, isolation of reads) and knows nothing of Chroma.
 
 * **Fed by the same outbox.** The worker claims outbox rows from the log, embeds them with
   *our* embedder, upserts the vectors into Chroma (ids are the events' ``seq``; metadata holds
-  partition, agent, session, kind and time) and only then clears the rows from the outbox. A
+  partition, agent, session, kind and time, carried by the claimed rows) and only then clears
+  the rows from the outbox. A
   crash in between re-embeds and upserts again (idempotent). Chroma never embeds anything:
   collections are opened with ``embedding_function=None``, so it never loads a model.
 * **Isolation** is the choice of collections (the scope's partitions) plus, in pools the
   agent writes without subscribing, :meth:`Scope.chroma_where
   <session_manager._scope.Scope.chroma_where>`'s agent clause; session, kinds and time are
   Chroma ``where`` clauses too. A ``where`` on our own metadata is answered by the log (the
-  events it admits) and passed as ``seq $in [...]``, or for large sets applied after an
-  over-fetch.
-* **Deletes reach Chroma** after the log's transaction commits (a crash in between leaves
-  vectors of deleted events, which searches drop because the log no longer has them); one
-  Chroma cannot take then waits in the log's ``meta`` and is retried by the worker's
-  maintenance. ``reindex`` drops and rebuilds the collections.
+  events it admits, ``allowed()``) and passed as ``seq $in [...]``, or for large sets
+  applied after an over-fetch.
+* **Deletes reach Chroma** after the log's transaction commits; ``_storage.py`` keeps one
+  Chroma cannot take in the log's ``meta`` and retries it from the worker's maintenance, and
+  audits each collection against the log (a lost or emptied index is queued again).
+  ``reindex`` drops the collections.
 * **Failures are loud**: a Chroma that cannot be reached raises
   :class:`~session_manager.errors.StoreUnavailable` (hybrid search then answers by keyword,
-  see ``_search.py``); the worker audits each collection against the log and queues again
-  what a lost or emptied index no longer holds.
+  see ``_search.py``).
 * **One collection per partition** (an agent's private sessions, or one pool):
   ``asm_<store id>_<hash of the partition>``, the store id kept in the log's ``meta``. A
   search limited only by its scope then needs no Chroma ``where`` at all, which keeps it on
@@ -41,33 +42,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._scope import partition_of
+from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ..errors import InvalidInput, SessionManagerError, StoreBusy, StoreUnavailable
-from ..store.base import EventFilter, OutboxBatch, Store, Vectors
 
-__all__ = ["ChromaIndexedStore"]
+__all__ = ["ChromaIndex"]
 
 log = logging.getLogger("session_manager.index.chroma")
-
-#: deletes the index missed (Chroma was down when the log's delete committed), kept in the
-#: log's ``meta`` until the worker's maintenance gets them through
-_PENDING_DELETES = "chroma_pending_deletes"
-#: how often the worker compares each collection with the log (a lost or partial index)
-_AUDIT_SECONDS = 60.0
 
 # A `where` on our metadata is sent to Chroma as `seq $in [...]` up to this many events;
 # beyond, Chroma is asked for more neighbours than k and the rest is filtered here.
@@ -75,6 +65,8 @@ _IN_LIMIT = 2_000
 # When a filtered Chroma query returns fewer rows than asked and the filter admits at most
 # this many, they are ranked exactly here instead (k results whenever k exist).
 _EXACT_LIMIT = 20_000
+# ids per Chroma delete call
+_DELETE_CHUNK = 1_000
 
 
 def _import_chromadb() -> Any:
@@ -87,13 +79,20 @@ def _import_chromadb() -> Any:
     return chromadb
 
 
-class ChromaIndexedStore:
-    """A log store whose vectors live in a Chroma collection (see the module docstring)."""
+class ChromaIndex:
+    """Vectors in Chroma collections, one per partition (see the module docstring).
+
+    ``store_id`` names this store's collections (``asm_<store id>_<partition hash>``), so
+    that several stores can share one Chroma server.
+    """
+
+    transactional = False
+    exact = False
 
     def __init__(
         self,
-        log: Store,
         *,
+        store_id: str,
         path: str | os.PathLike[str] | None = None,
         host: str | None = None,
         port: int = 8000,
@@ -102,8 +101,7 @@ class ChromaIndexedStore:
         chromadb = _import_chromadb()
         from chromadb.config import Settings
 
-        self._log = log
-        self._lock_file: Any = None
+        self._lock_file: _FolderLock | None = None
         settings = Settings(anonymized_telemetry=False)
         server = host is not None
         if server:
@@ -129,34 +127,13 @@ class ChromaIndexedStore:
             where = f"chroma:///{folder}"
             self._client = chromadb.PersistentClient(path=str(folder), settings=settings)
         self.path = None if path is None or server else Path(path)
-        self.location = f"{log.location} + {where}"
-        self.capabilities = replace(
-            log.capabilities,
-            name=f"{log.capabilities.name}+chroma-{'server' if server else 'embedded'}",
-            multi_process=log.capabilities.multi_process and server,
-            multi_host=log.capabilities.multi_host and server,
-            exact_vectors=False,
-            transactional_vectors=False,
-        )
-        self._where = where
-        self._prefix = f"asm_{self._store_id()}_"
+        self.location = where
+        self.name = f"chroma-{'server' if server else 'embedded'}"
+        #: the embedded client is one process's only (chroma issues #7040, #3792)
+        self.multi_process = self.multi_host = server
+        self._prefix = f"asm_{store_id}_"
         self._collections: dict[str, Any] = {}
         self._collections_lock = threading.Lock()
-        self._audited_at = 0.0  # the worker's first maintenance audits the index
-
-    def __getattr__(self, name: str) -> Any:
-        # everything but the vector projection is the log store's own
-        return getattr(self._log, name)
-
-    def _store_id(self) -> str:
-        found = self._log.get_meta("store_id")
-        if found is None:
-            with self._log.atomic() as tx:
-                found = self._log.get_meta("store_id", tx)
-                if found is None:
-                    found = uuid.uuid4().hex
-                    self._log.set_meta(tx, "store_id", found)
-        return found
 
     def _name(self, partition: str) -> str:
         return self._prefix + hashlib.sha1(partition.encode()).hexdigest()[:16]
@@ -197,8 +174,8 @@ class ChromaIndexedStore:
                 raise
             detail = str(exc).rstrip(". ")
             raise StoreUnavailable(
-                f"The Chroma index at {self._where} failed: {type(exc).__name__}: {detail}. If "
-                "the server is down, start it again (`chroma run ...`); the log keeps every "
+                f"The Chroma index at {self.location} failed: {type(exc).__name__}: {detail}. "
+                "If the server is down, start it again (`chroma run ...`); the log keeps every "
                 "event, and vectors written meanwhile wait in the outbox."
             ) from exc
 
@@ -211,72 +188,30 @@ class ChromaIndexedStore:
         return [self._client.get_collection(name, embedding_function=None) for name in names]
 
     def close(self) -> None:
-        try:
-            self._log.close()
-        finally:
-            with contextlib.suppress(Exception):
-                self._client.close()
-            if self._lock_file is not None:
-                self._lock_file.release()
-                self._lock_file = None
+        with contextlib.suppress(Exception):
+            self._client.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
 
-    # -- the vector projection -------------------------------------------------------------
+    # -- writes ----------------------------------------------------------------------------
 
-    @contextmanager
-    def claim_outbox(
-        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
-    ) -> Iterator[_ChromaBatch]:
-        with self._log.claim_outbox(limit, partitions, force=force) as batch:
-            yield _ChromaBatch(self, batch, batch.rows)
-
-    def maintenance(self) -> None:
-        """The log's housekeeping, then the index's: retry deletes Chroma missed, and now and
-        then compare each collection with the log (a lost or emptied index is rebuilt)."""
-        self._log.maintenance()
-        self._retry_deletes()
-        if time.monotonic() - self._audited_at >= _AUDIT_SECONDS:
-            self.audit()
-            self._audited_at = time.monotonic()
-
-    def _upsert(self, rows: list[tuple[int, str, str]], vectors: Vectors) -> None:
+    def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
+        """Upsert one vector per row into its partition's collection (ids are seqs)."""
         with self._mapped_errors():
-            self._upsert_rows(rows, vectors)
+            by_partition: dict[str, list[int]] = {}
+            for position, row in enumerate(rows):
+                by_partition.setdefault(row.partition, []).append(position)
+            for partition, positions in by_partition.items():
 
-    def _upsert_rows(self, rows: list[tuple[int, str, str]], vectors: Vectors) -> None:
-        details = self._log.outbox_details([seq for seq, _, _ in rows])
-        keep = [i for i, (seq, _, _) in enumerate(rows) if seq in details]
-        if not keep:
-            return
-        metadatas = []
-        for i in keep:
-            seq, partition, _ = rows[i]
-            session_id, agent_id, kind, created_us = details[seq]
-            metadatas.append(
-                {
-                    "seq": seq,
-                    "partition": partition,
-                    "agent": agent_id,
-                    "session": session_id,
-                    "kind": kind,
-                    "time": created_us,
-                }
-            )
-        by_partition: dict[str, list[int]] = {}
-        for position, i in enumerate(keep):
-            by_partition.setdefault(rows[i][1], []).append(position)
-        for partition, positions in by_partition.items():
-            chosen = [keep[p] for p in positions]
+                def upsert(collection: Any, positions: list[int] = positions) -> None:
+                    collection.upsert(
+                        ids=[str(rows[p].seq) for p in positions],
+                        embeddings=vectors[positions],
+                        metadatas=[_metadata(rows[p]) for p in positions],
+                    )
 
-            def upsert(
-                collection: Any, chosen: list[int] = chosen, at: list[int] = positions
-            ) -> None:
-                collection.upsert(
-                    ids=[str(rows[i][0]) for i in chosen],
-                    embeddings=vectors[chosen],
-                    metadatas=[metadatas[p] for p in at],
-                )
-
-            self._with_collection(partition, upsert)
+                self._with_collection(partition, upsert)
 
     def _with_collection(self, partition: str, operation: Callable[[Any], Any]) -> Any:
         """Run ``operation(collection)``; once more with a fresh handle if it fails (another
@@ -288,24 +223,67 @@ class ChromaIndexedStore:
                 self._collections.pop(partition, None)
             return operation(self._collection(partition, create=True))
 
-    def vector_search(
+    def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
+        """Delete these events' vectors from every collection of the store (raises
+        :class:`StoreUnavailable` while Chroma is down; the caller keeps them to retry)."""
+        ids = [str(seq) for seq in seqs]
+        if not ids:
+            return
+        with self._mapped_errors():
+            for collection in self._all_collections():
+                for start in range(0, len(ids), _DELETE_CHUNK):
+                    collection.delete(ids=ids[start : start + _DELETE_CHUNK])
+
+    def clear(self, tx: Tx | None) -> None:
+        """Drop every collection of the store."""
+        with self._mapped_errors(), self._collections_lock:
+            self._collections.clear()
+            for collection in self._all_collections():
+                with contextlib.suppress(Exception):  # already gone
+                    self._client.delete_collection(collection.name)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def count(self, partition: str | None = None) -> int:
+        with self._mapped_errors():
+            if partition is None:
+                return sum(int(c.count()) for c in self._all_collections())
+            collection = self._collection(partition, create=False)
+            return 0 if collection is None else int(collection.count())
+
+    def seqs(self, partition: str) -> set[int]:
+        with self._mapped_errors():
+            collection = self._collection(partition, create=False)
+            if collection is None:
+                return set()
+            return {int(i) for i in collection.get(include=[])["ids"]}
+
+    def size_bytes(self) -> int:
+        """What an embedded index's folder takes on disk (0 for a server)."""
+        if self.path is None:
+            return 0
+        return sum(file.stat().st_size for file in self.path.rglob("*") if file.is_file())
+
+    def search(
         self,
         query: Vectors,
         flt: EventFilter,
         partitions: Sequence[tuple[str, bool]],
         k: int,
+        allowed: Callable[[], Sequence[int]],
     ) -> list[tuple[int, float]]:
         """Top ``k`` ``(seq, cosine)``; an index that cannot be reached raises
         :class:`StoreUnavailable` (never an empty answer that looks like "nothing found")."""
         with self._mapped_errors():
-            return self._vector_search(query, flt, partitions, k)
+            return self._search(query, flt, partitions, k, allowed)
 
-    def _vector_search(
+    def _search(
         self,
         query: Vectors,
         flt: EventFilter,
         partitions: Sequence[tuple[str, bool]],
         k: int,
+        allowed_by_log: Callable[[], Sequence[int]],
     ) -> list[tuple[int, float]]:
         if flt.scope is None:
             raise InvalidInput("A Chroma search needs a scope.")
@@ -319,8 +297,8 @@ class ChromaIndexedStore:
         if flt.until_us is not None:
             clauses.append({"time": {"$lt": flt.until_us}})
         allowed: set[int] | None = None
-        if flt.where or flt.exclude_kinds or flt.status or flt.min_importance is not None:
-            allowed = set(self._log.select_seqs(flt))
+        if flt.needs_log:
+            allowed = set(allowed_by_log())
             if not allowed:
                 return []
             if len(allowed) <= _IN_LIMIT:
@@ -389,100 +367,17 @@ class ChromaIndexedStore:
         distances = result["distances"][0] if result["distances"] else []
         return [(int(i), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
 
-    # -- deletes and rebuilds reach Chroma -------------------------------------------------
 
-    def delete_session(self, tx: Any, session_id: str) -> int:
-        owner = self._log.session_owner(session_id)
-        count = self._log.delete_session(tx, session_id)
-        if owner is not None:  # its vectors live in one collection: the session's partition
-            item = ["session", session_id, partition_of(*owner)]
-            tx.on_commit(lambda: self._delete_after_commit([item]))
-        return count
-
-    def delete_events(self, tx: Any, flt: EventFilter) -> int:
-        seqs = self._log.select_seqs(flt)
-        count = self._log.delete_events(tx, flt)
-        if seqs:
-            tx.on_commit(lambda: self._delete_after_commit([["seqs", [str(s) for s in seqs]]]))
-        return count
-
-    def _delete_after_commit(self, deletes: list[list[Any]]) -> None:
-        """The log's delete committed: the index follows. If Chroma cannot take it now, the
-        delete is kept in the log and retried by the worker — never reported as a failure of
-        a delete that happened (searches drop vectors the log no longer has meanwhile)."""
-        try:
-            self._apply_deletes(deletes)
-        except Exception as exc:
-            log.warning("Chroma missed a delete (%s); the worker retries it", exc)
-            with self._log.atomic() as tx:
-                pending = json.loads(self._log.get_meta(_PENDING_DELETES, tx) or "[]")
-                self._log.set_meta(tx, _PENDING_DELETES, json.dumps(pending + deletes))
-
-    def _retry_deletes(self) -> None:
-        pending = json.loads(self._log.get_meta(_PENDING_DELETES) or "[]")
-        if not pending:
-            return
-        self._apply_deletes(pending)  # raises while Chroma is still down: kept for later
-        with self._log.atomic() as tx:  # drop what was applied, keep what came meanwhile
-            now = json.loads(self._log.get_meta(_PENDING_DELETES, tx) or "[]")
-            self._log.set_meta(tx, _PENDING_DELETES, json.dumps(now[len(pending) :]))
-
-    def _apply_deletes(self, deletes: list[list[Any]]) -> None:
-        """``["session", id, partition]`` deletes a session's vectors from its partition's
-        collection; ``["seqs", [ids]]`` deletes events' vectors wherever they are."""
-        with self._mapped_errors():
-            everywhere: list[Any] | None = None
-            for item in deletes:
-                if item[0] == "session":
-                    collection = self._collection(item[2], create=False)
-                    if collection is not None:
-                        collection.delete(where={"session": item[1]})
-                    continue
-                if everywhere is None:
-                    everywhere = self._all_collections()
-                for collection in everywhere:
-                    for start in range(0, len(item[1]), 1_000):
-                        collection.delete(ids=item[1][start : start + 1_000])
-
-    def audit(self) -> int:
-        """Compare every partition's collection with the log; queue again (for the worker
-        to embed) the events whose vectors are missing — a Chroma that lost its data, or a
-        collection dropped and re-created, is rebuilt from the log. Returns how many."""
-        queued = 0
-        with self._mapped_errors():
-            for partition in self._log.vector_partitions():
-                expected = self._log.embedded_seqs(partition)
-                collection = self._collection(partition, create=True)
-                if int(collection.count()) >= len(expected):
-                    continue
-                present = {int(i) for i in collection.get(include=[])["ids"]}
-                missing = sorted(set(expected) - present)
-                if missing:
-                    log.warning(
-                        "the Chroma index lacks %d vectors of %s; queued to embed again",
-                        len(missing),
-                        partition,
-                    )
-                    queued += self._log.requeue(missing)
-        return queued
-
-    def requeue_all(self) -> int:
-        count = self._log.requeue_all()
-        with self._collections_lock:
-            self._collections.clear()
-            for collection in self._all_collections():
-                with contextlib.suppress(Exception):  # already gone
-                    self._client.delete_collection(collection.name)
-        return count
-
-    def stats(self) -> dict[str, Any]:
-        stats = self._log.stats()
-        stats["vectors"] = sum(int(c.count()) for c in self._all_collections())
-        if self.path is not None:
-            stats["size_bytes"] = int(stats["size_bytes"]) + sum(
-                file.stat().st_size for file in self.path.rglob("*") if file.is_file()
-            )
-        return stats
+def _metadata(row: OutboxRow) -> dict[str, Any]:
+    """What Chroma keeps beside each vector: enough to filter by scope, session, kind, time."""
+    return {
+        "seq": row.seq,
+        "partition": row.partition,
+        "agent": row.agent_id,
+        "session": row.session_id,
+        "kind": row.kind,
+        "time": row.created_us,
+    }
 
 
 def _is_not_found(exc: BaseException) -> bool:
@@ -530,17 +425,3 @@ class _FolderLock:
             if self.count == 0:
                 del self._held[self.key]
                 self.handle.close()
-
-
-@dataclass
-class _ChromaBatch:
-    owner: ChromaIndexedStore
-    batch: OutboxBatch
-    rows: list[tuple[int, str, str]]
-
-    def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
-        self.owner._upsert(self.batch.rows, vectors)
-        self.batch.done(register)
-
-    def done(self, register: Callable[[Any], None]) -> None:
-        self.batch.done(register)

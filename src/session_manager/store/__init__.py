@@ -1,4 +1,4 @@
-"""Choosing a backend from a URL (docs/backends.md describes the scheme).
+"""Choosing a log backend from a URL (docs/backends.md describes the scheme).
 
 ==============================  ==========================================================
 ``url`` (the log)               meaning
@@ -13,15 +13,7 @@
                                 the rest goes to libpq (``connect_timeout`` defaults to 5).
 ==============================  ==========================================================
 
-==============================  ==========================================================
-``index`` (the vectors)         meaning
-==============================  ==========================================================
-``None``                        the log's own store (SQLite BLOBs + numpy, or pgvector)
-``chroma:///relative/dir``      ChromaDB embedded (``PersistentClient``), one process only
-``chroma:////abs/dir``          the same, absolute path
-``chroma``                      embedded, in ``<sqlite file>.chroma/`` beside the log
-``chroma+http://host:port``     a Chroma server (``chroma run``); ``chroma+https://`` too
-==============================  ==========================================================
+The vector index a log is composed with is chosen by ``index/__init__.py``.
 """
 
 from __future__ import annotations
@@ -121,12 +113,12 @@ def store_identity(target: str | os.PathLike[str]) -> str | None:
 
 def open_store(
     target: str | os.PathLike[str],
-    index: str | None = None,
     *,
     autocheckpoint: bool = True,
     read_only: bool = False,
 ) -> Store:
-    """Open the store ``target`` names (a path or URL), with vectors in ``index``.
+    """Open the log store ``target`` names (a path or URL); ``_storage.open_storage``
+    composes it with a vector index.
 
     ``read_only`` opens a SQLite file with SQLite's read-only mode (writes refused by SQLite
     itself); other backends are opened as usual and the front end refuses writes."""
@@ -149,48 +141,4 @@ def open_store(
                 "sqlite:///sessions.db) or postgresql://user@host/database; see "
                 "docs/backends.md."
             )
-    if index is None or index in ("sqlite", "postgres", "builtin"):
-        return log
-    try:
-        return _with_index(log, index, path)
-    except BaseException:
-        log.close()
-        raise
-
-
-def _with_index(log: Store, index: str, path: str | None) -> Store:
-    from ..index.chroma import ChromaIndexedStore
-
-    if index == "chroma":
-        if path is None or path == ":memory:":
-            raise InvalidInput(
-                "index='chroma' keeps Chroma's files beside a SQLite file; with this log, "
-                "give a location: index='chroma:///path/to/dir' or 'chroma+http://host:port'."
-            )
-        return ChromaIndexedStore(log, path=path + ".chroma")
-    match = _SCHEME.match(index)
-    scheme = match.group(1).lower() if match else ""
-    if scheme == "chroma":
-        rest = index[len("chroma://") :]
-        if not rest.startswith("/") or len(rest) < 2:
-            raise InvalidInput(
-                f"The Chroma URL {index!r} names no folder. Use chroma:///relative/dir or "
-                "chroma:////absolute/dir."
-            )
-        return ChromaIndexedStore(log, path=rest[1:])
-    if scheme in ("chroma+http", "chroma+https"):
-        parts = urlsplit(index)
-        if not parts.hostname:
-            raise InvalidInput(
-                f"The Chroma URL {index!r} names no host; e.g. chroma+http://localhost:8000."
-            )
-        return ChromaIndexedStore(
-            log,
-            host=parts.hostname,
-            port=parts.port or (443 if scheme.endswith("s") else 8000),
-            ssl=scheme.endswith("s"),
-        )
-    raise InvalidInput(
-        f"Unknown index {index!r}. Use None (vectors in the log's store), 'chroma', "
-        "'chroma:///path/to/dir' or 'chroma+http://host:port'; see docs/backends.md."
-    )
+    return log

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from ..errors import StoreError
@@ -49,7 +49,7 @@ class Leased(Protocol):
     """A claimed batch: its rows, whether its vectors were stored, and its lease's verbs."""
 
     @property
-    def rows(self) -> list[tuple[int, str, str]]: ...
+    def rows(self) -> Sequence[object]: ...
     @property
     def finished(self) -> bool: ...
     def renew(self) -> None: ...

@@ -29,7 +29,7 @@ from __future__ import annotations
 # events recorded before and the two after it in the same session (by seq; the nearest cut to
 # 1,000 characters, the second ones to 500) and its UTC date written out ("8 May 2023"), so
 # "what did we decide on 3 June" also matches events of that day by keyword. It is weighted
-# below the content at query time (index/keyword.py). The insert trigger indexes a new event
+# below the content at query time (store/_keyword.py). The insert trigger indexes a new event
 # with the context it has (its predecessors and date); adding the new event to its two
 # predecessors' context is left to the outbox worker (SqliteStore.refresh_previous_context),
 # because rewriting those rows in record() would double its cost. Deleting an event refreshes

@@ -11,7 +11,8 @@ written by callers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .. import _json
@@ -153,6 +154,19 @@ class SqlStore:
 
     def atomic(self) -> Any:
         raise NotImplementedError
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read statement (``?`` placeholders), outside any transaction."""
+        return self._read(sql, params)
+
+    @contextmanager
+    def within(self, tx: Tx | None) -> Iterator[Tx]:
+        """``tx``, or a transaction of its own when there is none."""
+        if tx is not None:
+            yield tx
+        else:
+            with self.atomic() as own:
+                yield own
 
     def _deleted(self, tx: Any) -> None:
         """Called in the transaction that deleted events (SQLite: vector caches rebuild)."""
@@ -522,19 +536,6 @@ class SqlStore:
         )
         return int(rows[0][0])
 
-    def outbox_details(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, str, int]]:
-        """``seq -> (session_id, agent_id, kind, created_us)``: what an external vector index
-        stores beside each vector."""
-        out: dict[int, tuple[str, str, str, int]] = {}
-        for chunk in batched(list(seqs)):
-            for seq, session_id, agent_id, kind, created in self._read(
-                "SELECT seq, session_id, agent_id, kind, created_us FROM events "
-                f"WHERE seq IN ({_marks(chunk)})",
-                chunk,
-            ):
-                out[int(seq)] = (session_id, agent_id, kind, int(created))
-        return out
-
     # -- operators -------------------------------------------------------------------------
 
     def base_stats(self) -> dict[str, Any]:
@@ -553,7 +554,6 @@ class SqlStore:
         return {
             "events_by_agent": by_agent,
             "sessions_by_status": by_status,
-            "vectors": int(self._read("SELECT count(*) FROM vectors")[0][0]),
             "migrations": [
                 row[0] for row in self._read("SELECT name FROM migrations ORDER BY name")
             ],

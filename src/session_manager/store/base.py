@@ -1,14 +1,17 @@
-"""The backend interface: the few primitive operations every store implements.
+"""The log store's interface: the primitive operations every log backend implements.
 
 The façade (:class:`~session_manager.SessionManager`), the operator's
 :class:`~session_manager.admin.StoreAdmin`, search, restore and export/import are written once,
-on top of :class:`Store`. A backend is a log (sessions, events, the embedding outbox, ``meta``)
-plus a vector and a keyword projection of it:
+on top of :class:`Store` and a :class:`~session_manager._seams.VectorIndex`, which
+``_storage.py`` composes. A log store holds sessions, events, the embedding outbox, ``meta``
+and the keyword index over the events:
 
 * :class:`~session_manager.store.sqlite.SqliteStore` — one SQLite file (the default);
-* :class:`~session_manager.store.postgres.PostgresStore` — PostgreSQL + pgvector;
-* :class:`~session_manager.index.chroma.ChromaIndexedStore` — either of them as the log, with
-  the vectors in ChromaDB (embedded or a server), fed by the same outbox.
+* :class:`~session_manager.store.postgres.PostgresStore` — PostgreSQL.
+
+Each also offers the vector index in its own database (:meth:`Store.vector_index`: float32
+BLOBs ranked by numpy, or pgvector), whose vectors commit in the log's transactions; the
+alternative is an external index (``index/chroma.py``) fed by the same outbox.
 
 Isolation is never built by callers: reads take a :class:`~session_manager._scope.Scope` (or
 ``None`` for the operator's unscoped view) inside an :class:`EventFilter` /
@@ -20,15 +23,13 @@ What a backend cannot do it declares in :class:`Capabilities`; the conformance s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from .._scope import Scope
+from .._seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
 from ..errors import SchemaTooNew
 from ..events import Event, EventRecord, Session, SessionRecord
 
@@ -39,6 +40,7 @@ __all__ = [
     "SessionFilter",
     "Store",
     "Tx",
+    "Vectors",
 ]
 
 
@@ -65,70 +67,21 @@ class Capabilities:
     transactional_vectors: bool
 
 
-@dataclass(frozen=True)
-class EventFilter:
-    """A restriction of event reads. ``scope=None`` is the operator's unscoped view."""
-
-    scope: Scope | None
-    include_shared: bool = True
-    session_id: str | None = None
-    kinds: tuple[str, ...] | None = None
-    exclude_kinds: tuple[str, ...] | None = None
-    status: str | None = None
-    min_importance: float | None = None
-    since_us: int | None = None
-    until_us: int | None = None
-    where: Mapping[str, Any] | None = None
-    # operator filters (prune): the event's session
-    session_status: str | None = None
-    session_before_us: int | None = None  # the session's last activity is before this
-
-
-@dataclass(frozen=True)
-class SessionFilter:
-    """A restriction of session reads. ``scope=None`` is the operator's unscoped view."""
-
-    scope: Scope | None
-    include_shared: bool = True
-    session_id: str | None = None
-    agent_id: str | None = None
-    status: str | None = None
-    user_id: str | None = None
-    since_us: int | None = None  # updated at or after
-    before_us: int | None = None  # updated before (prune)
-
-
-Vectors = npt.NDArray[np.float32]
-
-
-class Tx(Protocol):
-    """An open write transaction (from :meth:`Store.atomic`)."""
-
-    def on_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` after the transaction commits (never if it rolls back)."""
-
-
 class OutboxBatch(Protocol):
     """Outbox rows claimed for embedding (from :meth:`Store.claim_outbox`)."""
 
-    #: ``(seq, partition, content)`` in seq order
-    rows: list[tuple[int, str, str]]
+    #: in seq order, each with what a vector index keeps beside its vector
+    rows: list[OutboxRow]
 
-    def store_vectors(self, vectors: Vectors, register: Callable[[Tx], None]) -> None:
-        """Write the vectors (one per row) and clear the rows from the outbox.
-
-        ``register(tx)`` runs first in the same transaction: it checks or records which
-        embedder made the vectors (:meth:`Store.get_meta` / :meth:`Store.set_meta`).
-        Events deleted meanwhile are skipped.
-        """
-
-    def done(self, register: Callable[[Tx], None]) -> None:
-        """Clear the rows from the outbox without storing vectors in the log's store (an
-        external index such as Chroma holds them); ``register`` as above."""
+    def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
+        """Clear the rows from the outbox; in the same transaction, ``write(tx, kept)``
+        stores what was made of them (the embedder's identity, a transactional index's
+        vectors). ``kept``: the rows still this batch's — events deleted or queued again
+        meanwhile are left out."""
 
 
 class Store(Protocol):
-    """A session store: the log, its outbox, and its vector and keyword projections."""
+    """A log store: sessions, events, the outbox, ``meta`` and the keyword index."""
 
     capabilities: Capabilities
     #: where the store lives, for messages (a path or a URL without its password)
@@ -212,11 +165,6 @@ class Store(Protocol):
 
     def count_events(self, flt: EventFilter) -> int: ...
     def select_seqs(self, flt: EventFilter) -> list[int]: ...
-    def outbox_details(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, str, int]]:
-        """``seq -> (session_id, agent_id, kind, created_us)``: what an external vector index
-        keeps beside each vector."""
-        ...
-
     def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]: ...
     def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int: ...
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]: ...
@@ -232,17 +180,6 @@ class Store(Protocol):
     ) -> list[tuple[int, float]]:
         """``(seq, score)`` best first; ``content_only`` matches the event's own text only,
         otherwise its keyword context too."""
-        ...
-
-    def vector_search(
-        self,
-        query: Vectors,
-        flt: EventFilter,
-        partitions: Sequence[tuple[str, bool]],
-        k: int,
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(seq, cosine)`` among events matching ``flt`` in ``partitions``
-        (``(partition, owner_only)`` pairs from :meth:`Scope.partitions`)."""
         ...
 
     # -- the outbox ------------------------------------------------------------------------
@@ -270,9 +207,13 @@ class Store(Protocol):
         """Queue these events for embedding again; return how many were queued."""
         ...
 
-    def requeue_all(self) -> int:
-        """Drop every vector and the embedder identity, queue every event again and rebuild
-        the keyword index. Returns the number of events queued."""
+    def requeue_all(self, tx: Tx) -> int:
+        """Drop the embedder identity, queue every event again and rebuild the keyword
+        index, in ``tx``. Returns the number of events queued."""
+        ...
+
+    def vector_index(self) -> VectorIndex:
+        """The vector index in the log's own database (vectors that commit with the log)."""
         ...
 
     def maintenance(self) -> None:

@@ -38,15 +38,15 @@ import functools
 import logging
 import os
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .._seams import OutboxRow, Tx
 from ..errors import (
     InvalidInput,
     StoreBusy,
@@ -56,11 +56,12 @@ from ..errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from ..index.keyword import tsquery
+from ._keyword import tsquery
 from ._lease import held
 from ._pg_migrations import MIGRATIONS
+from ._pg_vectors import PgVectors
 from ._sql import SqlStore, SqlTx
-from .base import Capabilities, EventFilter, Vectors, refuse_unknown_migrations
+from .base import Capabilities, EventFilter, refuse_unknown_migrations
 
 __all__ = ["PostgresStore"]
 
@@ -74,10 +75,6 @@ _REGISTER_LOCK = 0x61736D01
 _RANK_WEIGHTS = [0.0, 0.0, 0.5, 1.0]
 # ts_rank without length normalisation: on LoCoMo (docs/backends.md) flag 1 (1 + log length)
 # scored any@10 0.817 and flag 2 (length) 0.649, against 0.822 without.
-#: HNSW search settings (vector_index=hnsw): see docs/backends.md for the measurement
-HNSW_EF_SEARCH = 200
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
 #: libpq's ``connect_timeout`` (seconds) when neither the URL nor ``PGCONNECT_TIMEOUT`` sets
 #: one: psycopg's own fallback is 130 s, so a host that accepts TCP but never answers (a
 #: firewall dropping replies, a wedged server) would hang the open for over two minutes
@@ -235,18 +232,16 @@ class PostgresStore(SqlStore):
         settings = parse_url(url)
         self.settings = settings
         self.schema = settings.schema
-        self.vector_index = settings.vector_index
         self.conninfo = settings.conninfo
         self.capabilities = Capabilities(
             name="postgres",
             multi_process=True,
             multi_host=True,
             keyword_context=True,
-            exact_vectors=self.vector_index == "exact",
+            exact_vectors=settings.vector_index == "exact",
             transactional_vectors=True,
         )
-        self._dim: int | None = None
-        self._dim_lock = threading.Lock()
+        self._vector_index = PgVectors(self, settings.vector_index)
         with self._mapped_errors():
             extension_schema = self._migrate()
         search_path = f"{self.schema},{extension_schema}"
@@ -488,64 +483,11 @@ class PostgresStore(SqlStore):
         )
         return [(int(row[0]), float(row[1])) for row in rows]
 
-    def vector_search(
-        self,
-        query: Vectors,
-        flt: EventFilter,
-        partitions: Sequence[tuple[str, bool]],
-        k: int,
-    ) -> list[tuple[int, float]]:
-        """Cosine search. Isolation comes from the scope: ``Scope.partition_sql`` when it is
-        the only restriction, else ``Scope.sql`` with the rest of ``flt``."""
-        if flt.scope is None:
-            raise InvalidInput("A vector search needs a scope.")
-        dim = self._vector_dim()
-        if dim is None or dim != len(query):
-            return []
-        rest, _ = self.event_where(replace(flt, scope=None, include_shared=True))
-        if rest == "TRUE":
-            # only the scope: read the vectors table alone, by partition (measured: 2x faster
-            # than through the events at 100k rows; docs/backends.md)
-            source = "vectors v"
-            where, params = flt.scope.partition_sql(list(partitions))
-        else:
-            # filters too: start from the events they select (their indexes), scope by SQL
-            source = "vectors v JOIN events e ON e.seq = v.seq "
-            source += "JOIN sessions s ON s.id = e.session_id"
-            where, params = self.event_where(flt)
-        if self.vector_index == "hnsw":
-            distance = f"(v.embedding::vector({dim})) <=> ?::vector({dim})"
-        else:
-            distance = "v.embedding <=> ?"
-        sql = (
-            f"SELECT v.seq, {distance} AS distance FROM {source} "
-            f"WHERE {where} ORDER BY {distance} LIMIT ?"
-        )
-        if self.vector_index == "exact":
-            rows = self._read(
-                f"SELECT seq, 1 - distance FROM ({sql}) hits ORDER BY distance, seq",
-                (query, *params, query, k),
-            )
-        else:
-            with self.atomic() as tx:
-                tx.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, k)}")
-                tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                # relaxed_order may return neighbours slightly out of order: sort them again
-                rows = tx.execute(
-                    f"WITH hits AS MATERIALIZED ({sql}) "
-                    "SELECT seq, 1 - distance FROM hits ORDER BY distance, seq",
-                    (query, *params, query, k),
-                ).fetchall()
-        return [(int(row[0]), float(row[1])) for row in rows]
+    # -- the outbox and the vector index ----------------------------------------------------
 
-    def _vector_dim(self) -> int | None:
-        if self._dim is None:
-            value = self.get_meta("embedder_dim")
-            with self._dim_lock:
-                self._dim = int(value) if value is not None else None
-        return self._dim
-
-    # -- outbox and vectors ----------------------------------------------------------------
+    def vector_index(self) -> PgVectors:
+        """The pgvector index in this schema (``_pg_vectors.py``), one per store."""
+        return self._vector_index
 
     @contextmanager
     def claim_outbox(
@@ -580,7 +522,7 @@ class PostgresStore(SqlStore):
 
     def _claim_free_rows(
         self, limit: int, partitions: Sequence[str] | None, token: str
-    ) -> list[tuple[int, str, str]]:
+    ) -> list[OutboxRow]:
         where, params = self._outbox_where(partitions)
         # One statement, so one short transaction of its own (the pool's connections are in
         # autocommit). SKIP LOCKED: rows another claimer is stamping right now are theirs.
@@ -591,11 +533,14 @@ class PostgresStore(SqlStore):
             "), claimed AS ("
             "UPDATE outbox o SET claimed_until = now() + make_interval(secs => ?), "
             "claimed_by = ? FROM picked WHERE o.seq = picked.seq RETURNING o.seq, o.partition"
-            ") SELECT c.seq, c.partition, e.content FROM claimed c "
-            "JOIN events e ON e.seq = c.seq ORDER BY c.seq",
+            ") SELECT c.seq, c.partition, e.content, e.session_id, e.agent_id, e.kind, "
+            "e.created_us FROM claimed c JOIN events e ON e.seq = c.seq ORDER BY c.seq",
             (*params, limit, OUTBOX_LEASE_SECONDS, token),
         )
-        return [(int(row[0]), row[1], row[2]) for row in rows]
+        return [
+            OutboxRow(int(seq), partition, content, session, agent, kind, int(created))
+            for seq, partition, content, session, agent, kind, created in rows
+        ]
 
     def _pending_rows(self, partitions: Sequence[str] | None) -> bool:
         where, params = self._outbox_where(partitions)
@@ -623,21 +568,18 @@ class PostgresStore(SqlStore):
             (batch.seqs, batch.token),
         )
 
-    def finish_batch(
-        self, batch: _PgBatch, vectors: Vectors | None, register: Callable[[Any], None]
-    ) -> None:
-        """Store ``vectors`` (None: an external index holds them) and clear the batch's rows
-        from the outbox, in one short transaction; ``register(tx)`` runs first.
+    def finish_batch(self, batch: _PgBatch, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
+        """Clear the batch's rows from the outbox and ``write(tx, kept)`` in the same short
+        transaction (the embedder's registration and the vectors).
 
-        Only rows still claimed by this batch count: an event deleted meanwhile has no outbox
-        row any more, and a row whose lease ran out and went to another worker, or that
-        ``requeue_all`` queued again, is theirs to store.
+        Only rows still claimed by this batch are ``kept``: an event deleted meanwhile has
+        no outbox row any more, and a row whose lease ran out and went to another worker, or
+        that ``requeue_all`` queued again, is theirs to store.
         """
         with self.atomic() as tx:
             if self.get_meta("embedder_name", tx) is None:
                 # the first vectors of the store: one process at a time records the embedder
                 tx.execute("SELECT pg_advisory_xact_lock(?)", (_REGISTER_LOCK,))
-            register(tx)
             kept = {
                 int(row[0])
                 for row in tx.execute(
@@ -645,24 +587,9 @@ class PostgresStore(SqlStore):
                     (batch.seqs, batch.token),
                 ).fetchall()
             }
-            if vectors is not None and kept:
-                self._insert_vectors(tx, batch, vectors, kept)
+            write(tx, [row for row in batch.rows if row.seq in kept])
             self._refresh_previous_context(tx, sorted(kept))
         batch.finished = True
-
-    def _insert_vectors(self, tx: PgTx, batch: _PgBatch, vectors: Vectors, kept: set[int]) -> None:
-        tx.executemany(
-            "INSERT INTO vectors (seq, partition, agent_id, embedding) "
-            "SELECT ?, ?, agent_id, ? FROM events WHERE seq = ? "
-            "ON CONFLICT (seq) DO NOTHING",
-            [
-                (seq, part, vector, seq)
-                for (seq, part, _), vector in zip(batch.rows, vectors, strict=True)
-                if seq in kept
-            ],
-        )
-        if self.vector_index == "hnsw":
-            self._ensure_hnsw(tx, int(vectors.shape[1]))
 
     @staticmethod
     def _refresh_previous_context(tx: PgTx, seqs: Sequence[int]) -> None:
@@ -692,37 +619,25 @@ class PostgresStore(SqlStore):
             (ids,),
         )
 
-    @staticmethod
-    def _ensure_hnsw(tx: PgTx, dim: int) -> None:
+    def requeue_all(self, tx: Tx) -> int:
+        """Drop the embedder identity, queue every event for embedding and rebuild the
+        keyword text, in ``tx`` (the vectors are the vector index's to clear)."""
+        tx.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
         tx.execute(
-            "CREATE INDEX IF NOT EXISTS vectors_hnsw ON vectors USING hnsw "
-            f"((embedding::vector({dim})) vector_cosine_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+            "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
+            "ON CONFLICT DO NOTHING"
         )
-
-    def requeue_all(self) -> int:
-        with self.atomic() as tx:
-            tx.execute("DELETE FROM vectors")
-            tx.execute("DROP INDEX IF EXISTS vectors_hnsw")
-            tx.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
-            tx.execute(
-                "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
-                "ON CONFLICT DO NOTHING"
-            )
-            # A batch embedded before the requeue (perhaps by the old embedder) must not store
-            # its vectors now: it stores only rows still claimed by it.
-            tx.execute(
-                "UPDATE outbox SET claimed_until = '-infinity', claimed_by = NULL "
-                "WHERE claimed_by IS NOT NULL"
-            )
-            tx.execute(
-                "UPDATE events e SET search_text = "
-                "asm_search_text(e.session_id, e.seq, e.created_us, e.content)"
-            )
-            count = tx.execute("SELECT count(*) FROM outbox").fetchone()[0]
-        with self._dim_lock:
-            self._dim = None
-        return int(count)
+        # A batch embedded before the requeue (perhaps by the old embedder) must not store
+        # its vectors now: it stores only rows still claimed by it.
+        tx.execute(
+            "UPDATE outbox SET claimed_until = '-infinity', claimed_by = NULL "
+            "WHERE claimed_by IS NOT NULL"
+        )
+        tx.execute(
+            "UPDATE events e SET search_text = "
+            "asm_search_text(e.session_id, e.seq, e.created_us, e.content)"
+        )
+        return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     # -- operators -------------------------------------------------------------------------
 
@@ -749,13 +664,13 @@ class _PgBatch:
 
     store: PostgresStore
     token: str
-    rows: list[tuple[int, str, str]]
+    rows: list[OutboxRow]
     #: set once the vectors are stored: the claim is then spent, not released
     finished: bool = False
 
     @property
     def seqs(self) -> list[int]:
-        return [seq for seq, _, _ in self.rows]
+        return [row.seq for row in self.rows]
 
     def renew(self) -> None:
         self.store.renew_lease(self)
@@ -763,8 +678,5 @@ class _PgBatch:
     def release(self) -> None:
         self.store._release(self)
 
-    def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
-        self.store.finish_batch(self, vectors, register)
-
-    def done(self, register: Callable[[Any], None]) -> None:
-        self.store.finish_batch(self, None, register)
+    def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
+        self.store.finish_batch(self, write)

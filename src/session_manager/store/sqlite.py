@@ -17,8 +17,8 @@ close, so that every connection sees the same database. sqlite3's errors become 
 (``errors.py``) in one place, :meth:`SqliteStore._mapped_errors`.
 
 The statements shared with PostgreSQL live in ``_sql.py``; this module adds connections, the
-schema, FTS5 keyword search, the exact numpy vector search (``index/vectors.py``) and the
-lease-based outbox claim.
+schema, FTS5 keyword search and the lease-based outbox claim; its vector index (float32 BLOBs
+ranked by numpy) is ``_sqlite_vectors.py``.
 """
 
 from __future__ import annotations
@@ -38,16 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from .._seams import OutboxRow, Tx
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
-from ..index.keyword import KEYWORD_WEIGHTS, fts_query
-from ..index.vectors import VectorCache, VectorQuery, encode_vector
+from ._keyword import KEYWORD_WEIGHTS, fts_query
 from ._lease import held
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
-from .base import Capabilities, EventFilter, Vectors, batched, refuse_unknown_migrations
+from ._sqlite_vectors import SqliteVectors
+from .base import Capabilities, EventFilter, batched, refuse_unknown_migrations
 
 __all__ = [
     "CAPABILITIES",
@@ -130,8 +129,9 @@ class SqliteStore(SqlStore):
         # polls with sleeps of up to tens of milliseconds: a record() behind the embedding
         # worker's short commit then waits microseconds, not a sleep quantum.
         self._write_lock = threading.RLock()
-        self._vectors: VectorCache | None = None
-        self._vectors_lock = threading.Lock()
+        self._waiting = 0  # threads queued for the write lock
+        self._waiting_lock = threading.Lock()
+        self._vector_index = SqliteVectors(self)
         # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
         self._opening = True
         try:
@@ -222,12 +222,29 @@ class SqliteStore(SqlStore):
         """
         conn = self.connection()
         outer: SqlTx | None = getattr(self._local, "tx", None)
-        with self._mapped_errors(), self._write_lock:
+        with self._mapped_errors(), self._queued_for_write():
             block = self._transaction(conn) if outer is None else self._savepoint(conn, outer)
             with block as tx:
                 yield tx
         if outer is None:
             tx.committed()
+
+    @contextmanager
+    def _queued_for_write(self) -> Iterator[None]:
+        """Hold the process's write lock; on release, let a thread queued for it go first.
+
+        Python's locks are not fair: a thread that writes in a loop takes the lock again
+        before a woken waiter gets the interpreter, so the embedding worker could wait out
+        a whole burst of ``record()`` calls (seen: 0.2 s, while the WAL grew by 100 MB).
+        """
+        with self._waiting_lock:
+            self._waiting += 1
+        with self._write_lock:
+            with self._waiting_lock:
+                self._waiting -= 1
+            yield
+        if self._waiting:
+            time.sleep(0)  # give up the interpreter: the waiter takes the lock now
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[SqlTx]:
@@ -298,9 +315,6 @@ class SqliteStore(SqlStore):
             result: list[Any] = self._retry(lambda: conn.execute(sql, params).fetchall())
             return result
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._read(sql, params)
-
     def maintenance(self) -> None:
         """Copy the WAL back into the database file, and keep the WAL bounded.
 
@@ -315,8 +329,14 @@ class SqliteStore(SqlStore):
             return
         conn = self.connection()
         with self._mapped_errors():
-            mode = "TRUNCATE" if self._wal_bytes() > wal_limit(self.path) else "PASSIVE"
-            self._retry(lambda: conn.execute(f"PRAGMA wal_checkpoint({mode})"))
+            if self._wal_bytes() <= wal_limit(self.path):
+                self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)"))
+                return
+            # This process's writers pause meanwhile: SQLite's busy handler polls with
+            # sleeps, and a writer in a loop never left it a gap (seen: 0.2 s of retries
+            # while the WAL grew by 100 MB).
+            with self._queued_for_write():
+                self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
 
     def _wal_bytes(self) -> int:
         try:
@@ -414,7 +434,7 @@ class SqliteStore(SqlStore):
         self, text: str, flt: EventFilter, limit: int, *, content_only: bool
     ) -> list[tuple[int, float]]:
         """FTS5 BM25 over the event's content and its context (``0002_keyword_context``),
-        weighted by :data:`~session_manager.index.keyword.KEYWORD_WEIGHTS`; the score is the
+        weighted by :data:`~session_manager.store._keyword.KEYWORD_WEIGHTS`; the score is the
         negated BM25 (higher is better)."""
         fts = fts_query(text)
         if not fts:
@@ -431,49 +451,11 @@ class SqliteStore(SqlStore):
         )
         return [(int(row[0]), -float(row[1])) for row in rows]
 
-    def vector_search(
-        self,
-        query: Vectors,
-        flt: EventFilter,
-        partitions: Sequence[tuple[str, bool]],
-        k: int,
-    ) -> list[tuple[int, float]]:
-        """Exact cosine over the cached per-partition matrices (``index/vectors.py``)."""
-        with self._vectors_lock:
-            if self._vectors is None:
-                self._vectors = VectorCache(self)
-        allowed = None
-        if flt.where or flt.exclude_kinds or flt.status or flt.min_importance is not None:
-            allowed = np.asarray(self.select_seqs(flt), dtype=np.int64)
-        filters = VectorQuery(
-            session_id=flt.session_id,
-            kinds=frozenset(flt.kinds) if flt.kinds else None,
-            since_us=flt.since_us,
-            until_us=flt.until_us,
-            allowed_seqs=allowed,
-        )
-        agent = flt.scope.agent_id if flt.scope is not None else ""
-        return self._vectors.search(query, list(partitions), agent, k, filters)
+    # -- the outbox and the vector index ----------------------------------------------------
 
-    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
-        return self._read(
-            "SELECT v.vid, v.seq, e.session_id, e.agent_id, e.kind, e.created_us, v.vector "
-            "FROM vectors v JOIN events e ON e.seq = v.seq "
-            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid LIMIT ?",
-            (partition, after_vid, limit),
-        )
-
-    def vector_count(self, partition: str, after_vid: int) -> int:
-        rows = self._read(
-            "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
-        )
-        return int(rows[0][0])
-
-    def generation(self) -> int:
-        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
-
-    # -- outbox and vectors ----------------------------------------------------------------
+    def vector_index(self) -> SqliteVectors:
+        """The vector index in this file (``_sqlite_vectors.py``), one per store."""
+        return self._vector_index
 
     @contextmanager
     def claim_outbox(
@@ -495,7 +477,7 @@ class SqliteStore(SqlStore):
 
     def _claim(
         self, limit: int, partitions: Sequence[str] | None, force: bool
-    ) -> tuple[list[tuple[int, str, str]], float]:
+    ) -> tuple[list[OutboxRow], float]:
         now = time.time()
         lease = now + LEASE_SECONDS
         where: str = "claimed_until < ?"
@@ -520,12 +502,12 @@ class SqliteStore(SqlStore):
                 f"UPDATE outbox SET claimed_until = ? WHERE seq IN ({marks})", (lease, *seqs)
             )
             rows = conn.execute(
-                "SELECT o.seq, o.partition, e.content FROM outbox o "
-                f"JOIN events e ON e.seq = o.seq "
+                "SELECT o.seq, o.partition, e.content, e.session_id, e.agent_id, e.kind, "
+                f"e.created_us FROM outbox o JOIN events e ON e.seq = o.seq "
                 f"WHERE o.seq IN ({marks}) ORDER BY o.seq",
                 seqs,
             ).fetchall()
-        return [(row[0], row[1], row[2]) for row in rows], lease
+        return [OutboxRow(*row) for row in rows], lease
 
     def reclaim(self, seqs: Sequence[int], held_until: float, until: float) -> None:
         """Move the lease of the rows still held until ``held_until`` to ``until`` (0:
@@ -541,23 +523,24 @@ class SqliteStore(SqlStore):
                 )
 
     def finish_batch(
-        self,
-        rows: Sequence[tuple[int, str, bytes | None]],
-        register: Callable[[Any], None] | None,
+        self, rows: Sequence[OutboxRow], write: Callable[[Tx, list[OutboxRow]], None]
     ) -> None:
-        """Write embeddings (``None``: kept elsewhere) and clear their outbox rows, in one
-        transaction; ``register(tx)`` runs first. Events deleted meanwhile are skipped."""
+        """Clear ``rows`` from the outbox and, first, ``write(tx, kept)`` in the same
+        transaction, ``kept`` being the rows whose events still exist."""
         with self.atomic() as tx:
-            if register is not None:
-                register(tx)
-            conn = tx.conn
-            conn.executemany(
-                "INSERT OR IGNORE INTO vectors (seq, partition, vector) "
-                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE seq = ?)",
-                [(seq, part, blob, seq) for seq, part, blob in rows if blob is not None],
-            )
-            conn.executemany("DELETE FROM outbox WHERE seq = ?", [(row[0],) for row in rows])
-            self.refresh_previous_context(conn, [row[0] for row in rows])
+            seqs = [row.seq for row in rows]
+            existing: set[int] = set()
+            for chunk in batched(seqs):
+                marks = ", ".join("?" for _ in chunk)
+                existing.update(
+                    seq
+                    for (seq,) in tx.execute(
+                        f"SELECT seq FROM events WHERE seq IN ({marks})", chunk
+                    )
+                )
+            write(tx, [row for row in rows if row.seq in existing])
+            tx.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])
+            self.refresh_previous_context(tx.conn, seqs)
 
     @staticmethod
     def refresh_previous_context(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
@@ -586,26 +569,21 @@ class SqliteStore(SqlStore):
             [(seq, seq) for seq in previous],
         )
 
-    def requeue_all(self) -> int:
-        """Drop every vector and the embedder identity, queue every event for embedding and
-        rebuild the FTS5 index: the projections start again from the log. Returns the number
-        of events queued."""
-        with self.atomic() as tx:
-            conn = tx.conn
-            conn.execute("DELETE FROM vectors")
-            conn.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
-            conn.execute(
-                "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
-            )
-            conn.execute("UPDATE outbox SET claimed_until = 0")
-            conn.execute("DELETE FROM events_fts")
-            conn.execute(
-                "INSERT INTO events_fts (rowid, content, context) "
-                "SELECT seq, content, context FROM events_search_text"
-            )
-            self.bump_generation(tx)
-            count = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
-        return int(count)
+    def requeue_all(self, tx: Tx) -> int:
+        """Drop the embedder identity, queue every event for embedding and rebuild the FTS5
+        index, in ``tx``: the projections start again from the log (the vectors are the
+        vector index's to clear). Returns the number of events queued."""
+        tx.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
+        tx.execute(
+            "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
+        )
+        tx.execute("UPDATE outbox SET claimed_until = 0")
+        tx.execute("DELETE FROM events_fts")
+        tx.execute(
+            "INSERT INTO events_fts (rowid, content, context) "
+            "SELECT seq, content, context FROM events_search_text"
+        )
+        return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     # -- operators -------------------------------------------------------------------------
 
@@ -666,32 +644,20 @@ class _OpenConnections:
 @dataclass
 class _SqliteBatch:
     store: SqliteStore
-    rows: list[tuple[int, str, str]]
+    rows: list[OutboxRow]
     held_until: float  # the lease's expiry: also what tells this batch's claim apart
     finished: bool = False
 
     def renew(self) -> None:
         until = time.time() + LEASE_SECONDS
-        self.store.reclaim([seq for seq, _, _ in self.rows], self.held_until, until)
+        self.store.reclaim([row.seq for row in self.rows], self.held_until, until)
         self.held_until = until
 
     def release(self) -> None:
-        self.store.reclaim([seq for seq, _, _ in self.rows], self.held_until, 0.0)
+        self.store.reclaim([row.seq for row in self.rows], self.held_until, 0.0)
 
-    def store_vectors(self, vectors: Vectors, register: Callable[[Any], None]) -> None:
-        self.store.finish_batch(
-            [
-                (seq, part, encode_vector(vec))
-                for (seq, part, _), vec in zip(self.rows, vectors, strict=True)
-            ],
-            register,
-        )
-        self.finished = True
-
-    def done(self, register: Callable[[Any], None]) -> None:
-        """Clear the rows from the outbox without storing vectors here (an external index
-        holds them)."""
-        self.store.finish_batch([(seq, part, None) for seq, part, _ in self.rows], register)
+    def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
+        self.store.finish_batch(self.rows, write)
         self.finished = True
 
 

@@ -1,11 +1,14 @@
-"""Keyword search helpers: turning free text into a safe FTS5 query, and rank fusion."""
+"""Keyword queries: free text turned into a safe FTS5 or tsquery query, and the BM25 weights.
+
+The log's keyword index is the log's own (FTS5 in SQLite, a tsvector in PostgreSQL); this is
+what both backends build their queries with.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
-__all__ = ["KEYWORD_WEIGHTS", "fts_query", "query_words", "reciprocal_rank_fusion", "tsquery"]
+__all__ = ["KEYWORD_WEIGHTS", "STOP_WORDS", "fts_query", "query_words", "tsquery"]
 
 #: BM25 weights of the keyword index's two columns: an event's own content, and its context
 #: (the neighbouring events of its session and its date; store/_migrations.py). Context counts
@@ -70,33 +73,3 @@ def fts_query(text: str) -> str | None:
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
-
-
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[int]],
-    k: int,
-    *,
-    constant: int = 60,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[int, float]]:
-    """Fuse ranked id lists: score(id) = Σ weight / (constant + rank), rank counted from 1.
-
-    RRF needs no score calibration between BM25 and cosine, which is why hybrid search uses
-    it (Cormack et al., 2009, whose ``constant=60`` is the default here; hybrid search uses a
-    smaller constant and weights, see ``_search.py``). Ties go to the smaller id.
-
-    >>> reciprocal_rank_fusion([[1, 2, 3], [3, 1]], k=2)
-    [(1, 0.03252247488101534), (3, 0.032266458495966696)]
-    >>> reciprocal_rank_fusion([[1, 2], [2, 1]], k=2, constant=10, weights=[2.0, 1.0])
-    [(1, 0.26515151515151514), (2, 0.25757575757575757)]
-    """
-    if weights is None:
-        weights = [1.0] * len(rankings)
-    if len(weights) != len(rankings):
-        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
-    scores: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (constant + rank)
-    ordered = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
-    return ordered[:k]

@@ -1,0 +1,135 @@
+"""SQLite's own vector index: float32 BLOBs in the log's file, ranked exactly by numpy.
+
+The ``vectors`` table lives in the log's database (its rows go with their events, by foreign
+key), so vectors commit in the same transactions as the outbox they drain. Searches rank the
+per-partition matrices of :class:`~session_manager.store._vector_cache.VectorCache`, which
+refreshes from this table incrementally (other processes write to the same file).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import numpy as np
+
+from .._seams import EventFilter, OutboxRow, Tx, Vectors
+from ._vector_cache import VectorCache, VectorQuery, encode_vector
+from .base import batched
+
+__all__ = ["SqliteVectors"]
+
+
+class _Log(Protocol):
+    """What this index uses of its :class:`~session_manager.store.sqlite.SqliteStore`."""
+
+    def within(self, tx: Tx | None) -> AbstractContextManager[Tx]: ...
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    def bump_generation(self, tx: Tx) -> None: ...
+
+
+class SqliteVectors:
+    """The :class:`~session_manager._seams.VectorIndex` of a SQLite log."""
+
+    transactional = True
+    exact = True
+    multi_process = True
+    multi_host = False
+    name = "numpy"
+    location = ""
+
+    def __init__(self, store: _Log) -> None:
+        self._store = store
+        self._cache: VectorCache | None = None
+        self._lock = threading.Lock()
+
+    def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
+        """Insert the vectors in ``tx`` (an event deleted meanwhile, or that has a vector
+        already, is skipped)."""
+        with self._store.within(tx) as write:
+            write.executemany(
+                "INSERT OR IGNORE INTO vectors (seq, partition, vector) "
+                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE seq = ?)",
+                [
+                    (row.seq, row.partition, encode_vector(vector), row.seq)
+                    for row, vector in zip(rows, vectors, strict=True)
+                ],
+            )
+
+    def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
+        with self._store.within(tx) as write:
+            for chunk in batched(list(seqs)):
+                marks = ", ".join("?" for _ in chunk)
+                write.execute(f"DELETE FROM vectors WHERE seq IN ({marks})", chunk)
+            self._store.bump_generation(write)
+
+    def clear(self, tx: Tx | None) -> None:
+        with self._store.within(tx) as write:
+            write.execute("DELETE FROM vectors")
+            self._store.bump_generation(write)
+
+    def search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+        allowed: Callable[[], Sequence[int]],
+    ) -> list[tuple[int, float]]:
+        """Exact cosine over the cached per-partition matrices."""
+        with self._lock:
+            if self._cache is None:
+                self._cache = VectorCache(self)
+        filters = VectorQuery(
+            session_id=flt.session_id,
+            kinds=frozenset(flt.kinds) if flt.kinds else None,
+            since_us=flt.since_us,
+            until_us=flt.until_us,
+            allowed_seqs=np.asarray(allowed(), dtype=np.int64) if flt.needs_log else None,
+        )
+        agent = flt.scope.agent_id if flt.scope is not None else ""
+        return self._cache.search(query, list(partitions), agent, k, filters)
+
+    def count(self, partition: str | None = None) -> int:
+        if partition is None:
+            rows = self._store.read("SELECT count(*) FROM vectors")
+        else:
+            rows = self._store.read(
+                "SELECT count(*) FROM vectors WHERE partition = ?", (partition,)
+            )
+        return int(rows[0][0])
+
+    def seqs(self, partition: str) -> set[int]:
+        rows = self._store.read("SELECT seq FROM vectors WHERE partition = ?", (partition,))
+        return {int(row[0]) for row in rows}
+
+    def size_bytes(self) -> int:
+        """Nothing beside the log: the vectors are in its own database."""
+        return 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._cache = None
+
+    # -- what the cache refreshes from -----------------------------------------------------
+
+    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
+        return self._store.read(
+            "SELECT v.vid, v.seq, e.session_id, e.agent_id, e.kind, e.created_us, v.vector "
+            "FROM vectors v JOIN events e ON e.seq = v.seq "
+            "WHERE v.partition = ? AND v.vid > ? ORDER BY v.vid LIMIT ?",
+            (partition, after_vid, limit),
+        )
+
+    def vector_count(self, partition: str, after_vid: int) -> int:
+        rows = self._store.read(
+            "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
+        )
+        return int(rows[0][0])
+
+    def generation(self) -> int:
+        """Moves whenever vector rows disappear (any process): the cache then rebuilds."""
+        rows = self._store.read("SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
