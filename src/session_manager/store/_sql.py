@@ -12,12 +12,13 @@ written by callers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .. import _json
 from .._filters import compile_where
 from .._scope import Scope
+from .._seams import Cursor
 from .._time import from_us
 from ..events import Event, EventRecord, Session, SessionRecord
 from .base import EventFilter, SessionFilter, Tx, batched
@@ -107,8 +108,9 @@ class SqlTx:
         self.conn = conn
         self._hooks: list[Callable[[], None]] | None = None
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql, params)
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cursor: Cursor = self.conn.execute(sql, params)
+        return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
@@ -149,10 +151,10 @@ class SqlStore:
 
     # -- provided by the backend -----------------------------------------------------------
 
-    def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None) -> list[Any]:
         raise NotImplementedError
 
-    def atomic(self) -> Any:
+    def atomic(self) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -168,10 +170,10 @@ class SqlStore:
             with self.atomic() as own:
                 yield own
 
-    def _deleted(self, tx: Any) -> None:
+    def _deleted(self, tx: Tx) -> None:
         """Called in the transaction that deleted events (SQLite: vector caches rebuild)."""
 
-    def _deleting_session(self, tx: Any, session_id: str) -> None:
+    def _deleting_session(self, tx: Tx, session_id: str) -> None:
         """Called before a session's rows go (SQLite: drop its keyword rows first)."""
 
     def columns(self, *, previews: bool = False) -> str:
@@ -242,14 +244,14 @@ class SqlStore:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def owner_of(self, tx: Any, session_id: str) -> tuple[str, str, str | None] | None:
+    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
         row = tx.execute(
             "SELECT agent_id, status, shared_pool FROM sessions WHERE id = ?" + self.lock_suffix,
             (session_id,),
         ).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
-    def insert_session(self, tx: Any, record: SessionRecord) -> bool:
+    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
         cursor = tx.execute(
             "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
             "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -267,7 +269,7 @@ class SqlStore:
         )
         return bool(cursor.rowcount)
 
-    def insert_event(self, tx: Any, record: EventRecord, *, touch_us: int | None) -> int | None:
+    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
         # The preview was made before the transaction (PreparedEvent): nothing slow here.
         apart = self.large_payloads_apart and record.payload_preview is not None
         values = (
@@ -304,22 +306,22 @@ class SqlStore:
             )
         return seq
 
-    def set_session_status(self, tx: Any, session_id: str, status: str, now: int) -> None:
+    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None:
         tx.execute(
             "UPDATE sessions SET status = ?, updated_us = ? WHERE id = ?",
             (status, now, session_id),
         )
 
-    def claim_event_status(self, tx: Any, event_id: str, before: str | None, after: str) -> bool:
+    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
         cursor = tx.execute(
             "UPDATE events SET status = ? WHERE id = ? AND status = ?", (after, event_id, before)
         )
         return bool(cursor.rowcount)
 
-    def set_event_metadata(self, tx: Any, event_id: str, metadata_json: str) -> None:
+    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None:
         tx.execute("UPDATE events SET metadata = ? WHERE id = ?", (metadata_json, event_id))
 
-    def delete_session(self, tx: Any, session_id: str) -> int:
+    def delete_session(self, tx: Tx, session_id: str) -> int:
         count = tx.execute(
             "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()[0]
@@ -328,7 +330,7 @@ class SqlStore:
         self._deleted(tx)
         return int(count)
 
-    def delete_events(self, tx: Any, flt: EventFilter) -> int:
+    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
         where, params = self.event_where(flt)
         cursor = tx.execute(
             f"DELETE FROM events WHERE seq IN (SELECT e.seq {_EVENTS_JOIN} WHERE {where})",
@@ -341,7 +343,7 @@ class SqlStore:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,), tx)
         return rows[0][0] if rows else None
 
-    def set_meta(self, tx: Any, key: str, value: str) -> None:
+    def set_meta(self, tx: Tx, key: str, value: str) -> None:
         tx.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -360,7 +362,7 @@ class SqlStore:
         *,
         limit: int | None = None,
         oldest_first: bool = False,
-        tx: Any = None,
+        tx: Tx | None = None,
         lock: bool = False,
     ) -> list[Session]:
         """``lock`` (inside ``atomic``): the rows stay locked until the transaction ends, so
@@ -376,7 +378,7 @@ class SqlStore:
         return [row_to_session(row) for row in self._read(sql, params, tx)]
 
     def session_sizes(
-        self, session_ids: Sequence[str], tx: Any = None
+        self, session_ids: Sequence[str], tx: Tx | None = None
     ) -> dict[str, tuple[int, int]]:
         sizes = {session_id: (0, 0) for session_id in session_ids}
         for chunk in batched(list(session_ids)):
@@ -420,7 +422,7 @@ class SqlStore:
         newest_first: bool = False,
         limit: int | None = None,
         after: tuple[int, int] | None = None,
-        tx: Any = None,
+        tx: Tx | None = None,
         previews: bool = False,
         offset: int = 0,
     ) -> list[Event]:
@@ -440,7 +442,7 @@ class SqlStore:
         where, params = self.event_where(flt)
         return int(self._read(f"SELECT count(*) {_EVENTS_JOIN} WHERE {where}", params)[0][0])
 
-    def kind_counts(self, flt: EventFilter, tx: Any = None) -> dict[str, int]:
+    def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]:
         where, params = self.event_where(flt)
         rows = self._read(
             f"SELECT e.kind, count(*) {_EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
@@ -449,7 +451,7 @@ class SqlStore:
         )
         return {kind: int(count) for kind, count in rows}
 
-    def sessions_touched(self, flt: EventFilter, tx: Any = None) -> int:
+    def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int:
         where, params = self.event_where(flt)
         rows = self._read(
             f"SELECT count(DISTINCT e.session_id) {_EVENTS_JOIN} WHERE {where}", params, tx

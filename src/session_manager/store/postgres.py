@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._seams import OutboxRow, Tx
+from .._seams import Cursor, OutboxRow, Tx
 from ..errors import (
     InvalidInput,
     StoreBusy,
@@ -102,8 +102,9 @@ class PgTx(SqlTx):
 
     __slots__ = ()
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(_pg(sql), params)
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cursor: Cursor = self.conn.execute(_pg(sql), params)
+        return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.conn.cursor() as cursor:
@@ -436,7 +437,7 @@ class PostgresStore(SqlStore):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield PgTx(conn)
 
-    def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None) -> list[Any]:
         if tx is not None:
             return list(tx.execute(sql, params).fetchall())
         with self._connection() as conn:

@@ -307,7 +307,7 @@ class SqliteStore(SqlStore):
         finally:
             self._connections.release(conn)  # closing it ends the read transaction
 
-    def _read(self, sql: str, params: Sequence[Any] = (), tx: Any = None) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None) -> list[Any]:
         with self._mapped_errors():
             if tx is not None:
                 return list(tx.execute(sql, params).fetchall())
@@ -409,7 +409,7 @@ class SqliteStore(SqlStore):
 
     # -- hooks of the shared statements ----------------------------------------------------
 
-    def _deleting_session(self, tx: Any, session_id: str) -> None:
+    def _deleting_session(self, tx: Tx, session_id: str) -> None:
         # Drop the session's keyword rows first: the delete trigger then has no neighbour
         # context left to refresh inside the session (it would be deleted a moment later).
         tx.execute(
@@ -417,11 +417,11 @@ class SqliteStore(SqlStore):
             (session_id,),
         )
 
-    def _deleted(self, tx: Any) -> None:
+    def _deleted(self, tx: Tx) -> None:
         self.bump_generation(tx)
 
     @staticmethod
-    def bump_generation(tx: Any) -> None:
+    def bump_generation(tx: Tx) -> None:
         """Tell every vector cache (in any process) that rows disappeared."""
         tx.execute(
             "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
@@ -532,12 +532,8 @@ class SqliteStore(SqlStore):
             existing: set[int] = set()
             for chunk in batched(seqs):
                 marks = ", ".join("?" for _ in chunk)
-                existing.update(
-                    seq
-                    for (seq,) in tx.execute(
-                        f"SELECT seq FROM events WHERE seq IN ({marks})", chunk
-                    )
-                )
+                found = tx.execute(f"SELECT seq FROM events WHERE seq IN ({marks})", chunk)
+                existing.update(int(row[0]) for row in found.fetchall())
             write(tx, [row for row in rows if row.seq in existing])
             tx.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])
             self.refresh_previous_context(tx.conn, seqs)
