@@ -244,3 +244,24 @@ def test_prune_decides_and_deletes_in_one_transaction(
         else:  # refused: the session was gone by the time the agent could write
             assert isinstance(outcome["error"], SessionNotFound)
         assert check.list_sessions() == []
+
+
+def test_session_keys_travel_through_export_and_import(tmp_path: Path) -> None:
+    """A key is part of the session's record; importing it next to another session that
+    holds the key for that agent is refused for that record, never silently doubled."""
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    with SessionManager("a", source, embedder=HashEmbedder()) as mgr:
+        mgr.start_session("chat", key="thread-42")
+    with StoreAdmin(source) as admin:
+        records = list(admin.export())
+    assert records[1]["type"] == "session" and records[1]["key"] == "thread-42"
+    with StoreAdmin(target) as admin:
+        assert admin.import_records(records).sessions_inserted == 1
+    with SessionManager("a", target, embedder=HashEmbedder()) as mgr:
+        assert mgr.session_for("thread-42").goal == "chat"
+    other = tmp_path / "other.db"
+    with SessionManager("a", other, embedder=HashEmbedder()) as mgr:
+        mgr.start_session("a different chat", key="thread-42")
+    with StoreAdmin(other) as admin:
+        result = admin.import_records(records, skip_bad=True)
+        assert result.sessions_inserted == 0 and "key 'thread-42'" in result.bad[0].message

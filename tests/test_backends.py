@@ -25,7 +25,7 @@ from .servers import postgres_server
 
 _schemas = itertools.count()
 
-PG_MIGRATIONS = ["0001_initial", "0002_restore_reads", "0003_outbox_lease"]
+PG_MIGRATIONS = ["0001_initial", "0002_restore_reads", "0003_outbox_lease", "0004_session_keys"]
 
 
 @pytest.fixture(scope="module")

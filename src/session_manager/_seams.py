@@ -40,6 +40,7 @@ class EventFilter:
     scope: Scope | None
     include_shared: bool = True
     session_id: str | None = None
+    event_id: str | None = None
     kinds: tuple[str, ...] | None = None
     exclude_kinds: tuple[str, ...] | None = None
     status: str | None = None
@@ -81,6 +82,7 @@ class SessionFilter:
     agent_id: str | None = None
     status: str | None = None
     user_id: str | None = None
+    key: str | None = None
     since_us: int | None = None  # updated at or after
     before_us: int | None = None  # updated before (prune)
 

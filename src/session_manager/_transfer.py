@@ -20,7 +20,7 @@ from ._time import to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
 from .events import SESSION_STATUSES, Event, Session, SessionRecord
-from .store.base import Store
+from .store.base import SessionFilter, Store
 from .tokens import tokenizer_for
 
 __all__ = [
@@ -55,6 +55,7 @@ _SESSION_FIELDS = frozenset(
         "metadata",
         "created_at",
         "updated_at",
+        "key",
     }
 )
 _EVENT_FIELDS = frozenset(
@@ -132,6 +133,7 @@ def session_to_dict(session: Session) -> dict[str, Any]:
         "metadata": session.metadata,
         "created_at": format_time(session.created_at),
         "updated_at": format_time(session.updated_at),
+        **({"key": session.key} if session.key is not None else {}),
     }
 
 
@@ -333,6 +335,15 @@ class _Import:
         metadata = record.get("metadata", {})
         if not isinstance(metadata, Mapping):
             raise Reject(f"session metadata must be an object, got {type(metadata).__name__}.")
+        key = record.get("key")
+        if key is not None:
+            key = identifier(key, "key")
+            holder = self.store.sessions(SessionFilter(None, agent_id=agent_id, key=key), limit=1)
+            if holder and holder[0].id != session_id:
+                raise Reject(
+                    f"agent {agent_id!r} already has session {holder[0].id!r} with key "
+                    f"{key!r} in the target; a key names one session per agent."
+                )
         created = to_us(_field(record, "created_at", "session"), "created_at")
         updated = to_us(record.get("updated_at", record["created_at"]), "updated_at")
         row = SessionRecord(
@@ -345,6 +356,7 @@ class _Import:
             metadata_json=_json.dumps(dict(metadata), "session metadata"),
             created_us=created,
             updated_us=updated,
+            key=key,
         )
         if self._known(session_id) is None:
             self.sessions[session_id] = (agent_id, pool)

@@ -158,13 +158,39 @@ class AsyncSessionManager:
         user_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         shared_pool: str | None = None,
+        key: str | None = None,
     ) -> Session:
         """Open a new active session; its goal is recorded as the session's first event."""
-        return await self._run(self._sync.start_session, goal, user_id, metadata, shared_pool)
+        return await self._run(self._sync.start_session, goal, user_id, metadata, shared_pool, key)
+
+    async def delete_event(self, event_id: str) -> Event:
+        """Delete one event from the log and every index; return it as it was."""
+        return await self._run(self._sync.delete_event, event_id)
+
+    async def pop_event(
+        self, session_id: str, kinds: str | Sequence[str] | None = None
+    ) -> Event | None:
+        """Remove and return the newest event of a session (of ``kinds``), atomically."""
+        return await self._run(self._sync.pop_event, session_id, kinds)
+
+    async def clear_session(self, session_id: str, kinds: str | Sequence[str] | None = None) -> int:
+        """Delete a session's events (of ``kinds``), keeping the session; return the count."""
+        return await self._run(self._sync.clear_session, session_id, kinds)
 
     async def get_session(self, session_id: str) -> Session:
-        """The session, if this agent owns it or subscribed to its pool."""
+        """The session (by id or key), if this agent owns it or subscribed to its pool."""
         return await self._run(self._sync.get_session, session_id)
+
+    async def session_for(
+        self,
+        key: str,
+        goal: str | None = None,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        shared_pool: str | None = None,
+    ) -> Session:
+        """The session with this key, created (with ``goal``) if this agent has none."""
+        return await self._run(self._sync.session_for, key, goal, user_id, metadata, shared_pool)
 
     async def list_sessions(
         self,

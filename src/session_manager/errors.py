@@ -8,7 +8,8 @@ it too, so code written against builtins keeps working::
     ├── InvalidInput (ValueError)           bad argument: empty content, unknown kind, ...
     │   ├── InvalidPayload                  not JSON-serialisable, NaN/Infinity, lone surrogate
     │   ├── InvalidFilter                   `where` filter with an unsupported operator or shape
-    │   └── BudgetTooSmall                  max_tokens cannot hold even a summarised goal
+    │   ├── BudgetTooSmall                  max_tokens cannot hold even a summarised goal
+    │   └── SessionKeyTaken                 start_session(key=...) with a key already in use
     ├── SessionNotFound (KeyError)          unknown id, or a session this agent may not see
     ├── EventNotFound (KeyError)            unknown event id, or one this agent may not see
     ├── SessionClosed                       recording into a session that has ended
@@ -40,6 +41,7 @@ __all__ = [
     "PermissionDenied",
     "SchemaTooNew",
     "SessionClosed",
+    "SessionKeyTaken",
     "SessionManagerError",
     "SessionNotFound",
     "StoreBusy",
@@ -84,6 +86,10 @@ class EventNotFound(SessionManagerError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class SessionKeyTaken(InvalidInput):
+    """``start_session(key=...)`` with a key another session of the agent holds."""
 
 
 class SessionClosed(SessionManagerError):

@@ -105,6 +105,8 @@ class Session:
     user_id: str | None = None
     shared_pool: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the caller's own name for the session (a framework's thread id), unique per agent
+    key: str | None = None
 
     @property
     def is_active(self) -> bool:
@@ -165,6 +167,7 @@ class SessionRecord:
     metadata_json: str
     created_us: int
     updated_us: int
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

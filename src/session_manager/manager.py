@@ -27,6 +27,7 @@ from .errors import (
     InvalidInput,
     PermissionDenied,
     SessionClosed,
+    SessionKeyTaken,
     StoreReadOnly,
 )
 from .events import (
@@ -199,21 +200,30 @@ class SessionManager:
         user_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         shared_pool: str | None = None,
+        key: str | None = None,
     ) -> Session:
         """Open a new active session; its goal is recorded as the session's first event.
 
+        ``key`` is the caller's own name for it (a framework's thread or conversation id),
+        unique per agent and usable wherever a session id is; :meth:`session_for` gets or
+        creates a session by key.
+
         >>> session = mgr.start_session("Fix the flaky login test", user_id="u1")  # doctest: +SKIP
+        >>> mgr.start_session("Answer the user", key="thread-42").key  # doctest: +SKIP
+        'thread-42'
         """
         goal = _text(goal, "goal")
         if user_id is not None:
             user_id = _identifier(user_id, "user_id")
         if shared_pool is not None:
             shared_pool = _identifier(shared_pool, "shared_pool")
+        if key is not None:
+            key = _identifier(key, "key")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
         session_id, now = new_id(), now_us()
         prepared = prepare_event("goal", goal, None, 1.0, None, None, from_us(now), self._counter)
         with self._write() as tx:
-            self._store.insert_session(
+            inserted = self._store.insert_session(
                 tx,
                 SessionRecord(
                     id=session_id,
@@ -225,18 +235,65 @@ class SessionManager:
                     metadata_json=meta_json,
                     created_us=now,
                     updated_us=now,
+                    key=key,
                 ),
             )
+            if not inserted:  # the id is new: the key is what another session holds
+                raise SessionKeyTaken(
+                    f"Agent {self.agent_id!r} already has a session with key {key!r}. Use "
+                    "session_for(key, goal=...) to get it (or create it), or choose another key."
+                )
             self._insert(tx, session_id, shared_pool, prepared, None)
         self._indexer.notify()
         return self.get_session(session_id)
 
     def get_session(self, session_id: str) -> Session:
-        """The session, if this agent owns it or subscribed to its pool."""
+        """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
+        also be one of this agent's session keys (:meth:`start_session`'s ``key``)."""
         session = self._store.session(session_id, self.scope)
+        if session is None:
+            session = self._keyed(session_id)
         if session is None:
             raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         return session
+
+    def _keyed(self, key: object) -> Session | None:
+        """This agent's session with that key, if any."""
+        if not isinstance(key, str):
+            return None
+        found = self._store.sessions(
+            SessionFilter(self.scope, agent_id=self.agent_id, key=key), limit=1
+        )
+        return found[0] if found else None
+
+    def session_for(
+        self,
+        key: str,
+        goal: str | None = None,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        shared_pool: str | None = None,
+    ) -> Session:
+        """The session with this key, created (with ``goal``) if this agent has none: the
+        get-or-create a framework's thread id needs. Safe under concurrency: callers racing
+        on one key all get the one session.
+
+        >>> session = mgr.session_for("thread-42", goal="Answer the user")  # doctest: +SKIP
+        >>> mgr.record_fact("thread-42", "The user prefers metric units")  # doctest: +SKIP
+        """
+        key = _identifier(key, "key")
+        found = self._keyed(key)
+        if found is not None:
+            return found
+        if goal is None:
+            raise session_not_found(key, agent=self.agent_id, where=self.url)
+        try:
+            return self.start_session(goal, user_id, metadata, shared_pool, key=key)
+        except SessionKeyTaken:
+            found = self._keyed(key)  # another caller created it a moment ago
+            if found is None:
+                raise
+            return found
 
     def list_sessions(
         self,
@@ -278,7 +335,7 @@ class SessionManager:
         if self._check_status(status) == "active":
             raise InvalidInput("end_session needs a final status: completed, failed or abandoned.")
         with self._write() as tx:
-            current, _ = self._owned(tx, session_id, allow_closed=True)
+            session_id, current, _ = self._owned(tx, session_id, allow_closed=True)
             if current == status:
                 return self.get_session(session_id)  # already ended so: nothing to do
             if current != "active":
@@ -292,14 +349,68 @@ class SessionManager:
     def delete_session(self, session_id: str) -> int:
         """Delete a session and its events from the log and every index; return the count."""
         with self._write() as tx:
-            self._owned(tx, session_id, allow_closed=True)
+            session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
             return self._storage.delete_session(tx, session_id)
+
+    def delete_event(self, event_id: str) -> Event:
+        """Delete one event from the log and every index; return it as it was.
+
+        >>> mgr.delete_event(event.id).content  # doctest: +SKIP
+        """
+        event = self.get_event(event_id)
+        with self._write() as tx:
+            self._owned(tx, event.session_id, allow_closed=True)
+            if not self._storage.delete_events(tx, EventFilter(None, event_id=event.id)):
+                raise EventNotFound(f"Event {event_id!r} was deleted meanwhile.")
+        return event
+
+    def pop_event(self, session_id: str, kinds: str | Sequence[str] | None = None) -> Event | None:
+        """Remove and return the newest event of a session (of ``kinds``, if given), or
+        None when there is none. Atomic: two concurrent pops never return the same event.
+
+        >>> mgr.pop_event(session.id, kinds="message")  # doctest: +SKIP
+        """
+        wanted = validate_kinds(kinds)
+        with self._write() as tx:
+            # _owned locks the session (PostgreSQL: FOR UPDATE; SQLite: the write lock), so a
+            # concurrent pop reads the newest event only after this one is gone
+            session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
+            newest = self._store.events(
+                EventFilter(None, session_id=session_id, kinds=wanted),
+                newest_first=True,
+                limit=1,
+                tx=tx,
+            )
+            if not newest:
+                return None
+            self._storage.delete_events(tx, EventFilter(None, event_id=newest[0].id))
+        return newest[0]
+
+    def clear_session(self, session_id: str, kinds: str | Sequence[str] | None = None) -> int:
+        """Delete a session's events (of ``kinds``, if given) from the log and every index,
+        keeping the session itself; return how many were deleted.
+
+        >>> mgr.clear_session(session.id, kinds="message")  # doctest: +SKIP
+        """
+        wanted = validate_kinds(kinds)
+        with self._write() as tx:
+            session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
+            flt = EventFilter(None, session_id=session_id, kinds=wanted)
+            return self._storage.delete_events(tx, flt)
 
     def _owned(
         self, tx: Any, session_id: str, *, allow_closed: bool = False
-    ) -> tuple[str, str | None]:
-        """Check this agent may write the session; return (status, shared_pool)."""
+    ) -> tuple[str, str, str | None]:
+        """Check this agent may write the session (an id, or one of its keys); return
+        ``(session id, status, shared_pool)``."""
         found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
+        if found is None and isinstance(session_id, str):
+            keyed = self._store.sessions(
+                SessionFilter(None, agent_id=self.agent_id, key=session_id), limit=1, tx=tx
+            )
+            if keyed:
+                session_id = keyed[0].id
+                found = self._store.owner_of(tx, session_id)
         if found is None or not self.scope.can_read(found[0], found[2]):
             raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         owner, status, pool = found
@@ -314,7 +425,7 @@ class SessionManager:
                 f"Session {session_id!r} is {status}; it takes no new events. "
                 "Start a new session for further work."
             )
-        return status, pool
+        return session_id, status, pool
 
     # -- the write path --------------------------------------------------------------------
 
@@ -343,7 +454,7 @@ class SessionManager:
             kind, content, payload, importance, tags, metadata, created_at, self._counter
         )
         with self._write() as tx:
-            _, pool = self._owned(tx, session_id)
+            session_id, _, pool = self._owned(tx, session_id)
             inserted = self._insert(tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind))
         self._indexer.notify()
         return inserted.event()
@@ -465,7 +576,7 @@ class SessionManager:
             "step", pending.content, payload, None, None, None, None, self._counter
         )
         with self._write() as tx:
-            _, pool = self._owned(tx, pending.session_id)
+            _, _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
             step = self._insert(tx, pending.session_id, pool, prepared, None)
@@ -547,7 +658,7 @@ class SessionManager:
         >>> mgr.events(None, where={"tool": "pytest"}, limit=20, offset=20)  # doctest: +SKIP
         """
         if session_id is not None:
-            self.get_session(session_id)
+            session_id = self.get_session(session_id).id
         for name, value in (("limit", limit), ("offset", offset)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InvalidInput(f"{name} must be an integer, got {value!r}.")
@@ -585,7 +696,7 @@ class SessionManager:
         >>> hits[0].event.content, round(hits[0].score, 3)  # doctest: +SKIP
         """
         if session_id is not None:
-            self.get_session(session_id)
+            session_id = self.get_session(session_id).id
         return self._searcher.search(
             _text(query, "query"),
             k,
@@ -695,7 +806,7 @@ class SessionManager:
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
         prepared = prepare_event("summary", text, payload, None, None, None, None, self._counter)
         with self._write() as tx:
-            _, pool = self._owned(tx, session_id, allow_closed=True)
+            _, _, pool = self._owned(tx, session_id, allow_closed=True)
             current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
             if current and (based_on is None or current[0].id != based_on.id):
                 theirs = covers(current[0])

@@ -119,6 +119,13 @@ _RESTORE_READS = """
         CREATE INDEX events_by_session_kind ON events (session_id, kind, created_us);
         """
 
+# Caller-chosen session keys (a framework's thread / conversation id): unique per agent,
+# so that a get-or-create (SessionManager.session_for) finds the one session of a key.
+_SESSION_KEYS = """
+ALTER TABLE sessions ADD COLUMN key TEXT;
+CREATE UNIQUE INDEX sessions_by_key ON sessions (agent_id, key) WHERE key IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -187,4 +194,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
     ("0002_keyword_context", _KEYWORD_CONTEXT),
     ("0003_restore_reads", _RESTORE_READS),
+    ("0004_session_keys", _SESSION_KEYS),
 )

@@ -156,8 +156,16 @@ ALTER TABLE outbox ADD COLUMN claimed_until TIMESTAMPTZ NOT NULL DEFAULT '-infin
 ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
 """
 
+# Caller-chosen session keys (a framework's thread / conversation id): unique per agent,
+# so that a get-or-create (SessionManager.session_for) finds the one session of a key.
+_SESSION_KEYS = """
+ALTER TABLE sessions ADD COLUMN key TEXT;
+CREATE UNIQUE INDEX sessions_by_key ON sessions (agent_id, key) WHERE key IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
     ("0003_outbox_lease", _OUTBOX_LEASE),
+    ("0004_session_keys", _SESSION_KEYS),
 )

@@ -49,7 +49,7 @@ _PREVIEW_COLUMNS = (
 EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
 SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
-    "s.created_us, s.updated_us"
+    "s.created_us, s.updated_us, s.key"
 )
 _EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
@@ -92,6 +92,7 @@ def row_to_session(row: Sequence[Any]) -> Session:
         metadata=_json.loads(row[6]),
         created_at=from_us(row[7]),
         updated_at=from_us(row[8]),
+        key=row[9],
     )
 
 
@@ -192,6 +193,9 @@ class SqlStore:
         if flt.session_id is not None:
             parts.append("e.session_id = ?")
             params.append(flt.session_id)
+        if flt.event_id is not None:
+            parts.append("e.id = ?")
+            params.append(flt.event_id)
         if flt.kinds:
             parts.append(f"e.kind IN ({_marks(flt.kinds)})")
             params.extend(flt.kinds)
@@ -234,6 +238,7 @@ class SqlStore:
             ("s.agent_id = ?", flt.agent_id),
             ("s.status = ?", flt.status),
             ("s.user_id = ?", flt.user_id),
+            ("s.key = ?", flt.key),
             ("s.updated_us >= ?", flt.since_us),
             ("s.updated_us < ?", flt.before_us),
         ):
@@ -254,7 +259,8 @@ class SqlStore:
     def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
         cursor = tx.execute(
             "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
-            "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "created_us, updated_us, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
             (
                 record.id,
                 record.agent_id,
@@ -265,6 +271,7 @@ class SqlStore:
                 record.metadata_json,
                 record.created_us,
                 record.updated_us,
+                record.key,
             ),
         )
         return bool(cursor.rowcount)

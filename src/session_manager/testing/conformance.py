@@ -44,11 +44,13 @@ from ..admin import StoreAdmin, json_line
 from ..aio import AsyncSessionManager
 from ..embed import HashEmbedder
 from ..errors import (
+    EventNotFound,
     InvalidFilter,
     InvalidInput,
     InvalidPayload,
     PermissionDenied,
     SessionClosed,
+    SessionKeyTaken,
     SessionNotFound,
 )
 from ..manager import SearchMode, SessionManager
@@ -452,6 +454,70 @@ class BackendConformance:
         assert mgr.search("lions sleep at noon", k=1, mode="semantic")[0].event.content == (
             "lions sleep at noon"
         )
+
+    def test_session_keys(self, make: ManagerFactory) -> None:
+        """A caller's key names one session per agent and works wherever an id does."""
+        mgr, other = make(), make("other")
+        session = mgr.start_session("chat with a user", key="thread-42")
+        assert session.key == "thread-42" and mgr.get_session("thread-42").id == session.id
+        mgr.add_message("thread-42", "user", "Where is the staging database?")
+        assert [e.kind for e in mgr.events("thread-42")] == ["goal", "message"]
+        assert mgr.search("staging database", k=1, session_id="thread-42")
+        assert "staging" in mgr.restore("thread-42", max_tokens=300).text
+        with pytest.raises(SessionKeyTaken, match="session_for"):
+            mgr.start_session("a second chat", key="thread-42")
+        assert len(mgr.list_sessions()) == 1  # the refused start wrote nothing
+        assert other.start_session("its own thread", key="thread-42").id != session.id
+        assert mgr.session_for("thread-42").id == session.id
+        with pytest.raises(SessionNotFound, match="thread-7"):
+            mgr.session_for("thread-7")  # no goal: get only
+        created: list[str] = []
+        threads = [
+            threading.Thread(
+                target=lambda: created.append(mgr.session_for("thread-7", goal="race").id)
+            )
+            for _ in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(created) == 6 and len(set(created)) == 1  # racing creators share one
+        assert mgr.end_session("thread-7").status == "completed"
+
+    def test_event_deletes_pops_and_clears(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("a chat about birds")
+        said = [mgr.add_message(session.id, "user", f"message {i} about herons") for i in range(12)]
+        fact = mgr.record_fact(session.id, "herons nest in colonies")
+        mgr.flush()
+        assert mgr.delete_event(said[0].id).id == said[0].id
+        with pytest.raises(EventNotFound):
+            mgr.get_event(said[0].id)
+        for mode in MODES:  # gone from every index
+            hits = mgr.search("message 0 about herons", 20, mode=mode)
+            assert said[0].id not in {h.event.id for h in hits}
+        newest = mgr.pop_event(session.id)  # the newest of any kind
+        assert newest is not None and newest.id == fact.id
+        popped: list[str] = []
+
+        def pop() -> None:
+            while (event := mgr.pop_event(session.id, kinds="message")) is not None:
+                popped.append(event.id)
+
+        threads = [threading.Thread(target=pop) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(popped) == sorted(e.id for e in said[1:])  # each exactly once
+        assert [e.kind for e in mgr.events(session.id)] == ["goal"]
+        mgr.add_message(session.id, "user", "one more")
+        mgr.record_decision(session.id, "watch herons at dawn")
+        assert mgr.clear_session(session.id, kinds="message") == 1
+        assert [e.kind for e in mgr.events(session.id)] == ["goal", "decision"]
+        assert mgr.clear_session(session.id) == 2 and mgr.events(session.id) == []
+        assert mgr.get_session(session.id).goal == "a chat about birds"  # the session stays
 
     def test_export_is_the_same_on_every_backend(
         self, make: ManagerFactory, backend: BackendSpec, tmp_path: Any
