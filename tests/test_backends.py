@@ -18,6 +18,7 @@ from session_manager import InvalidInput, SchemaTooNew, SessionManager
 from session_manager._storage import open_storage
 from session_manager.admin import StoreAdmin
 from session_manager.store import open_store, redact, sqlite_path
+from session_manager.store._pg_migrations import MIGRATIONS as PG_MIGRATION_STEPS
 from session_manager.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
@@ -25,7 +26,7 @@ from .servers import postgres_server
 
 _schemas = itertools.count()
 
-PG_MIGRATIONS = ["0001_initial", "0002_restore_reads", "0003_outbox_lease", "0004_session_keys"]
+PG_MIGRATIONS = [name for name, _ in PG_MIGRATION_STEPS]
 
 
 @pytest.fixture(scope="module")

@@ -74,6 +74,7 @@ _EVENT_FIELDS = frozenset(
         "created_at",
         "token_count",
         "recall_count",
+        "indexed",
     }
 )
 
@@ -119,6 +120,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         "created_at": format_time(event.created_at),
         "token_count": event.token_count,
         "recall_count": event.recall_count,
+        **({} if event.indexed else {"indexed": False}),
     }
 
 
@@ -412,6 +414,9 @@ class _Import:
         if given_tokens:
             prepared = replace(prepared, token_count=_count(record["token_count"], "token_count"))
         recalls = _count(record.get("recall_count", 0), "recall_count")
+        indexed = record.get("indexed", True)
+        if not isinstance(indexed, bool):
+            raise Reject(f"indexed must be true or false, got {indexed!r}.")
         if self.dry_run:
             exists = event_id in self.seen_events or self.store.event_exists(event_id)
             self.seen_events.add(event_id)
@@ -420,7 +425,9 @@ class _Import:
             else:
                 self.result.events_inserted += 1
             return
-        row = prepared.record(event_id, session_id, agent_id, pool, status, recall_count=recalls)
+        row = prepared.record(
+            event_id, session_id, agent_id, pool, status, recall_count=recalls, indexed=indexed
+        )
         self.batch.append(("event", row))
 
     def flush(self) -> None:

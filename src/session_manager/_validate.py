@@ -56,6 +56,7 @@ class PreparedEvent:
         status: str | None,
         *,
         recall_count: int = 0,
+        indexed: bool = True,
     ) -> EventRecord:
         """The row a store inserts for this event in ``session_id`` (of ``agent_id``, in
         ``pool``)."""
@@ -76,6 +77,7 @@ class PreparedEvent:
             partition=partition_of(agent_id, pool),
             payload_chars=self.payload_chars,
             payload_preview=self.payload_preview,
+            indexed=indexed,
         )
 
 

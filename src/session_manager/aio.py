@@ -224,6 +224,7 @@ class AsyncSessionManager:
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | str | None = None,
+        index: bool = True,
     ) -> Event:
         """Append one event to a session's log: the single write path."""
         return await self._run(
@@ -236,6 +237,7 @@ class AsyncSessionManager:
             tags,
             metadata,
             created_at,
+            index,
         )
 
     async def record_step(

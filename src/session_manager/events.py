@@ -25,6 +25,7 @@ __all__ = [
     "Hit",
     "Session",
     "SessionRecord",
+    "is_message_role",
     "validate_kind",
     "validate_kinds",
 ]
@@ -49,11 +50,32 @@ KINDS: frozenset[str] = frozenset(DEFAULT_IMPORTANCE)
 CUSTOM_KIND_IMPORTANCE = 0.5
 
 SESSION_STATUSES: tuple[str, ...] = ("active", "completed", "failed", "abandoned")
-MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
+#: The roles of ``message`` events: the union of OpenAI's and LlamaIndex's (LangChain's message
+#: types map onto them: human -> user, ai -> assistant). Any other role is namespaced like a
+#: custom kind ("autogen:critic"), so a typo ("usr") is an error rather than a new role.
+MESSAGE_ROLES: tuple[str, ...] = (
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "function",
+    "chatbot",
+    "model",
+)
 
 # Custom kinds are namespaced so that a typo of a built-in kind ("decison") is an error
 # rather than silently a new kind: "x:anything" or "custom:anything".
 _CUSTOM_KIND = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.\-]{1,64}$")
+
+
+def is_message_role(role: object) -> bool:
+    """A built-in role, or a namespaced one (``"autogen:critic"``).
+
+    >>> is_message_role("developer"), is_message_role("crew:critic"), is_message_role("usr")
+    (True, True, False)
+    """
+    return isinstance(role, str) and (role in MESSAGE_ROLES or bool(_CUSTOM_KIND.match(role)))
 
 
 def validate_kind(kind: str) -> str:
@@ -141,6 +163,8 @@ class Event:
     token_count: int = 0
     recall_count: int = 0
     seq: int = 0  # storage order in this database; not stable across export/import
+    #: False: kept in the log, never embedded nor found by search (``index=False``)
+    indexed: bool = True
     #: characters of the stored payload JSON, when the store knows it (None: not recorded)
     payload_chars: int | None = None
     #: True when ``payload`` is the bounded preview of a large payload (restore's reads),
@@ -192,6 +216,8 @@ class EventRecord:
     #: a large payload's size and bounded preview (None for small payloads)
     payload_chars: int | None = None
     payload_preview: str | None = None
+    #: False: kept in the log, never embedded nor keyword-indexed (``record(index=False)``)
+    indexed: bool = True
 
 
 @dataclass(frozen=True)

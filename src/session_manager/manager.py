@@ -38,6 +38,7 @@ from .events import (
     Hit,
     Session,
     SessionRecord,
+    is_message_role,
     validate_kinds,
 )
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -439,13 +440,16 @@ class SessionManager:
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | str | None = None,
+        index: bool = True,
     ) -> Event:
         """Append one event to a session's log: the single write path.
 
         The event is durable when this returns; its embedding is computed in the background
         (searches still see it at once). ``kind`` is a built-in kind or a namespaced custom
         kind ("custom:plan"); ``importance`` defaults per kind; ``created_at`` may be a past
-        time (UTC) when importing history.
+        time (UTC) when importing history. ``index=False`` keeps the event in the log (events,
+        restore, export) but out of search: never embedded, never keyword-indexed — for
+        bulky items nobody should search.
 
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
@@ -453,10 +457,15 @@ class SessionManager:
         prepared = prepare_event(
             kind, content, payload, importance, tags, metadata, created_at, self._counter
         )
+        if not isinstance(index, bool):
+            raise InvalidInput(f"index must be True or False, got {index!r}.")
         with self._write() as tx:
             session_id, _, pool = self._owned(tx, session_id)
-            inserted = self._insert(tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind))
-        self._indexer.notify()
+            inserted = self._insert(
+                tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind), indexed=index
+            )
+        if index:
+            self._indexer.notify()
         return inserted.event()
 
     def _insert(
@@ -468,8 +477,9 @@ class SessionManager:
         status: str | None,
         *,
         touch: bool = True,
+        indexed: bool = True,
     ) -> Inserted:
-        record = prepared.record(new_id(), session_id, self.agent_id, pool, status)
+        record = prepared.record(new_id(), session_id, self.agent_id, pool, status, indexed=indexed)
         seq = self._store.insert_event(tx, record, touch_us=now_us() if touch else None)
         return Inserted(record, seq or 0, prepared)
 
@@ -556,10 +566,19 @@ class SessionManager:
         return self.record(session_id, "tool_output", content, output, metadata=metadata, **options)
 
     def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
-        """Record a conversation turn (role: user / assistant / system / tool)."""
-        if role not in MESSAGE_ROLES:
+        """Record a conversation turn. ``role``: user, assistant, system, developer, tool,
+        function, chatbot, model, or a namespaced one ("autogen:critic").
+
+        A framework's own message object goes in ``payload=`` and comes back equal (as JSON:
+        tool calls with their ids, content lists, reasoning items); ``content`` is the text
+        rendering that is indexed and restored.
+
+        >>> mgr.add_message(sid, "assistant", "Searching", payload=native)  # doctest: +SKIP
+        """
+        if not is_message_role(role):
             raise InvalidInput(
-                f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}."
+                f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}, or a "
+                "namespaced role such as 'myframework:critic'."
             )
         metadata = {**_metadata(options), "role": role}
         return self.record(session_id, "message", content, metadata=metadata, **options)
@@ -868,6 +887,7 @@ class Inserted:
             created_at=from_us(record.created_us),
             token_count=record.token_count,
             seq=self.seq,
+            indexed=record.indexed,
             payload_chars=record.payload_chars,
         )
 

@@ -126,6 +126,17 @@ ALTER TABLE sessions ADD COLUMN key TEXT;
 CREATE UNIQUE INDEX sessions_by_key ON sessions (agent_id, key) WHERE key IS NOT NULL;
 """
 
+# Events recorded with index=False: kept in the log, never embedded and never in the keyword
+# index (no outbox row; the FTS insert trigger skips them).
+_UNINDEXED_EVENTS = """
+ALTER TABLE events ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1;
+DROP TRIGGER events_fts_insert;
+CREATE TRIGGER events_fts_insert AFTER INSERT ON events WHEN new.indexed BEGIN
+    INSERT INTO events_fts (rowid, content, context)
+    SELECT t.seq, t.content, t.context FROM events_search_text t WHERE t.seq = new.seq;
+END;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -195,4 +206,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0002_keyword_context", _KEYWORD_CONTEXT),
     ("0003_restore_reads", _RESTORE_READS),
     ("0004_session_keys", _SESSION_KEYS),
+    ("0005_unindexed_events", _UNINDEXED_EVENTS),
 )

@@ -163,9 +163,40 @@ ALTER TABLE sessions ADD COLUMN key TEXT;
 CREATE UNIQUE INDEX sessions_by_key ON sessions (agent_id, key) WHERE key IS NOT NULL;
 """
 
+# Events recorded with index=False: kept in the log, never embedded (no outbox row) and
+# never given keyword text, neither at insert nor when a neighbour's deletion refreshes it.
+_UNINDEXED_EVENTS = """
+ALTER TABLE events ADD COLUMN indexed BOOLEAN NOT NULL DEFAULT TRUE;
+CREATE OR REPLACE FUNCTION asm_events_insert() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NEW.indexed THEN
+        NEW.search_text := asm_search_text(NEW.session_id, NEW.seq, NEW.created_us, NEW.content);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE FUNCTION asm_events_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE events e
+    SET search_text = asm_search_text(e.session_id, e.seq, e.created_us, e.content)
+    WHERE e.indexed AND e.seq IN (
+        SELECT n.seq FROM gone g CROSS JOIN LATERAL (
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq < g.seq
+             ORDER BY p.seq DESC LIMIT 2)
+            UNION ALL
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq > g.seq
+             ORDER BY p.seq LIMIT 2)
+        ) n
+    );
+    RETURN NULL;
+END $$;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
     ("0003_outbox_lease", _OUTBOX_LEASE),
     ("0004_session_keys", _SESSION_KEYS),
+    ("0005_unindexed_events", _UNINDEXED_EVENTS),
 )

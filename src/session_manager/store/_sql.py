@@ -34,7 +34,7 @@ __all__ = [
 
 _EVENT_COLUMNS = (
     "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, {payload}, e.importance, "
-    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count"
+    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, e.indexed"
 )
 # The same columns for reads that take a large payload's preview instead of the payload
 # (restore): the preview stands in for it, and the last two columns say so. CASE evaluates
@@ -43,7 +43,7 @@ _PREVIEW_COLUMNS = (
     "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
     "CASE WHEN e.payload_preview IS NULL THEN {payload} ELSE e.payload_preview END, "
     "e.importance, e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, "
-    "e.payload_chars, CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
+    "e.indexed, e.payload_chars, CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
 )
 #: every column of an event, the payload read in place (see SqlStore.payload_sql)
 EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
@@ -55,7 +55,7 @@ _EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
     "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
     "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
-    "payload_preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "payload_preview, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING RETURNING seq"
 )
 
@@ -76,8 +76,9 @@ def row_to_event(row: Sequence[Any]) -> Event:
         created_at=from_us(row[11]),
         token_count=int(row[12]),
         recall_count=int(row[13]),
-        payload_chars=None if len(row) < 15 or row[14] is None else int(row[14]),
-        preview=len(row) > 15 and bool(row[15]),
+        indexed=bool(row[14]),
+        payload_chars=None if len(row) < 16 or row[15] is None else int(row[15]),
+        preview=len(row) > 16 and bool(row[16]),
     )
 
 
@@ -296,6 +297,7 @@ class SqlStore:
             record.partition,
             record.payload_chars,
             record.payload_preview,
+            record.indexed,
         )
         found = tx.execute(_INSERT_EVENT, values).fetchone()
         if found is None:
@@ -306,7 +308,8 @@ class SqlStore:
                 "INSERT INTO large_payloads (seq, payload) VALUES (?, ?)",
                 (seq, record.payload_json),
             )
-        tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, record.partition))
+        if record.indexed:  # index=False: stored, never embedded
+            tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, record.partition))
         if touch_us is not None:
             tx.execute(
                 "UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, record.session_id)
@@ -514,7 +517,7 @@ class SqlStore:
         """The events of ``partition`` that should have a vector: all but those waiting in
         the outbox."""
         rows = self._read(
-            "SELECT e.seq FROM events e WHERE e.partition = ? "
+            "SELECT e.seq FROM events e WHERE e.partition = ? AND e.indexed "
             "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq)",
             (partition,),
         )
@@ -528,7 +531,7 @@ class SqlStore:
             for chunk in batched(list(seqs)):
                 cursor = tx.execute(
                     "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
-                    f"WHERE seq IN ({_marks(chunk)}) ON CONFLICT DO NOTHING",
+                    f"WHERE indexed AND seq IN ({_marks(chunk)}) ON CONFLICT DO NOTHING",
                     chunk,
                 )
                 queued += max(0, cursor.rowcount)

@@ -616,7 +616,7 @@ class PostgresStore(SqlStore):
         tx.execute(
             "UPDATE events e SET search_text = "
             "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
-            "WHERE e.seq = ANY(?)",
+            "WHERE e.seq = ANY(?) AND e.indexed",
             (ids,),
         )
 
@@ -626,7 +626,7 @@ class PostgresStore(SqlStore):
         tx.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
         tx.execute(
             "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
-            "ON CONFLICT DO NOTHING"
+            "WHERE indexed ON CONFLICT DO NOTHING"
         )
         # A batch embedded before the requeue (perhaps by the old embedder) must not store
         # its vectors now: it stores only rows still claimed by it.
@@ -636,7 +636,7 @@ class PostgresStore(SqlStore):
         )
         tx.execute(
             "UPDATE events e SET search_text = "
-            "asm_search_text(e.session_id, e.seq, e.created_us, e.content)"
+            "asm_search_text(e.session_id, e.seq, e.created_us, e.content) WHERE e.indexed"
         )
         return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 

@@ -571,13 +571,15 @@ class SqliteStore(SqlStore):
         vector index's to clear). Returns the number of events queued."""
         tx.execute("DELETE FROM meta WHERE key LIKE 'embedder_%'")
         tx.execute(
-            "INSERT OR IGNORE INTO outbox (seq, partition) SELECT seq, partition FROM events"
+            "INSERT OR IGNORE INTO outbox (seq, partition) "
+            "SELECT seq, partition FROM events WHERE indexed"
         )
         tx.execute("UPDATE outbox SET claimed_until = 0")
         tx.execute("DELETE FROM events_fts")
         tx.execute(
             "INSERT INTO events_fts (rowid, content, context) "
-            "SELECT seq, content, context FROM events_search_text"
+            "SELECT t.seq, t.content, t.context FROM events_search_text t "
+            "JOIN events e ON e.seq = t.seq WHERE e.indexed"
         )
         return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 

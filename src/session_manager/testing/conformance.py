@@ -519,6 +519,28 @@ class BackendConformance:
         assert mgr.clear_session(session.id) == 2 and mgr.events(session.id) == []
         assert mgr.get_session(session.id).goal == "a chat about birds"  # the session stays
 
+    def test_unindexed_events_are_kept_but_never_searched(
+        self, make: ManagerFactory, backend: BackendSpec
+    ) -> None:
+        mgr = make()
+        session = mgr.start_session("a crawl of bird sightings")
+        bulky = mgr.record(
+            session.id, "tool_output", "raw dump: pelican pelican pelican", index=False
+        )
+        kept = mgr.record_fact(session.id, "a pelican was seen at the pier")
+        mgr.flush()
+        assert not bulky.indexed and kept.indexed and mgr.pending_embeddings() == 0
+        assert [e.indexed for e in mgr.events(session.id)] == [True, False, True]
+        for mode in MODES:
+            found = {h.event.id for h in mgr.search("raw dump pelican", 10, mode=mode)}
+            assert kept.id in found and bulky.id not in found
+        assert "raw dump" in mgr.restore(session.id, max_tokens=400).text  # still in the log
+        assert mgr.reindex() == 2  # the goal and the fact: never the unindexed dump
+        assert bulky.id not in {h.event.id for h in mgr.search("raw dump", 10, mode="keyword")}
+        with backend.admin() as admin:
+            exported = [r for r in admin.export() if r.get("id") == bulky.id]
+            assert exported[0]["indexed"] is False
+
     def test_export_is_the_same_on_every_backend(
         self, make: ManagerFactory, backend: BackendSpec, tmp_path: Any
     ) -> None:
