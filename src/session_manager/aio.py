@@ -225,6 +225,7 @@ class AsyncSessionManager:
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | str | None = None,
         index: bool = True,
+        replace: Mapping[str, Any] | None = None,
     ) -> Event:
         """Append one event to a session's log: the single write path."""
         return await self._run(
@@ -238,6 +239,7 @@ class AsyncSessionManager:
             metadata,
             created_at,
             index,
+            replace,
         )
 
     async def record_step(

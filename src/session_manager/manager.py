@@ -441,6 +441,7 @@ class SessionManager:
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | str | None = None,
         index: bool = True,
+        replace: Mapping[str, Any] | None = None,
     ) -> Event:
         """Append one event to a session's log: the single write path.
 
@@ -449,7 +450,9 @@ class SessionManager:
         kind ("custom:plan"); ``importance`` defaults per kind; ``created_at`` may be a past
         time (UTC) when importing history. ``index=False`` keeps the event in the log (events,
         restore, export) but out of search: never embedded, never keyword-indexed — for
-        bulky items nobody should search.
+        bulky items nobody should search. ``replace`` (a ``where`` filter, as in
+        :meth:`search`) makes the write an upsert: the session's events of this kind whose
+        metadata match it are deleted in the same transaction, from every index.
 
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
@@ -459,8 +462,18 @@ class SessionManager:
         )
         if not isinstance(index, bool):
             raise InvalidInput(f"index must be True or False, got {index!r}.")
+        if replace is not None and (not isinstance(replace, Mapping) or not replace):
+            raise InvalidInput(
+                f"replace must be a non-empty where filter such as {{'key': 'k1'}}, got "
+                f"{replace!r}; to delete every event of a kind use clear_session(kinds=...)."
+            )
         with self._write() as tx:
             session_id, _, pool = self._owned(tx, session_id)
+            if replace is not None:
+                gone = EventFilter(
+                    None, session_id=session_id, kinds=(prepared.kind,), where=replace
+                )
+                self._storage.delete_events(tx, gone)
             inserted = self._insert(
                 tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind), indexed=index
             )

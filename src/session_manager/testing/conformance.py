@@ -541,6 +541,31 @@ class BackendConformance:
             exported = [r for r in admin.export() if r.get("id") == bulky.id]
             assert exported[0]["indexed"] is False
 
+    def test_record_with_replace_is_an_upsert(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("keyed items")
+        first = mgr.record(session.id, "x:item", "colour blue", metadata={"key": "colour"})
+        mgr.record(session.id, "x:item", "size large", metadata={"key": "size"})
+        mgr.record(session.id, "fact", "colour is a fact too", metadata={"key": "colour"})
+        mgr.flush()
+        second = mgr.record(
+            session.id,
+            "x:item",
+            "colour green",
+            metadata={"key": "colour"},
+            replace={"key": "colour"},
+        )
+        items = mgr.events(session.id, kinds="x:item")
+        assert [e.content for e in items] == ["size large", "colour green"]
+        assert len(mgr.events(session.id, kinds="fact")) == 1  # another kind: untouched
+        for mode in MODES:  # the replaced event is gone from every index
+            found = {h.event.id for h in mgr.search("colour blue", 10, mode=mode)}
+            assert first.id not in found
+        assert second.id in {h.event.id for h in mgr.search("colour green", 10)}
+        with pytest.raises(InvalidInput, match="non-empty"):
+            mgr.record(session.id, "x:item", "all gone?", replace={})
+        assert len(mgr.events(session.id)) == 4  # the refused upsert wrote nothing
+
     def test_export_is_the_same_on_every_backend(
         self, make: ManagerFactory, backend: BackendSpec, tmp_path: Any
     ) -> None:
