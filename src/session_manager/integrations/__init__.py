@@ -6,6 +6,7 @@ module                              what it gives                   install
 ``integrations.langgraph``          ``SessionStore`` (BaseStore)    ``[langgraph]``
 ``integrations.openai_agents``      ``AgentSession`` (SessionABC)   ``[openai-agents]``
 ``integrations.mcp``                ``asm mcp``: a stdio server     ``[mcp]``
+``integrations.autogen``            ``SessionMemory`` (Memory)      ``[autogen]``
 ==================================  ==============================  ===========================
 
 Nothing here is imported by ``import session_manager``: each module imports its framework

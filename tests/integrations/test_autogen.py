@@ -1,0 +1,195 @@
+"""SessionMemory against AutoGen itself: an AssistantAgent with AutoGen's replay chat client
+(offline) gets restored memory in its model context; add / query / clear / components."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_manager import AsyncSessionManager, EmbedderMismatch, InvalidInput
+from session_manager.testing import HashEmbedder
+
+from .conftest import framework
+
+framework("autogen_core.memory", "autogen")
+framework("autogen_agentchat", "autogen")
+framework("autogen_ext.models.replay", "autogen")
+
+from autogen_agentchat.agents import AssistantAgent  # noqa: E402
+from autogen_core import Image  # noqa: E402
+from autogen_core.memory import MemoryContent, MemoryMimeType  # noqa: E402
+from autogen_core.model_context import UnboundedChatCompletionContext  # noqa: E402
+from autogen_core.models import SystemMessage, UserMessage  # noqa: E402
+from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
+
+from session_manager.integrations.autogen import SessionMemory  # noqa: E402
+
+_dbs = itertools.count()
+
+
+def _manager(tmp_path: Path, **options: Any) -> AsyncSessionManager:
+    db = tmp_path / f"m{next(_dbs)}.db"
+    return AsyncSessionManager("assistant", db, embedder=HashEmbedder(), **options)
+
+
+def test_an_assistant_agent_gets_restored_memory_offline(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = _manager(tmp_path)
+        memory = SessionMemory(manager, key="user-42", max_tokens=500)
+        await memory.add(
+            MemoryContent(content="The user prefers metric units", mime_type="text/plain")
+        )
+        await memory.add(
+            MemoryContent(
+                content={"city": "Lyon", "note": "lives in Lyon"},
+                mime_type=MemoryMimeType.JSON,
+                metadata={"source": "onboarding"},
+            )
+        )
+        client = ReplayChatCompletionClient(["It is 20 degrees Celsius in Lyon."])
+        agent = AssistantAgent("assistant", model_client=client, memory=[memory])
+        result = await agent.run(task="What is the weather where I live, in my units?")
+        assert result.messages[-1].content == "It is 20 degrees Celsius in Lyon."
+        sent = client.create_calls[0]["messages"]
+        system = [m.content for m in sent if isinstance(m, SystemMessage)]
+        assert any("metric units" in text and "Lyon" in text for text in system)
+        # the memory event the agent used is in the run's memory-query event
+        used = [m for m in result.messages if type(m).__name__ == "MemoryQueryEvent"]
+        assert used and "metric units" in used[0].content[0].content
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_add_query_and_clear(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = _manager(tmp_path)
+        memory = SessionMemory(manager, key="notes", k=2)
+        await memory.add(MemoryContent(content="herons nest in colonies", mime_type="text/plain"))
+        await memory.add(
+            MemoryContent(content={"bird": "pelican", "seen": 3}, mime_type=MemoryMimeType.JSON)
+        )
+        found = (await memory.query("where do herons nest?")).results
+        assert found[0].content == "herons nest in colonies"
+        assert found[0].mime_type == "text/plain" and found[0].metadata["score"] > 0
+        json_hit = [
+            r for r in (await memory.query("pelican")).results if r.mime_type == "application/json"
+        ]
+        assert json_hit and json_hit[0].content == {"bird": "pelican", "seen": 3}  # verbatim
+        assert (await memory.query("")).results == []
+        events = await manager.events("notes", kinds="fact")
+        assert [e.metadata["autogen_mime_type"] for e in events] == [
+            "text/plain",
+            "application/json",
+        ]
+        await memory.clear()
+        assert (await memory.query("herons")).results == []
+        assert (await manager.get_session("notes")).key == "notes"  # the session stays
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_bad_content_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = _manager(tmp_path)
+        memory = SessionMemory(manager, key="k")
+        with pytest.raises(InvalidInput, match="text and JSON"):
+            await memory.add(MemoryContent(content=b"\x00\x01", mime_type=MemoryMimeType.BINARY))
+        with pytest.raises(InvalidInput, match="text and JSON"):
+            image = Image.from_base64(
+                "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+            )
+            await memory.add(MemoryContent(content=image, mime_type=MemoryMimeType.IMAGE))
+        assert await manager.list_sessions() == []  # refused before anything was written
+        with pytest.raises(InvalidInput, match="AsyncSessionManager"):
+            SessionMemory(manager._sync, key="k")  # type: ignore[arg-type]
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_update_context_and_components(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = _manager(tmp_path)
+        memory = SessionMemory(manager, key="u1", max_tokens=300)
+        context = UnboundedChatCompletionContext()
+        assert (await memory.update_context(context)).memories.results  # the goal at least
+        await memory.add(
+            MemoryContent(content="the user's dog is called Rex", mime_type="text/plain")
+        )
+        context = UnboundedChatCompletionContext([UserMessage(content="my dog?", source="user")])
+        result = await memory.update_context(context)
+        messages = await context.get_messages()
+        assert isinstance(messages[-1], SystemMessage) and "Rex" in messages[-1].content
+        assert result.memories.results[0].metadata["token_count"] <= 300
+        dumped = memory.dump_component()
+        assert dumped.provider == "session_manager.integrations.autogen.SessionMemory"
+        assert dumped.config["key"] == "u1" and dumped.config["max_tokens"] == 300
+        # a loaded component opens the store with the default embedder: this store's
+        # vectors are the hash embedder's, which it says rather than mixing them
+        with pytest.raises(EmbedderMismatch, match="reindex"):
+            loaded = SessionMemory.load_component(dumped)
+            await loaded.query("dog name")
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_update_context_keeps_the_loop_free(tmp_path: Path) -> None:
+    async def scenario() -> float:
+        manager = _manager(tmp_path)
+        memory = SessionMemory(manager, key="big", max_tokens=2000)
+        for i in range(300):
+            await memory.add(
+                MemoryContent(content=f"note {i} about topic {i % 7}", mime_type="text/plain")
+            )
+        late = 0.0
+        stop = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal late
+            loop = asyncio.get_running_loop()
+            while not stop.is_set():
+                start = loop.time()
+                await asyncio.sleep(0.005)
+                late = max(late, loop.time() - start - 0.005)
+
+        ticker = asyncio.create_task(tick())
+        for _ in range(5):
+            context = UnboundedChatCompletionContext(
+                [UserMessage(content="topic 3", source="user")]
+            )
+            await memory.update_context(context)
+        stop.set()
+        await ticker
+        await manager.close()
+        return late
+
+    assert asyncio.run(scenario()) < 0.1
+
+
+@pytest.mark.postgres
+def test_on_postgresql() -> None:
+    from tests.servers import postgres_server
+
+    async def scenario(url: str) -> None:
+        joiner = "&" if "?" in url else "?"
+        manager = AsyncSessionManager(
+            "assistant", url=f"{url}{joiner}schema=autogen_{next(_dbs)}", embedder=HashEmbedder()
+        )
+        memory = SessionMemory(manager, key="pg")
+        await memory.add(MemoryContent(content="postgres keeps this", mime_type="text/plain"))
+        assert (await memory.query("what does postgres keep?")).results[0].content == (
+            "postgres keeps this"
+        )
+        await memory.clear()
+        assert (await memory.query("postgres")).results == []
+        await manager.close()
+
+    with postgres_server() as url:
+        asyncio.run(scenario(url))
