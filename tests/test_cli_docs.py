@@ -14,6 +14,7 @@ from session_manager.cli._docs import render
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 ISSUE_COMMANDS = {
+    "mcp",
     "sessions",
     "show",
     "search",

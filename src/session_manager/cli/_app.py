@@ -57,6 +57,7 @@ COMMAND_ORDER = (
     "reindex",
     "delete",
     "prune",
+    "mcp",
     "demo",
 )
 
