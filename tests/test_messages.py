@@ -127,3 +127,14 @@ def test_any_json_object_round_trips(tmp_path: Path, item: dict[str, Any]) -> No
         assert json.dumps(mgr.get_event(event.id).payload, sort_keys=True) == json.dumps(
             item, sort_keys=True
         )
+
+
+def test_restore_shows_a_messages_text_not_its_native_object(tmp_path: Path) -> None:
+    """The native object is for the framework; a model reads the rendering (before: every
+    stored item came back as a 'payload: {...}' line too, doubling a turn's tokens)."""
+    with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session("a chat")
+        mgr.add_message(session.id, "assistant", "Let me look that up.", payload=LANGCHAIN_AI)
+        text = mgr.restore(session.id, max_tokens=400).text
+        assert "Let me look that up." in text
+        assert "payload:" not in text and "usage_metadata" not in text

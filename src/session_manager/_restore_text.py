@@ -173,10 +173,14 @@ def shown_content(event: Event) -> str:
 
 def shown_payload(event: Event) -> Any:
     """The payload to render, without bookkeeping: a completed step's link to its pending
-    step, and a step's tool when the label already names it."""
+    step, a step's tool when the label already names it, and a message's native object."""
     payload = event.payload
     if event.kind == "summary":
         return None  # what it covers is bookkeeping; its text is the summary
+    if event.kind == "message":
+        # a framework's own message object (add_message(payload=...)), kept verbatim for the
+        # framework; its content is the text rendering, which is what a model should read
+        return None
     if event.kind == "step" and isinstance(payload, dict):
         tool = event.metadata.get("tool")
         drop = {"pending_id"} | (

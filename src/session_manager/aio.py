@@ -242,6 +242,12 @@ class AsyncSessionManager:
             replace,
         )
 
+    async def record_many(
+        self, session_id: str, events: Iterable[Mapping[str, Any]]
+    ) -> list[Event]:
+        """Append several events to a session in one transaction: all or none."""
+        return await self._run(self._sync.record_many, session_id, list(events))
+
     async def record_step(
         self,
         session_id: str,

@@ -481,6 +481,72 @@ class SessionManager:
             self._indexer.notify()
         return inserted.event()
 
+    def record_many(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> list[Event]:
+        """Append several events to a session in one transaction: all or none.
+
+        Each item holds :meth:`record`'s arguments by name (``kind`` and ``content``
+        required; ``payload``, ``importance``, ``tags``, ``metadata``, ``created_at``,
+        ``index``), and a ``message`` may give its ``role`` as :meth:`add_message` does. Every
+        item is validated before anything is written; a bad one raises naming its position.
+
+        >>> mgr.record_many(sid, [{"kind": "message", "role": "user", "content": "Hi"},
+        ...                       {"kind": "fact", "content": "They said hi"}])  # doctest: +SKIP
+        """
+        if isinstance(events, Mapping | str | bytes):
+            raise InvalidInput("record_many takes a list of events (dicts), not a single one.")
+        prepared: list[tuple[PreparedEvent, str, bool]] = []
+        for position, item in enumerate(events):
+            try:
+                prepared.append(self._prepared_item(item))
+            except InvalidInput as exc:
+                raise type(exc)(f"Event {position} of record_many: {exc}") from None
+        if not prepared:
+            return []
+        with self._write() as tx:
+            session_id, _, pool = self._owned(tx, session_id)
+            inserted = [
+                self._insert(tx, session_id, pool, item, _DEFAULT_STATUS.get(kind), indexed=index)
+                for item, kind, index in prepared
+            ]
+        self._indexer.notify()
+        return [each.event() for each in inserted]
+
+    def _prepared_item(self, item: Any) -> tuple[PreparedEvent, str, bool]:
+        """One record_many item, validated: its prepared event, kind and index flag."""
+        if not isinstance(item, Mapping):
+            raise InvalidInput(f"each event must be a dict, got {type(item).__name__}.")
+        unknown = sorted(set(item) - _RECORD_FIELDS)
+        if unknown:
+            raise InvalidInput(
+                f"unknown fields {unknown}; use {', '.join(sorted(_RECORD_FIELDS))}."
+            )
+        if "kind" not in item or "content" not in item:
+            raise InvalidInput("each event needs a kind and a content.")
+        metadata = item.get("metadata")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
+        if "role" in item:
+            if item["kind"] != "message" or not is_message_role(item["role"]):
+                raise InvalidInput(
+                    f"role {item['role']!r} needs kind 'message' and one of "
+                    f"{', '.join(MESSAGE_ROLES)} (or a namespaced role)."
+                )
+            metadata = {**(metadata or {}), "role": item["role"]}
+        index = item.get("index", True)
+        if not isinstance(index, bool):
+            raise InvalidInput(f"index must be True or False, got {index!r}.")
+        prepared = prepare_event(
+            item["kind"],
+            item["content"],
+            item.get("payload"),
+            item.get("importance"),
+            item.get("tags"),
+            metadata,
+            item.get("created_at"),
+            self._counter,
+        )
+        return prepared, prepared.kind, index
+
     def _insert(
         self,
         tx: Any,
@@ -873,6 +939,12 @@ class SessionManager:
         count = self._storage.reindex()
         self.flush()
         return count
+
+
+#: what a record_many item may hold: record()'s arguments, and a message's role
+_RECORD_FIELDS = frozenset(
+    {"kind", "content", "payload", "importance", "tags", "metadata", "created_at", "index", "role"}
+)
 
 
 @dataclass(frozen=True)

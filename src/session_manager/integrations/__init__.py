@@ -4,7 +4,7 @@
 module                              what it gives                   install
 ==================================  ==============================  ===========================
 ``integrations.langgraph``          ``SessionStore`` (BaseStore)    ``[langgraph]``
-``integrations.openai_agents``      ``AgentSession`` (SessionABC)   ``[openai-agents]``
+``integrations.openai_agents``      ``AgentSession``, filter        ``[openai-agents]``
 ``integrations.mcp``                ``asm mcp``: a stdio server     ``[mcp]``
 ``integrations.autogen``            ``SessionMemory`` (Memory)      ``[autogen]``
 ==================================  ==============================  ===========================

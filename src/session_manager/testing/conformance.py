@@ -566,6 +566,43 @@ class BackendConformance:
             mgr.record(session.id, "x:item", "all gone?", replace={})
         assert len(mgr.events(session.id)) == 4  # the refused upsert wrote nothing
 
+    def test_record_many_is_all_or_nothing(self, make: ManagerFactory) -> None:
+        mgr = make()
+        session = mgr.start_session("a batch of turns")
+        written = mgr.record_many(
+            session.id,
+            [
+                {"kind": "message", "role": "user", "content": "where do herons nest?"},
+                {
+                    "kind": "message",
+                    "role": "assistant",
+                    "content": "in colonies",
+                    "payload": {"id": 1},
+                },
+                {"kind": "pending", "content": "check the heron colony"},
+                {"kind": "tool_output", "content": "raw", "index": False},
+            ],
+        )
+        assert [e.kind for e in written] == ["message", "message", "pending", "tool_output"]
+        assert written[0].role == "user" and written[2].status == "open" and not written[3].indexed
+        assert [e.id for e in mgr.events(session.id)][1:] == [e.id for e in written]
+        for bad in (
+            [{"kind": "fact", "content": "fine"}, {"kind": "fact", "content": ""}],
+            [
+                {"kind": "fact", "content": "fine"},
+                {"kind": "message", "role": "usr", "content": "x"},
+            ],
+            [{"kind": "fact", "content": "fine", "colour": "blue"}],
+        ):
+            with pytest.raises(InvalidInput, match="record_many"):
+                mgr.record_many(session.id, bad)
+        with pytest.raises(SessionNotFound):
+            mgr.record_many("no-such-session", [{"kind": "fact", "content": "x"}])
+        assert len(mgr.events(session.id)) == 5  # nothing of the refused batches
+        assert mgr.record_many(session.id, []) == []
+        mgr.flush()
+        assert mgr.search("heron colonies", k=5, mode="keyword")
+
     def test_export_is_the_same_on_every_backend(
         self, make: ManagerFactory, backend: BackendSpec, tmp_path: Any
     ) -> None:
