@@ -19,7 +19,9 @@ from session_manager.admin import StoreAdmin, json_line, parse_cutoff
 from session_manager.testing import HashEmbedder
 
 TEXT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=40,
 ).filter(lambda t: t.strip() != "")
 NAME = TEXT.filter(lambda t: t == t.strip())
 JSON = st.recursive(

@@ -102,14 +102,17 @@ def test_roles_of_every_framework_and_no_typos(tmp_path: Path) -> None:
         assert len(mgr.events(session.id, kinds="message")) == 5  # the typo wrote nothing
 
 
+# what a store keeps: no lone surrogates, no NUL (test_nul_is_refused_everywhere)
+STORABLE = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
 JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(2**53), 2**53)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(exclude_categories=("Cs",))),
+    | st.text(STORABLE),
     lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(STORABLE, max_size=8), children, max_size=4)
     ),
     max_leaves=20,
 )
@@ -118,7 +121,9 @@ JSON = st.recursive(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(item=st.dictionaries(st.text(min_size=1, max_size=8), JSON, min_size=1, max_size=5))
+@given(
+    item=st.dictionaries(st.text(STORABLE, min_size=1, max_size=8), JSON, min_size=1, max_size=5)
+)
 def test_any_json_object_round_trips(tmp_path: Path, item: dict[str, Any]) -> None:
     with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
         session = mgr.session_for("t", goal="json")
@@ -138,3 +143,19 @@ def test_restore_shows_a_messages_text_not_its_native_object(tmp_path: Path) -> 
         text = mgr.restore(session.id, max_tokens=400).text
         assert "Let me look that up." in text
         assert "payload:" not in text and "usage_metadata" not in text
+
+
+def test_nul_is_refused_everywhere(tmp_path: Path) -> None:
+    """PostgreSQL cannot keep U+0000 in text or jsonb (psycopg raised a raw DataError): every
+    backend refuses it at validation, naming where it is, and writes nothing."""
+    nul = chr(0)
+    with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session("nul")
+        for call in (
+            lambda: mgr.add_message(session.id, "user", f"a{nul}b"),
+            lambda: mgr.record_fact(session.id, "fine", metadata={"k": f"v{nul}"}),
+            lambda: mgr.record_tool_output(session.id, {"out": [1, f"x{nul}"]}),
+        ):
+            with pytest.raises(InvalidInput, match="NUL"):
+                call()
+        assert len(mgr.events(session.id)) == 1

@@ -27,7 +27,15 @@ json_value = st.recursive(
     | text,
     lambda children: (
         st.lists(children, max_size=30)
-        | st.dictionaries(st.text(min_size=1, max_size=20), children, max_size=15)
+        | st.dictionaries(
+            st.text(
+                st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+                min_size=1,
+                max_size=20,
+            ),
+            children,
+            max_size=15,
+        )
     ),
     max_leaves=200,
 )

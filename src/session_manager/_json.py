@@ -17,7 +17,21 @@ __all__ = ["check_text", "dumps", "loads"]
 
 
 def check_text(value: str, what: str) -> None:
-    """Reject strings SQLite and UTF-8 cannot store: lone surrogates (e.g. from bad decoding)."""
+    """Reject strings a store cannot keep: lone surrogates (e.g. from bad decoding), which
+    UTF-8 refuses, and NUL characters, which PostgreSQL's text and jsonb refuse (refused on
+    every backend, so that a SQLite store can always be migrated).
+
+    >>> check_text("a" + chr(0) + "b", "content")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    session_manager.errors.InvalidInput: content holds a NUL character (U+0000) at character 1; ...
+    """
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise InvalidInput(
+            f"{what} holds a NUL character (U+0000) at character {nul}; no store keeps it in "
+            "text. Remove it, or encode binary data (base64) first."
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -77,7 +91,8 @@ def dumps(value: Any, what: str = "payload") -> str:
             value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
         text.encode("utf-8")
-        if json.loads(text) == value:
+        # "\u0000" is how the encoder writes a NUL: the walk says where it is
+        if "\\u0000" not in text and json.loads(text) == value:
             return text
     except (TypeError, ValueError, RecursionError):
         pass  # UnicodeEncodeError is a ValueError: the walk below names the bad string

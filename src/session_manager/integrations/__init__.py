@@ -4,8 +4,10 @@
 module                              what it gives                   install
 ==================================  ==============================  ===========================
 ``integrations.langgraph``          ``SessionStore`` (BaseStore)    ``[langgraph]``
+``integrations.langchain``          middleware, retriever, history  ``[langchain]``
 ``integrations.openai_agents``      ``AgentSession``, filter        ``[openai-agents]``
 ``integrations.mcp``                ``asm mcp``: a stdio server     ``[mcp]``
+``integrations.llamaindex``         memory block, chat store        ``[llamaindex]``
 ``integrations.autogen``            ``SessionMemory`` (Memory)      ``[autogen]``
 ==================================  ==============================  ===========================
 

@@ -24,6 +24,7 @@ from ..events import Event, EventRecord, Session, SessionRecord
 from .base import EventFilter, SessionFilter, Tx, batched
 
 __all__ = [
+    "EVENTS_JOIN",
     "EVENT_COLUMNS",
     "SESSION_COLUMNS",
     "SqlStore",
@@ -51,7 +52,8 @@ SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
     "s.created_us, s.updated_us, s.key"
 )
-_EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
+#: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
+EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
     "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
     "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
@@ -343,7 +345,7 @@ class SqlStore:
     def delete_events(self, tx: Tx, flt: EventFilter) -> int:
         where, params = self.event_where(flt)
         cursor = tx.execute(
-            f"DELETE FROM events WHERE seq IN (SELECT e.seq {_EVENTS_JOIN} WHERE {where})",
+            f"DELETE FROM events WHERE seq IN (SELECT e.seq {EVENTS_JOIN} WHERE {where})",
             params,
         )
         self._deleted(tx)
@@ -419,8 +421,7 @@ class SqlStore:
             clause, scope_params = scope.sql("s")
             params.extend(scope_params)
         rows = self._read(
-            f"SELECT {self.columns()} {_EVENTS_JOIN}{self.payload_join} "
-            f"WHERE e.id = ? AND {clause}",
+            f"SELECT {self.columns()} {EVENTS_JOIN}{self.payload_join} WHERE e.id = ? AND {clause}",
             params,
         )
         return row_to_event(rows[0]) if rows else None
@@ -442,7 +443,7 @@ class SqlStore:
             where += " AND (e.created_us, e.seq) > (?, ?)"
             params.extend(after)
         order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
-        sql = f"SELECT {columns} {_EVENTS_JOIN}{self.payload_join} WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {columns} {EVENTS_JOIN}{self.payload_join} WHERE {where} ORDER BY {order}"
         if limit is not None or offset:
             sql += " LIMIT ? OFFSET ?"  # LIMIT -1 / ALL: SQLite and PostgreSQL differ, so a
             params.extend((max(0, int(limit)) if limit is not None else 2**62, max(0, offset)))
@@ -450,12 +451,12 @@ class SqlStore:
 
     def count_events(self, flt: EventFilter) -> int:
         where, params = self.event_where(flt)
-        return int(self._read(f"SELECT count(*) {_EVENTS_JOIN} WHERE {where}", params)[0][0])
+        return int(self._read(f"SELECT count(*) {EVENTS_JOIN} WHERE {where}", params)[0][0])
 
     def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]:
         where, params = self.event_where(flt)
         rows = self._read(
-            f"SELECT e.kind, count(*) {_EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
+            f"SELECT e.kind, count(*) {EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
             params,
             tx,
         )
@@ -464,14 +465,14 @@ class SqlStore:
     def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int:
         where, params = self.event_where(flt)
         rows = self._read(
-            f"SELECT count(DISTINCT e.session_id) {_EVENTS_JOIN} WHERE {where}", params, tx
+            f"SELECT count(DISTINCT e.session_id) {EVENTS_JOIN} WHERE {where}", params, tx
         )
         return int(rows[0][0])
 
     def select_seqs(self, flt: EventFilter) -> list[int]:
         where, params = self.event_where(flt)
         return [
-            int(row[0]) for row in self._read(f"SELECT e.seq {_EVENTS_JOIN} WHERE {where}", params)
+            int(row[0]) for row in self._read(f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
         ]
 
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]:

@@ -60,7 +60,7 @@ from ._keyword import tsquery
 from ._lease import held
 from ._pg_migrations import MIGRATIONS
 from ._pg_vectors import PgVectors
-from ._sql import SqlStore, SqlTx
+from ._sql import EVENTS_JOIN, SqlStore, SqlTx
 from .base import Capabilities, EventFilter, refuse_unknown_migrations
 
 __all__ = ["PostgresStore"]
@@ -581,6 +581,10 @@ class PostgresStore(SqlStore):
             if self.get_meta("embedder_name", tx) is None:
                 # the first vectors of the store: one process at a time records the embedder
                 tx.execute("SELECT pg_advisory_xact_lock(?)", (_REGISTER_LOCK,))
+            # outbox rows in seq order first, as deletes take them (see _lock_outbox)
+            tx.execute(
+                "SELECT seq FROM outbox WHERE seq = ANY(?) ORDER BY seq FOR UPDATE", (batch.seqs,)
+            )
             kept = {
                 int(row[0])
                 for row in tx.execute(
@@ -618,6 +622,27 @@ class PostgresStore(SqlStore):
             "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
             "WHERE e.seq = ANY(?) AND e.indexed",
             (ids,),
+        )
+
+    def delete_session(self, tx: Tx, session_id: str) -> int:
+        self._lock_outbox(tx, "SELECT seq FROM events WHERE session_id = ?", [session_id])
+        return super().delete_session(tx, session_id)
+
+    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+        where, params = self.event_where(flt)
+        self._lock_outbox(tx, f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
+        return super().delete_events(tx, flt)
+
+    @staticmethod
+    def _lock_outbox(tx: Tx, doomed: str, params: Sequence[Any]) -> None:
+        """Lock the outbox rows of the events about to be deleted, in seq order, before the
+        delete cascades to them. The embedding worker's finish takes its rows the same way,
+        so the two queue instead of deadlocking: the cascade's order and the worker's were
+        opposite often enough that 31 of 300 clear_session calls were aborted as deadlock
+        victims while the worker embedded."""
+        tx.execute(
+            f"SELECT o.seq FROM outbox o WHERE o.seq IN ({doomed}) ORDER BY o.seq FOR UPDATE",
+            params,
         )
 
     def requeue_all(self, tx: Tx) -> int:
