@@ -13,7 +13,7 @@ import pytest
 from session_manager import AsyncSessionManager, EmbedderMismatch, InvalidInput
 from session_manager.testing import HashEmbedder
 
-from .conftest import framework
+from .conftest import framework, max_lateness
 
 framework("autogen_core.memory", "autogen")
 framework("autogen_agentchat", "autogen")
@@ -148,25 +148,15 @@ def test_update_context_keeps_the_loop_free(tmp_path: Path) -> None:
             await memory.add(
                 MemoryContent(content=f"note {i} about topic {i % 7}", mime_type="text/plain")
             )
-        late = 0.0
-        stop = asyncio.Event()
 
-        async def tick() -> None:
-            nonlocal late
-            loop = asyncio.get_running_loop()
-            while not stop.is_set():
-                start = loop.time()
-                await asyncio.sleep(0.005)
-                late = max(late, loop.time() - start - 0.005)
+        async def work() -> None:
+            for _ in range(5):
+                context = UnboundedChatCompletionContext(
+                    [UserMessage(content="topic 3", source="user")]
+                )
+                await memory.update_context(context)
 
-        ticker = asyncio.create_task(tick())
-        for _ in range(5):
-            context = UnboundedChatCompletionContext(
-                [UserMessage(content="topic 3", source="user")]
-            )
-            await memory.update_context(context)
-        stop.set()
-        await ticker
+        late = await max_lateness(work)
         await manager.close()
         return late
 

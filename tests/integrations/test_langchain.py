@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from session_manager import AsyncSessionManager, InvalidInput, InvalidPayload, SessionManager
 from session_manager.testing import HashEmbedder
 
-from .conftest import framework
+from .conftest import framework, max_lateness
 
 framework("langchain_core", "langchain")
 framework("langchain", "langchain")
@@ -596,24 +596,14 @@ def test_the_async_path_keeps_the_loop_free(tmp_path: Path) -> None:
                 "big", "user" if i % 2 else "assistant", f"turn {i} on topic {i % 7}"
             )
         middleware = SessionMemoryMiddleware(manager, key="big", max_tokens=2000)
-        late = 0.0
-        stop = asyncio.Event()
 
-        async def tick() -> None:
-            nonlocal late
-            loop = asyncio.get_running_loop()
-            while not stop.is_set():
-                start = loop.time()
-                await asyncio.sleep(0.005)
-                late = max(late, loop.time() - start - 0.005)
+        async def work() -> None:
+            for _ in range(3):
+                agent, model = _agent(middleware)
+                await agent.ainvoke({"messages": [HumanMessage("what about topic 3?")]})
+                assert "topic 3" in _system(model.seen[0])
 
-        ticker = asyncio.create_task(tick())
-        for _ in range(3):
-            agent, model = _agent(middleware)
-            await agent.ainvoke({"messages": [HumanMessage("what about topic 3?")]})
-            assert "topic 3" in _system(model.seen[0])
-        stop.set()
-        await ticker
+        late = await max_lateness(work)
         assert len(await manager.events("big", "message")) == 300 + 3 * 4
         await manager.close()
         return late

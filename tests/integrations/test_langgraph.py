@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from session_manager import PermissionDenied, SessionManager
 from session_manager.testing import HashEmbedder
 
-from .conftest import framework
+from .conftest import framework, max_lateness
 
 framework("langgraph.store.base", "langgraph")
 
@@ -301,24 +301,12 @@ def test_abatch_keeps_the_event_loop_free(tmp_path: Path) -> None:
     for i in range(200):
         store.put(("bulk",), f"k{i}", {"text": f"item {i}"})
 
-    async def run() -> float:
-        late = 0.0
-        stop = asyncio.Event()
-
-        async def tick() -> None:
-            nonlocal late
-            loop = asyncio.get_running_loop()
-            while not stop.is_set():
-                start = loop.time()
-                await asyncio.sleep(0.005)
-                late = max(late, loop.time() - start - 0.005)
-
-        ticker = asyncio.create_task(tick())
+    async def work() -> None:
         for _ in range(5):
             await store.asearch(("bulk",), query="item 7", limit=5)
-        stop.set()
-        await ticker
-        return late
+
+    async def run() -> float:
+        return await max_lateness(work)
 
     assert asyncio.run(run()) < 0.1
     store.manager.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from session_manager import AsyncSessionManager, InvalidInput, SessionManager
 from session_manager.testing import HashEmbedder
 
-from .conftest import framework
+from .conftest import framework, max_lateness
 
 framework("llama_index.core", "llamaindex")
 framework("aiosqlite", "llamaindex")  # the reference SQLAlchemyChatStore's driver
@@ -594,26 +593,6 @@ def test_on_postgresql(tmp_path: Path) -> None:
 # -- the event loop stays free -----------------------------------------------------------------
 
 
-async def _max_lateness(work: Callable[[], Awaitable[None]]) -> float:
-    """The worst lateness of a 5 ms ticker while ``work`` runs."""
-    late = 0.0
-    stop = asyncio.Event()
-
-    async def tick() -> None:
-        nonlocal late
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            start = loop.time()
-            await asyncio.sleep(0.005)
-            late = max(late, loop.time() - start - 0.005)
-
-    ticker = asyncio.create_task(tick())
-    await work()
-    stop.set()
-    await ticker
-    return late
-
-
 def test_the_block_keeps_the_event_loop_free(tmp_path: Path) -> None:
     async def scenario() -> float:
         manager = _manager(tmp_path)
@@ -629,7 +608,7 @@ def test_the_block_keeps_the_event_loop_free(tmp_path: Path) -> None:
                 await block.aput(flushed, from_short_term_memory=True, session_id="big")
                 await block.aget([ChatMessage(role="user", content="topic 3 and the markets")])
 
-        late = await _max_lateness(work)
+        late = await max_lateness(work)
         kept = await manager.events("big", kinds="message", where={"li_block": block.name})
         assert len(kept) == 30
         await manager.close()

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ..errors import InvalidInput
+from ._vector_table import VectorTable
 
 __all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "PgVectors"]
 
@@ -35,8 +36,10 @@ class _Log(Protocol):
     def event_where(self, flt: EventFilter) -> tuple[str, list[Any]]: ...
 
 
-class PgVectors:
+class PgVectors(VectorTable):
     """The :class:`~session_manager._seams.VectorIndex` of a PostgreSQL log."""
+
+    _store: _Log
 
     transactional = True
     multi_process = True
@@ -141,23 +144,6 @@ class PgVectors:
             with self._dim_lock:
                 self._dim = int(value) if value is not None else None
         return self._dim
-
-    def count(self, partition: str | None = None) -> int:
-        if partition is None:
-            rows = self._store.read("SELECT count(*) FROM vectors")
-        else:
-            rows = self._store.read(
-                "SELECT count(*) FROM vectors WHERE partition = ?", (partition,)
-            )
-        return int(rows[0][0])
-
-    def seqs(self, partition: str) -> set[int]:
-        rows = self._store.read("SELECT seq FROM vectors WHERE partition = ?", (partition,))
-        return {int(row[0]) for row in rows}
-
-    def size_bytes(self) -> int:
-        """Nothing beside the log: the vectors are in its own database."""
-        return 0
 
     def close(self) -> None:
         """Nothing of its own: the log's pool holds the connections."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ._vector_cache import VectorCache, VectorQuery, encode_vector
+from ._vector_table import VectorTable
 from .base import batched
 
 __all__ = ["SqliteVectors"]
@@ -30,8 +31,10 @@ class _Log(Protocol):
     def bump_generation(self, tx: Tx) -> None: ...
 
 
-class SqliteVectors:
+class SqliteVectors(VectorTable):
     """The :class:`~session_manager._seams.VectorIndex` of a SQLite log."""
+
+    _store: _Log
 
     transactional = True
     exact = True
@@ -91,23 +94,6 @@ class SqliteVectors:
         )
         agent = flt.scope.agent_id if flt.scope is not None else ""
         return self._cache.search(query, list(partitions), agent, k, filters)
-
-    def count(self, partition: str | None = None) -> int:
-        if partition is None:
-            rows = self._store.read("SELECT count(*) FROM vectors")
-        else:
-            rows = self._store.read(
-                "SELECT count(*) FROM vectors WHERE partition = ?", (partition,)
-            )
-        return int(rows[0][0])
-
-    def seqs(self, partition: str) -> set[int]:
-        rows = self._store.read("SELECT seq FROM vectors WHERE partition = ?", (partition,))
-        return {int(row[0]) for row in rows}
-
-    def size_bytes(self) -> int:
-        """Nothing beside the log: the vectors are in its own database."""
-        return 0
 
     def close(self) -> None:
         with self._lock:
