@@ -159,3 +159,29 @@ def test_nul_is_refused_everywhere(tmp_path: Path) -> None:
             with pytest.raises(InvalidInput, match="NUL"):
                 call()
         assert len(mgr.events(session.id)) == 1
+
+
+def test_restore_leaves_out_what_the_model_already_has(tmp_path: Path) -> None:
+    """exclude_newest=N: a framework passing its latest N turns gets only the rest."""
+    with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session("plan a trip")
+        mgr.record_fact(session.id, "the user is vegetarian")
+        turns = [
+            mgr.add_message(
+                session.id, "user" if i % 2 == 0 else "assistant", f"turn {i} about Lisbon"
+            )
+            for i in range(6)
+        ]
+        full = mgr.restore(session.id, max_tokens=600)
+        assert "turn 5 about Lisbon" in full.text
+        trimmed = mgr.restore(session.id, max_tokens=600, exclude_newest=4, query="Lisbon")
+        for i in (2, 3, 4, 5):
+            assert f"turn {i} about" not in trimmed.text
+        assert "turn 1 about Lisbon" in trimmed.text and "vegetarian" in trimmed.text
+        assert "plan a trip" in trimmed.text  # the goal always stays
+        by_id = mgr.restore(session.id, max_tokens=600, exclude=[turns[0].id], query="Lisbon")
+        assert "turn 0 about" not in by_id.text and "turn 5 about Lisbon" in by_id.text
+        with pytest.raises(InvalidInput, match="exclude_newest"):
+            mgr.restore(session.id, max_tokens=600, exclude_newest=-1)
+        with pytest.raises(InvalidInput, match="collection of event ids"):
+            mgr.restore(session.id, max_tokens=600, exclude=turns[0].id)

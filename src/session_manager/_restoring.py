@@ -15,7 +15,7 @@ Events shown as relevant get one more recall, like search results (``count_recal
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -67,19 +67,44 @@ def restore_session(
     other_sessions: bool = False,
     shares: BudgetShares | None = None,
     count_recall: bool = True,
+    exclude_newest: int = 0,
+    exclude: Collection[str] = (),
 ) -> RestoredContext:
     """Gather the candidates of one restore of ``session`` (read in ``searcher``'s scope)
     and pack them; see the module docstring."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
+    if (
+        isinstance(exclude_newest, bool)
+        or not isinstance(exclude_newest, int)
+        or exclude_newest < 0
+    ):
+        raise InvalidInput(f"exclude_newest must be 0 or more, got {exclude_newest!r}.")
     # Large payloads come as their stored previews: restore never parses megabytes it
     # could not show (the preview is what a summary of them needs).
     store_events = functools.partial(store.events, previews=True)
     base = EventFilter(searcher.scope, session_id=session.id)
     goal = store_events(replace(base, kinds=("goal",)), newest_first=True, limit=1)
+    # what the caller's model already has (a framework's latest turns): left out everywhere
+    newest = (
+        store.events(
+            replace(base, exclude_kinds=("goal", "summary")),
+            newest_first=True,
+            limit=exclude_newest,
+        )
+        if exclude_newest
+        else []
+    )
+    if isinstance(exclude, str):
+        raise InvalidInput("exclude takes a collection of event ids, not a single string.")
+    excluded = frozenset(event.id for event in newest) | frozenset(exclude)
+
+    def kept(events: list[Event]) -> list[Event]:
+        return [event for event in events if event.id not in excluded] if excluded else events
+
     open_filter = replace(base, kinds=("pending",), status="open")
     open_pending = store.count_events(open_filter)
-    pending = store_events(open_filter, limit=PENDING_CANDIDATES)
+    pending = kept(store_events(open_filter, limit=PENDING_CANDIDATES))
     pinned = _merge(goal, pending)
     # important: importance ≥ threshold (goal, pending and summaries have their own
     # sections), or an unresolved error — two reads, merged newest first
@@ -101,13 +126,15 @@ def restore_session(
         newest_first=True,
     )[:IMPORTANT_CANDIDATES]
     # a resolved error is no longer important, whatever importance it was recorded with
-    important = [e for e in important if not (e.kind == "error" and e.status == "resolved")]
+    important = [e for e in kept(important) if not (e.kind == "error" and e.status == "resolved")]
     now = from_us(now_us())
     important.sort(key=lambda event: rank_score(event, now), reverse=True)
-    recent = store_events(
-        replace(base, exclude_kinds=("goal", "summary")),
-        newest_first=True,
-        limit=recent_candidates(max_tokens),
+    recent = kept(
+        store_events(
+            replace(base, exclude_kinds=("goal", "summary")),
+            newest_first=True,
+            limit=recent_candidates(max_tokens) + exclude_newest,
+        )
     )
     recent.reverse()
     total = store.count_events(base)
@@ -123,10 +150,14 @@ def restore_session(
         relevant_candidates(max_tokens),
         session_id=None if other_sessions else session.id,
         count_recall=False,
-        exclude=pinned_seqs,
+        exclude=pinned_seqs | {event.seq for event in newest},  # excluded ids go below
         previews=True,
     )
-    relevant = [(hit.event, hit.score) for hit in hits if hit.event.kind != "summary"]
+    relevant = [
+        (hit.event, hit.score)
+        for hit in hits
+        if hit.event.kind != "summary" and hit.event.id not in excluded
+    ]
 
     covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
     context = pack(

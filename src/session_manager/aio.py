@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -374,6 +374,8 @@ class AsyncSessionManager:
         summarizer: Summarizer | None = None,
         other_sessions: bool = False,
         shares: BudgetShares | None = None,
+        exclude_newest: int = 0,
+        exclude: Collection[str] = (),
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``."""
         return await self._run(
@@ -385,6 +387,8 @@ class AsyncSessionManager:
             summarizer=summarizer,
             other_sessions=other_sessions,
             shares=shares,
+            exclude_newest=exclude_newest,
+            exclude=exclude,
         )
 
     async def summarize(

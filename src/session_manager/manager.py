@@ -9,7 +9,7 @@ are thin layers over ``record``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -822,6 +822,8 @@ class SessionManager:
         summarizer: Summarizer | None = None,
         other_sessions: bool = False,
         shares: BudgetShares | None = None,
+        exclude_newest: int = 0,
+        exclude: Collection[str] = (),
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``.
 
@@ -831,7 +833,10 @@ class SessionManager:
         goal and the pending steps) — from this session, or with ``other_sessions=True`` also
         from this agent's other sessions and subscribed pools — then the rest of the recent
         events. ``model`` overrides the manager's model family for counting; ``summarizer``
-        the manager's summariser; ``shares`` the default shares.
+        the manager's summariser; ``shares`` the default shares. ``exclude_newest=N`` leaves
+        out the session's N newest events (the goal always stays): a framework that already
+        puts the latest turns in the model's input restores only what it does not have;
+        ``exclude`` leaves out these events (ids), wherever they are.
 
         >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
         >>> context.token_count <= 4000, context.report.sections  # doctest: +SKIP
@@ -849,6 +854,8 @@ class SessionManager:
             other_sessions=other_sessions,
             shares=shares,
             count_recall=self.count_recalls,
+            exclude_newest=exclude_newest,
+            exclude=exclude,
         )
 
     def summarize(

@@ -149,6 +149,11 @@ def test_invoke_restores_memory_and_records_each_message_once(tmp_path: Path) ->
     assert first.startswith("Answer briefly.")  # the agent's prompt is kept, memory follows
     assert "lives in Lyon" in first and "Help the user plan a trip" in first
     assert "What is the weather" not in first  # restored before the input is recorded
+    # the second model call of the run: the conversation so far is in the request, so
+    # restore leaves it out (exclude_newest) and the model reads each turn once
+    second = _system(model.seen[1])
+    assert "lives in Lyon" in second
+    assert "What is the weather" not in second and "20 degrees and sunny" not in second
     _check_recorded(manager.events("thread-1"), out["messages"])
 
     # a second run on the thread remembers the first (a fresh agent: no checkpointer)

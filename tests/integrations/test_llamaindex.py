@@ -615,3 +615,24 @@ def test_the_block_keeps_the_event_loop_free(tmp_path: Path) -> None:
         return late
 
     assert asyncio.run(scenario()) < 0.1
+
+
+def test_the_block_leaves_out_what_short_term_memory_carries(tmp_path: Path) -> None:
+    """The messages Memory passes the block (its short-term queue) reach the model anyway:
+    the block's restore leaves them out, and keeps what they do not carry."""
+
+    async def scenario() -> None:
+        manager = _manager(tmp_path)
+        store = SessionChatStore(manager)
+        block = SessionMemoryBlock(manager, key="chat")
+        turns = _turns(4)
+        await store.add_messages("chat", turns)
+        await manager.record_fact("chat", "the user's dog is called Rex")
+        everything = await block._aget(messages=[])
+        assert all(turn.content in everything for turn in turns)
+        carried = await block._aget(messages=turns[2:])
+        assert turns[0].content in carried and "Rex" in carried
+        assert turns[2].content not in carried and turns[3].content not in carried
+        await manager.close()
+
+    asyncio.run(scenario())

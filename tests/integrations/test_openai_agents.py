@@ -436,6 +436,10 @@ def test_restore_filter_puts_restored_context_into_the_instructions(
         assert "Miso" in received.system_instructions  # restored, though cut by the limit
         assert "orange tabby" in received.system_instructions  # other events too
         assert all("Miso" not in json.dumps(item) for item in received.input)
+        # the last items the model input carries verbatim are not restored a second time
+        assert "filler turn 5" in json.dumps(received.input)
+        assert "filler turn 5" not in received.system_instructions
+        assert "filler turn 1" in received.system_instructions  # older than the limit: restored
 
     asyncio.run(run())
 

@@ -329,16 +329,16 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         key = self._key(request.state, request.runtime)
         sync = _sync_of(self.manager)
         sync.session_for(key, goal=self._goal(key))
-        restored = (
-            sync.restore(
+        restored = None
+        if self.restore:
+            newest = sync.events(key, newest_first=True, limit=len(request.messages))
+            restored = sync.restore(
                 key,
                 self.max_tokens,
                 query=_latest_user_text(request.messages),
                 other_sessions=self.other_sessions,
+                exclude=_in_request(newest, request.messages),
             )
-            if self.restore
-            else None
-        )
         self._record_sync(key, request.state["messages"])
         return handler(_with_memory(request, restored))
 
@@ -364,19 +364,32 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         goal = self._goal(key)
         manager = self.manager
         restored: RestoredContext | None = None
+        window = len(request.messages)
         if isinstance(manager, AsyncSessionManager):
             await manager.session_for(key, goal=goal)
             if self.restore:
+                newest = await manager.events(key, newest_first=True, limit=window)
                 restored = await manager.restore(
-                    key, self.max_tokens, query=query, other_sessions=self.other_sessions
+                    key,
+                    self.max_tokens,
+                    query=query,
+                    other_sessions=self.other_sessions,
+                    exclude=_in_request(newest, request.messages),
                 )
         else:
             await _off_loop(manager, lambda m: m.session_for(key, goal=goal))
             if self.restore:
+                newest = await _off_loop(
+                    manager, lambda m: m.events(key, newest_first=True, limit=window)
+                )
                 restored = await _off_loop(
                     manager,
                     lambda m: m.restore(
-                        key, self.max_tokens, query=query, other_sessions=self.other_sessions
+                        key,
+                        self.max_tokens,
+                        query=query,
+                        other_sessions=self.other_sessions,
+                        exclude=_in_request(newest, request.messages),
                     ),
                 )
         await self._record_async(key, request.state["messages"])
@@ -760,3 +773,10 @@ def _read(manager: SessionManager, key: str) -> list[BaseMessage]:
 def _clear(manager: SessionManager, key: str) -> None:
     with contextlib.suppress(SessionNotFound):
         manager.clear_session(key, kinds="message")
+
+
+def _in_request(newest: Sequence[Event], messages: Sequence[BaseMessage]) -> list[str]:
+    """The session's events the model request already carries (by message id): restore
+    leaves them out, so the model does not read them twice."""
+    ids = {message.id for message in messages if message.id}
+    return [event.id for event in newest if event.metadata.get(MESSAGE_ID) in ids]

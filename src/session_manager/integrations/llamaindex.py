@@ -288,7 +288,9 @@ class SessionMemoryBlock(BaseMemoryBlock[str]):
     other_sessions: bool = Field(
         default=False, description="Also draw relevant history from the agent's other sessions."
     )
-    _restored: dict[str, tuple[int, str | None]] = PrivateAttr(default_factory=dict)
+    _restored: dict[str, tuple[int, str | None, tuple[str, ...]]] = PrivateAttr(
+        default_factory=dict
+    )
 
     def __init__(
         self, manager: AsyncSessionManager | None = None, key: str | None = None, **data: Any
@@ -321,7 +323,19 @@ class SessionMemoryBlock(BaseMemoryBlock[str]):
         if session_id is None:
             return ""  # nothing remembered yet
         query = _latest_user_text(messages or [])
-        return await self._restore(session_id, self.max_tokens, query)
+        carried = await self._carried(session_id, messages or [])
+        return await self._restore(session_id, self.max_tokens, query, carried)
+
+    async def _carried(self, session_id: str, messages: list[ChatMessage]) -> tuple[str, ...]:
+        """The session's events that are among ``messages`` (the short-term memory the model
+        gets anyway): restore leaves them out, so no turn is read twice."""
+        if not messages:
+            return ()
+        digests = sorted({_digest(message.model_dump(mode="json")) for message in messages})
+        found = await self.manager.events(
+            session_id, kinds="message", where={_DIGEST: {"$in": digests}}
+        )
+        return tuple(event.id for event in found)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Restore again within ``tokens_to_truncate`` fewer tokens (None when what is left
@@ -329,12 +343,12 @@ class SessionMemoryBlock(BaseMemoryBlock[str]):
         known = self._restored.get(content) if isinstance(content, str) else None
         if known is None:
             return None
-        tokens, query = known
+        tokens, query, carried = known
         budget = tokens - max(0, int(tokens_to_truncate))
         session_id = await self._session(create=False)
         if budget < _MIN_BUDGET or session_id is None:
             return None
-        return await self._restore(session_id, budget, query) or None
+        return await self._restore(session_id, budget, query, carried) or None
 
     async def aput(
         self,
@@ -387,14 +401,16 @@ class SessionMemoryBlock(BaseMemoryBlock[str]):
             held.setdefault(str(event.metadata[_DIGEST]), []).append(event)
         return held
 
-    async def _restore(self, session_id: str, budget: int, query: str | None) -> str:
+    async def _restore(
+        self, session_id: str, budget: int, query: str | None, carried: tuple[str, ...]
+    ) -> str:
         restored = await self.manager.restore(
-            session_id, budget, query=query, other_sessions=self.other_sessions
+            session_id, budget, query=query, other_sessions=self.other_sessions, exclude=carried
         )
         if restored.text:
             if len(self._restored) >= _RESTORES_KEPT:
                 self._restored.pop(next(iter(self._restored)))
-            self._restored[restored.text] = (restored.token_count, query)
+            self._restored[restored.text] = (restored.token_count, query, carried)
         return restored.text
 
 

@@ -233,9 +233,11 @@ def restore_filter(
     prompt cache useful). ``query`` defaults to the newest user message of the model input, so
     restore brings the history relevant to what was just asked. ``goal`` is the goal the
     session starts with if it does not exist yet; ``other_sessions`` lets restore draw on the
-    agent's other sessions too. The input items are passed on unchanged: pair it with
-    ``AgentSession(..., session_settings=SessionSettings(limit=N))`` so the model sees the
-    last N items verbatim and restore brings the rest within ``max_tokens``.
+    agent's other sessions too. The input items are passed on unchanged, and the session's
+    newest items they already carry are left out of the restore (the model reads each turn
+    once): pair it with ``AgentSession(..., session_settings=SessionSettings(limit=N))`` so
+    the model sees the last N items verbatim and restore brings the rest within
+    ``max_tokens``.
     """
     key = identifier(session_id, "session_id")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -248,6 +250,7 @@ def restore_filter(
     async def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
         model_data = data.model_data
         await _run(manager, "session_for", key, goal=start_goal)
+        newest = await _run(manager, "events", key, newest_first=True, limit=len(model_data.input))
         context = await _run(
             manager,
             "restore",
@@ -255,6 +258,7 @@ def restore_filter(
             max_tokens,
             query if query is not None else _newest_user_text(model_data.input),
             other_sessions=other_sessions,
+            exclude=_in_input(newest, model_data.input),
         )
         instructions = model_data.instructions
         text = f"{instructions}\n\n{context.text}" if instructions else context.text
@@ -425,3 +429,14 @@ def _is_output(item: Mapping[str, Any]) -> bool:
 def _is_call(item: Mapping[str, Any]) -> bool:
     kind = item.get("type")
     return isinstance(kind, str) and not kind.endswith("_output") and "call_id" in item
+
+
+def _in_input(newest: Sequence[Event], items: Sequence[Any]) -> list[str]:
+    """The session's events the model input already carries (the same item, verbatim):
+    restore leaves them out, so the model does not read them twice."""
+    carried = {json.dumps(item, sort_keys=True, default=str) for item in items}
+    return [
+        event.id
+        for event in newest
+        if event.kind == _KIND and json.dumps(event.payload, sort_keys=True) in carried
+    ]
