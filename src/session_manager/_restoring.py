@@ -97,7 +97,7 @@ def restore_session(
     )
     if isinstance(exclude, str):
         raise InvalidInput("exclude takes a collection of event ids, not a single string.")
-    excluded = frozenset(event.id for event in newest) | frozenset(exclude)
+    excluded = frozenset(event.id for event in newest) | frozenset(exclude or ())
 
     def kept(events: list[Event]) -> list[Event]:
         return [event for event in events if event.id not in excluded] if excluded else events
@@ -133,7 +133,7 @@ def restore_session(
         store_events(
             replace(base, exclude_kinds=("goal", "summary")),
             newest_first=True,
-            limit=recent_candidates(max_tokens) + exclude_newest,
+            limit=recent_candidates(max_tokens) + len(excluded),  # what is left out: read more
         )
     )
     recent.reverse()
@@ -145,9 +145,10 @@ def restore_session(
     # Searched even when every event is a recent candidate: recent history is walked newest
     # first, and what the query needs may be older than what the budget reaches.
     text = query or " ".join([session.goal, *(e.content for e in pinned if e.kind == "pending")])
+    depth = relevant_candidates(max_tokens)
     hits = searcher.search(
         text[:2_000],
-        relevant_candidates(max_tokens),
+        depth + min(len(excluded), depth),  # excluded hits are dropped below: look deeper
         session_id=None if other_sessions else session.id,
         count_recall=False,
         exclude=pinned_seqs | {event.seq for event in newest},  # excluded ids go below
