@@ -17,11 +17,14 @@ from session_manager.testing import HashEmbedder
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
-    return {
-        name: inspect.signature(value)
-        for name, value in vars(cls).items()
-        if not name.startswith("_") and inspect.isfunction(value)
-    }
+    """Public methods defined on ``cls`` or its bases (SessionManager's write path and
+    conveniences live in base classes of their own modules)."""
+    found: dict[str, inspect.Signature] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        for name, value in vars(klass).items():
+            if not name.startswith("_") and inspect.isfunction(value):
+                found[name] = inspect.signature(value)
+    return found
 
 
 def test_parity_name_by_name_and_signature_by_signature() -> None:
@@ -33,7 +36,9 @@ def test_parity_name_by_name_and_signature_by_signature() -> None:
         assert getattr(AsyncSessionManager, name).__doc__, f"{name} has no docstring"
     extra = set(aio) - set(sync)
     assert extra == set(), f"async-only methods need a reason: {sorted(extra)}"
-    sync_props = {n for n, v in vars(SessionManager).items() if isinstance(v, property)}
+    sync_props = {
+        n for k in SessionManager.__mro__ for n, v in vars(k).items() if isinstance(v, property)
+    }
     aio_props = {n for n, v in vars(AsyncSessionManager).items() if isinstance(v, property)}
     assert sync_props <= aio_props
 

@@ -294,7 +294,9 @@ def test_huge_json_tool_output_is_summarised_into_valid_json() -> None:
     c = candidates([event])
     start = time.perf_counter()
     ctx = pack(c, 1_500, tok)
-    assert time.perf_counter() - start < 0.5
+    # a guard against a pathological summary (it once took seconds), not a speed target
+    # (bench/restore_latency.py measures that): loose enough for a busy 2-core machine
+    assert time.perf_counter() - start < 2.0
     check_invariants(ctx, c, tok, 1_500)
     (fragment,) = json_fragments(ctx.text)
     assert list(json.loads(fragment)) == ["query", "results", "total", "next"]

@@ -10,35 +10,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from . import _json
+from ._conveniences import Conveniences
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
-from ._validate import PreparedEvent, prepare_event
 from ._validate import identifier as _identifier
+from ._validate import prepare_event
 from ._validate import text as _text
 from .errors import (
     EventNotFound,
     InvalidInput,
-    PermissionDenied,
     SessionClosed,
     SessionKeyTaken,
-    StoreReadOnly,
 )
 from .events import (
-    MESSAGE_ROLES,
     SESSION_STATUSES,
     Event,
-    EventRecord,
     Hit,
     Session,
     SessionRecord,
-    is_message_role,
     validate_kinds,
 )
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -49,10 +44,9 @@ from .tokens import tokenizer_for
 __all__ = ["SessionManager"]
 
 SearchMode = Literal["hybrid", "semantic", "keyword"]
-_DEFAULT_STATUS = {"pending": "open", "error": "unresolved"}
 
 
-class SessionManager:
+class SessionManager(Conveniences):
     """Durable memory for one agent: an event log, a semantic index and budgeted restore.
 
     >>> from session_manager import SessionManager
@@ -248,25 +242,6 @@ class SessionManager:
         self._indexer.notify()
         return self.get_session(session_id)
 
-    def get_session(self, session_id: str) -> Session:
-        """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
-        also be one of this agent's session keys (:meth:`start_session`'s ``key``)."""
-        session = self._store.session(session_id, self.scope)
-        if session is None:
-            session = self._keyed(session_id)
-        if session is None:
-            raise session_not_found(session_id, agent=self.agent_id, where=self.url)
-        return session
-
-    def _keyed(self, key: object) -> Session | None:
-        """This agent's session with that key, if any."""
-        if not isinstance(key, str):
-            return None
-        found = self._store.sessions(
-            SessionFilter(self.scope, agent_id=self.agent_id, key=key), limit=1
-        )
-        return found[0] if found else None
-
     def session_for(
         self,
         key: str,
@@ -399,338 +374,11 @@ class SessionManager:
             flt = EventFilter(None, session_id=session_id, kinds=wanted)
             return self._storage.delete_events(tx, flt)
 
-    def _owned(
-        self, tx: Any, session_id: str, *, allow_closed: bool = False
-    ) -> tuple[str, str, str | None]:
-        """Check this agent may write the session (an id, or one of its keys); return
-        ``(session id, status, shared_pool)``."""
-        found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
-        if found is None and isinstance(session_id, str):
-            keyed = self._store.sessions(
-                SessionFilter(None, agent_id=self.agent_id, key=session_id), limit=1, tx=tx
-            )
-            if keyed:
-                session_id = keyed[0].id
-                found = self._store.owner_of(tx, session_id)
-        if found is None or not self.scope.can_read(found[0], found[2]):
-            raise session_not_found(session_id, agent=self.agent_id, where=self.url)
-        owner, status, pool = found
-        if owner != self.agent_id:
-            raise PermissionDenied(
-                f"Session {session_id!r} belongs to agent {owner!r}; agent {self.agent_id!r} "
-                f"can read it through pool {pool!r} but never write it. Record into a session "
-                "of your own (start_session)."
-            )
-        if status != "active" and not allow_closed:
-            raise SessionClosed(
-                f"Session {session_id!r} is {status}; it takes no new events. "
-                "Start a new session for further work."
-            )
-        return session_id, status, pool
-
     # -- the write path --------------------------------------------------------------------
-
-    def record(
-        self,
-        session_id: str,
-        kind: str,
-        content: str,
-        payload: Any = None,
-        importance: float | None = None,
-        tags: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        created_at: datetime | str | None = None,
-        index: bool = True,
-        replace: Mapping[str, Any] | None = None,
-    ) -> Event:
-        """Append one event to a session's log: the single write path.
-
-        The event is durable when this returns; its embedding is computed in the background
-        (searches still see it at once). ``kind`` is a built-in kind or a namespaced custom
-        kind ("custom:plan"); ``importance`` defaults per kind; ``created_at`` may be a past
-        time (UTC) when importing history. ``index=False`` keeps the event in the log (events,
-        restore, export) but out of search: never embedded, never keyword-indexed — for
-        bulky items nobody should search. ``replace`` (a ``where`` filter, as in
-        :meth:`search`) makes the write an upsert: the session's events of this kind whose
-        metadata match it are deleted in the same transaction, from every index.
-
-        >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
-        """
-        # Validated, serialised, counted and previewed before the write lock is taken.
-        prepared = prepare_event(
-            kind, content, payload, importance, tags, metadata, created_at, self._counter
-        )
-        if not isinstance(index, bool):
-            raise InvalidInput(f"index must be True or False, got {index!r}.")
-        if replace is not None and (not isinstance(replace, Mapping) or not replace):
-            raise InvalidInput(
-                f"replace must be a non-empty where filter such as {{'key': 'k1'}}, got "
-                f"{replace!r}; to delete every event of a kind use clear_session(kinds=...)."
-            )
-        with self._write() as tx:
-            session_id, _, pool = self._owned(tx, session_id)
-            if replace is not None:
-                gone = EventFilter(
-                    None, session_id=session_id, kinds=(prepared.kind,), where=replace
-                )
-                self._storage.delete_events(tx, gone)
-            inserted = self._insert(
-                tx, session_id, pool, prepared, _DEFAULT_STATUS.get(kind), indexed=index
-            )
-        if index:
-            self._indexer.notify()
-        return inserted.event()
-
-    def record_many(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> list[Event]:
-        """Append several events to a session in one transaction: all or none.
-
-        Each item holds :meth:`record`'s arguments by name (``kind`` and ``content``
-        required; ``payload``, ``importance``, ``tags``, ``metadata``, ``created_at``,
-        ``index``), and a ``message`` may give its ``role`` as :meth:`add_message` does. Every
-        item is validated before anything is written; a bad one raises naming its position.
-
-        >>> mgr.record_many(sid, [{"kind": "message", "role": "user", "content": "Hi"},
-        ...                       {"kind": "fact", "content": "They said hi"}])  # doctest: +SKIP
-        """
-        if isinstance(events, Mapping | str | bytes):
-            raise InvalidInput("record_many takes a list of events (dicts), not a single one.")
-        prepared: list[tuple[PreparedEvent, str, bool]] = []
-        for position, item in enumerate(events):
-            try:
-                prepared.append(self._prepared_item(item))
-            except InvalidInput as exc:
-                raise type(exc)(f"Event {position} of record_many: {exc}") from None
-        if not prepared:
-            return []
-        with self._write() as tx:
-            session_id, _, pool = self._owned(tx, session_id)
-            inserted = [
-                self._insert(tx, session_id, pool, item, _DEFAULT_STATUS.get(kind), indexed=index)
-                for item, kind, index in prepared
-            ]
-        self._indexer.notify()
-        return [each.event() for each in inserted]
-
-    def _prepared_item(self, item: Any) -> tuple[PreparedEvent, str, bool]:
-        """One record_many item, validated: its prepared event, kind and index flag."""
-        if not isinstance(item, Mapping):
-            raise InvalidInput(f"each event must be a dict, got {type(item).__name__}.")
-        unknown = sorted(set(item) - _RECORD_FIELDS)
-        if unknown:
-            raise InvalidInput(
-                f"unknown fields {unknown}; use {', '.join(sorted(_RECORD_FIELDS))}."
-            )
-        if "kind" not in item or "content" not in item:
-            raise InvalidInput("each event needs a kind and a content.")
-        metadata = item.get("metadata")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
-        if "role" in item:
-            if item["kind"] != "message" or not is_message_role(item["role"]):
-                raise InvalidInput(
-                    f"role {item['role']!r} needs kind 'message' and one of "
-                    f"{', '.join(MESSAGE_ROLES)} (or a namespaced role)."
-                )
-            metadata = {**(metadata or {}), "role": item["role"]}
-        index = item.get("index", True)
-        if not isinstance(index, bool):
-            raise InvalidInput(f"index must be True or False, got {index!r}.")
-        prepared = prepare_event(
-            item["kind"],
-            item["content"],
-            item.get("payload"),
-            item.get("importance"),
-            item.get("tags"),
-            metadata,
-            item.get("created_at"),
-            self._counter,
-        )
-        return prepared, prepared.kind, index
-
-    def _insert(
-        self,
-        tx: Any,
-        session_id: str,
-        pool: str | None,
-        prepared: PreparedEvent,
-        status: str | None,
-        *,
-        touch: bool = True,
-        indexed: bool = True,
-    ) -> Inserted:
-        record = prepared.record(new_id(), session_id, self.agent_id, pool, status, indexed=indexed)
-        seq = self._store.insert_event(tx, record, touch_us=now_us() if touch else None)
-        return Inserted(record, seq or 0, prepared)
-
-    def _write(self) -> Any:
-        """A write transaction, unless this manager is read-only (then nothing is touched)."""
-        self._check_writable()
-        return self._store.atomic()
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise StoreReadOnly(
-                f"This SessionManager on {self.url!r} was opened with read_only=True; it "
-                "reads, never writes. Open another without read_only to record."
-            )
-
-    def _tokenizer(self) -> Any:
-        return tokenizer_for(self.model)
-
-    def _counter(self, text: str) -> int:
-        """Counts an event's stored tokens (prepare_event calls it before a transaction
-        starts: the first count loads a BPE file, ~0.3 s, and a user's counter may be slow;
-        other writers would wait on the write lock meanwhile)."""
-        return int(self._tokenizer().count(text))
 
     # -- conveniences ----------------------------------------------------------------------
 
-    def record_step(
-        self,
-        session_id: str,
-        step: str,
-        result: Any = None,
-        tool: str | None = None,
-        input: Any = None,
-        **options: Any,
-    ) -> Event:
-        """Record a completed step, with the tool it used, its input and its result."""
-        payload = {
-            key: value
-            for key, value in (("tool", tool), ("input", input), ("result", result))
-            if value is not None
-        }
-        metadata = {**_metadata(options), **({"tool": tool} if tool else {})}
-        return self.record(session_id, "step", step, payload or None, metadata=metadata, **options)
-
-    def record_decision(self, session_id: str, text: str, **options: Any) -> Event:
-        """Record a decision the agent took (important by default)."""
-        return self.record(session_id, "decision", text, **options)
-
-    def record_fact(self, session_id: str, text: str, **options: Any) -> Event:
-        """Record a fact the agent learned."""
-        return self.record(session_id, "fact", text, **options)
-
-    def record_error(
-        self, session_id: str, text: str, resolved: bool = False, **options: Any
-    ) -> Event:
-        """Record an error; unresolved errors are kept in view by restore until resolved."""
-        event = self.record(session_id, "error", text, **options)
-        return self.resolve_error(event.id) if resolved else event
-
-    def resolve_error(self, error_id: str) -> Event:
-        """Mark an error event resolved."""
-        return self._set_status(error_id, "error", ("unresolved",), "resolved")
-
-    def record_tool_output(
-        self, session_id: str, output: Any, tool: str | None = None, **options: Any
-    ) -> Event:
-        """Record a tool's output: text is stored as content, anything else as JSON payload.
-
-        JSON output is also flattened into searchable text ("key: value; ...") so that
-        semantic and keyword search reach inside it.
-        """
-        if output is None:
-            raise InvalidInput(
-                "record_tool_output got output=None: pass what the tool returned (text or a "
-                "JSON value); to note that a tool returned nothing, record_step(sid, "
-                "'called the tool; it returned nothing', tool=...)."
-            )
-        metadata = {**_metadata(options), **({"tool": tool} if tool else {})}
-        if isinstance(output, str):
-            return self.record(session_id, "tool_output", output, metadata=metadata, **options)
-        _json.dumps(output, "tool output")  # a clear error before flattening anything
-        content = _flatten(output) or (f"{tool} output" if tool else "tool output")
-        metadata["derived_content"] = True
-        return self.record(session_id, "tool_output", content, output, metadata=metadata, **options)
-
-    def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
-        """Record a conversation turn. ``role``: user, assistant, system, developer, tool,
-        function, chatbot, model, or a namespaced one ("autogen:critic").
-
-        A framework's own message object goes in ``payload=`` and comes back equal (as JSON:
-        tool calls with their ids, content lists, reasoning items); ``content`` is the text
-        rendering that is indexed and restored.
-
-        >>> mgr.add_message(sid, "assistant", "Searching", payload=native)  # doctest: +SKIP
-        """
-        if not is_message_role(role):
-            raise InvalidInput(
-                f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}, or a "
-                "namespaced role such as 'myframework:critic'."
-            )
-        metadata = {**_metadata(options), "role": role}
-        return self.record(session_id, "message", content, metadata=metadata, **options)
-
-    def add_pending(self, session_id: str, text: str, **options: Any) -> Event:
-        """Queue a step to do later; restore always shows open pending steps."""
-        return self.record(session_id, "pending", text, **options)
-
-    def complete_pending(self, pending_id: str, result: Any = None) -> Event:
-        """Mark a pending step done and record the step that did it; return that step."""
-        pending = self._pending(pending_id)
-        payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
-        prepared = prepare_event(
-            "step", pending.content, payload, None, None, None, None, self._counter
-        )
-        with self._write() as tx:
-            _, _, pool = self._owned(tx, pending.session_id)
-            if not self._claim_status(tx, pending, "done"):
-                raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
-            step = self._insert(tx, pending.session_id, pool, prepared, None)
-            self._merge_metadata(tx, pending, {"completed_by": step.record.id})
-        self._indexer.notify()
-        return step.event()
-
-    def cancel_pending(self, pending_id: str, reason: str | None = None) -> Event:
-        """Cancel an open pending step."""
-        pending = self._pending(pending_id)
-        with self._write() as tx:
-            self._owned(tx, pending.session_id)
-            if not self._claim_status(tx, pending, "cancelled"):
-                raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
-            if reason:
-                self._merge_metadata(tx, pending, {"cancel_reason": _text(reason, "reason")})
-        return self.get_event(pending_id)
-
-    def _pending(self, pending_id: str) -> Event:
-        pending = self.get_event(pending_id)
-        if pending.kind != "pending":
-            raise InvalidInput(f"Event {pending_id!r} is a {pending.kind}, not a pending step.")
-        if pending.status != "open":
-            raise InvalidInput(f"Pending step {pending_id!r} is already {pending.status}.")
-        return pending
-
-    def _claim_status(self, tx: Any, event: Event, status: str) -> bool:
-        return self._store.claim_event_status(tx, event.id, event.status, status)
-
-    def _merge_metadata(self, tx: Any, event: Event, extra: dict[str, Any]) -> None:
-        self._store.set_event_metadata(tx, event.id, _json.dumps({**event.metadata, **extra}))
-
-    def _set_status(self, event_id: str, kind: str, before: tuple[str, ...], after: str) -> Event:
-        event = self.get_event(event_id)
-        if event.kind != kind or event.status not in before:
-            raise InvalidInput(
-                f"Event {event_id!r} is a {event.kind} ({event.status}); cannot mark it {after}."
-            )
-        with self._write() as tx:
-            self._owned(tx, event.session_id, allow_closed=True)
-            if not self._claim_status(tx, event, after):
-                current = self.get_event(event_id).status
-                raise InvalidInput(
-                    f"Event {event_id!r} changed meanwhile (now {current}); it was not marked "
-                    f"{after}. Read it again and retry if that is still what you want."
-                )
-        return self.get_event(event_id)
-
     # -- reads -----------------------------------------------------------------------------
-
-    def get_event(self, event_id: str) -> Event:
-        """One event by id, if this agent may see it."""
-        event = self._store.event(event_id, self.scope) if isinstance(event_id, str) else None
-        if event is None:
-            raise EventNotFound(f"Event {event_id!r} does not exist for agent {self.agent_id!r}.")
-        return event
 
     def events(
         self,
@@ -946,73 +594,3 @@ class SessionManager:
         count = self._storage.reindex()
         self.flush()
         return count
-
-
-#: what a record_many item may hold: record()'s arguments, and a message's role
-_RECORD_FIELDS = frozenset(
-    {"kind", "content", "payload", "importance", "tags", "metadata", "created_at", "index", "role"}
-)
-
-
-@dataclass(frozen=True)
-class Inserted:
-    """What ``_insert`` wrote; :meth:`event` builds the returned Event after the commit (a
-    large payload is parsed back outside the write lock)."""
-
-    record: EventRecord
-    seq: int
-    prepared: PreparedEvent
-
-    def event(self) -> Event:
-        record = self.record
-        return Event(
-            id=record.id,
-            session_id=record.session_id,
-            agent_id=record.agent_id,
-            kind=record.kind,
-            content=record.content,
-            payload=_json.loads(record.payload_json),
-            importance=record.importance,
-            tags=self.prepared.tags,
-            metadata=self.prepared.metadata,
-            status=record.status,
-            created_at=from_us(record.created_us),
-            token_count=record.token_count,
-            seq=self.seq,
-            indexed=record.indexed,
-            payload_chars=record.payload_chars,
-        )
-
-
-def _metadata(options: dict[str, Any]) -> Mapping[str, Any]:
-    """A convenience's ``metadata=`` option (None means none), checked before merging."""
-    metadata = options.pop("metadata", None)
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
-    return metadata
-
-
-def _flatten(value: Any, prefix: str = "", limit: int = 4_000) -> str:
-    """``{"a": {"b": 1}, "c": [2]}`` → ``"a.b: 1; c: 2"``: JSON made searchable as text."""
-    parts: list[str] = []
-    size = 0
-
-    def walk(item: Any, path: str) -> None:
-        nonlocal size
-        if size > limit:
-            return
-        if isinstance(item, Mapping):
-            for key, sub in item.items():
-                walk(sub, f"{path}.{key}" if path else str(key))
-        elif isinstance(item, list | tuple):
-            for sub in item:
-                walk(sub, path)
-        elif item is not None:
-            text = f"{path}: {item}" if path else str(item)
-            parts.append(text)
-            size += len(text) + 2
-
-    walk(value, prefix)
-    return "; ".join(parts)[:limit]
