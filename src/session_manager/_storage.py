@@ -232,11 +232,12 @@ class Storage:
         identity); the keyword index is rebuilt too. Returns the number of events queued."""
         with self.log.atomic() as tx:
             count = self.log.requeue_all(tx)
-            self.log.set_meta(tx, PENDING_DELETES, "[]")
             if not self.external:
                 self.vectors.clear(tx)
         if self.external:
             self.vectors.clear(None)
+            with self.log.atomic() as tx:  # every collection went: nothing left to forget
+                self.log.set_meta(tx, PENDING_DELETES, "[]")
         return count
 
     def stats(self) -> dict[str, Any]:
