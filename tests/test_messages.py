@@ -185,3 +185,19 @@ def test_restore_leaves_out_what_the_model_already_has(tmp_path: Path) -> None:
             mgr.restore(session.id, max_tokens=600, exclude_newest=-1)
         with pytest.raises(InvalidInput, match="collection of event ids"):
             mgr.restore(session.id, max_tokens=600, exclude=turns[0].id)
+
+
+def test_an_event_larger_than_the_limit_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """Issue 12: a 20 MB record cost the caller 15 s before the payload fast path and still
+    costs ~1 s a 16 MB; past MAX_EVENT_CHARS the write path refuses, naming the fix."""
+    from session_manager._validate import MAX_EVENT_CHARS
+
+    with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session("big outputs")
+        with pytest.raises(InvalidInput, match=r"too large.*object store"):
+            mgr.record_tool_output(session.id, "x" * (MAX_EVENT_CHARS + 1), tool="dump")
+        with pytest.raises(InvalidInput, match="content and payload"):
+            mgr.record_tool_output(session.id, {"rows": ["y" * 1024] * (MAX_EVENT_CHARS // 1024)})
+        assert len(mgr.events(session.id)) == 1  # the goal only
+        fits = mgr.record_tool_output(session.id, "z" * (MAX_EVENT_CHARS // 4), tool="dump")
+        assert fits.content.startswith("zzz")
