@@ -16,6 +16,19 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("ASM_SHARED_DIR", REPO.parent / "shared"))
 
 
+@pytest.fixture(autouse=True)
+def _no_leftover_workers() -> Iterator[None]:
+    """Stop the embedding workers a test started and left running (a manager it never
+    closed): otherwise they keep polling for the rest of the run, and the tests that measure
+    event-loop lateness measure them instead."""
+    from session_manager import _indexer
+
+    before = set(_indexer._RUNNING)
+    yield
+    for indexer in set(_indexer._RUNNING) - before:
+        indexer.stop(timeout=5.0)
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "sessions.db"

@@ -5,6 +5,7 @@ The backend conformance suite also runs through it (tests/test_conformance.py, *
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import itertools
 import time
@@ -136,7 +137,14 @@ def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
             worst = max(b - a for a, b in itertools.pairwise(marks)) - 0.005
             return worst, ended - started
 
-    worst, busy = asyncio.run(main())
+    # A full garbage collection of the whole test run's objects stops every thread for
+    # 100+ ms now and then: what is measured is whether restore blocks the loop, not that.
+    gc.collect()
+    gc.disable()
+    try:
+        worst, busy = asyncio.run(main())
+    finally:
+        gc.enable()
     print(f"worst loop lag {worst * 1000:.1f} ms during {busy:.2f} s of restores")
     assert busy > 3 * bound, f"restores took only {busy:.3f}s: the test cannot tell"
     assert worst < bound, f"the loop stalled {worst * 1000:.0f} ms during {busy:.2f}s of restores"

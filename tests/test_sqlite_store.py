@@ -544,3 +544,33 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
         assert len(mgr.events(None, kinds="fact")) == 1_500  # nothing lost either
     assert limit_seen and peak <= limit_seen + 48 * 1024 * 1024, (peak, limit_seen)
     assert sqlite_store.WAL_FLOOR_BYTES == 64 * 1024 * 1024  # the children's floor is theirs
+
+
+_LEFT_OPEN = """
+import sys
+from session_manager import SessionManager
+from session_manager.testing import HashEmbedder
+mgr = SessionManager("a", sys.argv[1], embedder=HashEmbedder())
+session = mgr.start_session("left open")
+for i in range(300):
+    mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum " * 20)
+# the program ends without close(): the embedding worker is still busy
+"""
+
+
+def test_a_program_that_never_closes_its_manager_exits_cleanly(tmp_path: Path) -> None:
+    """Before: 20 of 20 such exits died of SIGSEGV. At interpreter exit the per-thread
+    connections' finalizers closed the worker's connection under its WAL checkpoint; now
+    they do not run at exit, and the workers are stopped first (their batch ends)."""
+    for run in range(3):
+        db = tmp_path / f"open{run}.db"
+        result = subprocess.run(
+            [PYTHON, "-c", _LEFT_OPEN, str(db)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+        with SessionManager("a", db, embedder=HashEmbedder()) as mgr:
+            assert len(mgr.events(None, kinds="fact")) == 300  # every acknowledged event

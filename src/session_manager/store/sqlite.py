@@ -168,7 +168,11 @@ class SqliteStore(SqlStore):
             # when the thread ends (or close() drops self._local), and its finalizer closes
             # the connection: short-lived threads leave no connection and descriptors behind.
             holder = _ThreadConnection()
-            weakref.finalize(holder, self._connections.release, conn)
+            release = weakref.finalize(holder, self._connections.release, conn)
+            # Not at interpreter exit: finalizers then run while other threads (an embedding
+            # worker a program never stopped) may be inside SQLite on that connection, and
+            # closing it under them crashed the process (SIGSEGV in 1 exit of 20).
+            release.atexit = False
             self._local.holder, self._local.conn = holder, conn
         return conn
 
