@@ -127,6 +127,7 @@ def test_a_wrong_password_is_misconfigured() -> None:
 
     store = PostgresStore.__new__(PostgresStore)
     store.location = "postgresql://me:***@db/agents"
+    store.settings = parse_url(store.location)  # what __init__ would have set
     refused = psycopg.OperationalError(
         'connection failed: connection to server at "10.0.0.5", port 5432 failed: FATAL:  '
         'password authentication failed for user "me"'
@@ -143,6 +144,7 @@ def test_lock_conflicts_and_a_full_disk_keep_their_own_types() -> None:
 
     store = PostgresStore.__new__(PostgresStore)
     store.location = "postgresql://me@db/agents"
+    store.settings = parse_url(store.location)  # what __init__ would have set
     assert type(store._store_error(errors.DeadlockDetected("deadlock detected"))) is StoreBusy
     assert type(store._store_error(errors.DiskFull("could not extend file"))) is StoreFull
     standby = errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
