@@ -196,9 +196,10 @@ def test_reindex_rebuilds_the_context(mgr: SessionManager, db_path: Path) -> Non
     before = contexts(db_path)
     with sqlite3.connect(db_path) as conn:
         conn.execute("DELETE FROM events_fts")
-    assert mgr.search("number", k=5, mode="keyword") == []
+    assert matching(db_path, "number") == set()
     mgr.reindex()
     assert contexts(db_path) == before
+    assert len(matching(db_path, "number")) == 6  # the goal's context holds the first fact
     assert len(mgr.search("number", k=5, mode="keyword")) == 5
 
 

@@ -113,17 +113,17 @@ class Searcher:
             where=where,
         )
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
+        partitions = self._partitions(flt)
         rankings: list[list[tuple[int, float]]] = []
         if mode == "semantic":  # asked for vectors: an index that is down is an error
-            rankings.append(self._semantic(query, depth, flt))
-        elif mode == "hybrid":
-            rankings.append(self._semantic_or_nothing(query, depth, flt))
-        if mode in ("keyword", "hybrid"):
+            rankings.append(self._semantic(query, depth, flt, partitions))
+        elif mode == "keyword":
             # Keyword mode matches the words in the event's own text, as a user of that mode
             # expects; the context (neighbours, date) only helps the hybrid ranking.
-            rankings.append(
-                self.store.keyword_search(query, flt, depth, content_only=mode == "keyword")
-            )
+            rankings.append(self._keyword(query, depth, flt, partitions, content_only=True))
+        else:
+            rankings.append(self._semantic_or_nothing(query, depth, flt, partitions))
+            rankings.append(self._keyword(query, depth, flt, partitions, content_only=False))
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
         if mode == "hybrid":
             ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
@@ -144,14 +144,29 @@ class Searcher:
         except _CANNOT_WRITE as exc:
             log.info("recall counts not updated (%s)", exc)
 
+    def _keyword(
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        *,
+        content_only: bool,
+    ) -> list[tuple[int, float]]:
+        if not partitions:
+            return []
+        return self.store.keyword_search(
+            query, flt, depth, content_only=content_only, partitions=partitions
+        )
+
     def _semantic_or_nothing(
-        self, query: str, depth: int, flt: EventFilter
+        self, query: str, depth: int, flt: EventFilter, partitions: list[tuple[str, bool]]
     ) -> list[tuple[int, float]]:
         """Hybrid search's semantic half. While the vector index cannot be reached (a Chroma
         server down), the keyword half answers alone — an agent's turn should not fail for
         want of vectors — and the outage is logged and reported by health()."""
         try:
-            ranking = self._semantic(query, depth, flt)
+            ranking = self._semantic(query, depth, flt, partitions)
         except StoreUnavailable as exc:
             if self.index_error is None:
                 log.warning("hybrid search answers by keyword only: %s", exc)
@@ -179,15 +194,22 @@ class Searcher:
                 weights.append(_TIME_WEIGHT)
         return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
 
-    def _semantic(self, query: str, depth: int, flt: EventFilter) -> list[tuple[int, float]]:
+    def _partitions(self, flt: EventFilter) -> list[tuple[str, bool]]:
+        """The ``(partition, owner_only)`` pairs a search with ``flt`` reads (none: a session
+        this agent cannot see)."""
         if flt.session_id is not None:
             session = self.store.session(flt.session_id, self.scope)
             if session is None:
                 return []
-            partitions = [(partition_of(session.agent_id, session.shared_pool), False)]
-        else:
-            own_pools = self.store.own_pools(self.scope.agent_id)
-            partitions = self.scope.partitions(own_pools, include_shared=flt.include_shared)
+            return [(partition_of(session.agent_id, session.shared_pool), False)]
+        own_pools = self.store.own_pools(self.scope.agent_id)
+        return self.scope.partitions(own_pools, include_shared=flt.include_shared)
+
+    def _semantic(
+        self, query: str, depth: int, flt: EventFilter, partitions: list[tuple[str, bool]]
+    ) -> list[tuple[int, float]]:
+        if not partitions:
+            return []
         try:
             if self.writes:
                 self.indexer.catch_up([name for name, _ in partitions])

@@ -1,14 +1,30 @@
-"""Keyword queries: free text turned into a safe FTS5 or tsquery query, and the BM25 weights.
+"""Keyword queries: free text turned into a safe FTS5 or tsquery query, the BM25 weights,
+and the tokenizer of the in-memory keyword index.
 
-The log's keyword index is the log's own (FTS5 in SQLite, a tsvector in PostgreSQL); this is
-what both backends build their queries with.
+The log's persistent keyword index is the log's own (FTS5 in SQLite, a tsvector in PostgreSQL);
+this is what both backends build their queries with. SQLite's searches are ranked by an
+in-memory index (``_keyword_cache.py``) that must see the same words as FTS5: :class:`Words`
+is FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer, in Python.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["KEYWORD_WEIGHTS", "STOP_WORDS", "fts_query", "query_words", "tsquery"]
+import numpy as np
+import numpy.typing as npt
+import Stemmer
+
+__all__ = [
+    "KEYWORD_WEIGHTS",
+    "STOP_WORDS",
+    "Words",
+    "fold",
+    "fts_query",
+    "query_words",
+    "tsquery",
+]
 
 #: BM25 weights of the keyword index's two columns: an event's own content, and its context
 #: (the neighbouring events of its session and its date; store/_migrations.py). Context counts
@@ -73,3 +89,84 @@ def fts_query(text: str) -> str | None:
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
+
+
+# FTS5's unicode61 tokenizer: runs of letters and digits; everything else (``_`` included)
+# separates tokens.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def fold(text: str) -> str:
+    """``text`` as unicode61 with ``remove_diacritics 2`` compares it: lower case, accents off.
+
+    >>> fold("Crème Brûlée")
+    'creme brulee'
+    """
+    text = text.lower()
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def tokens(text: str) -> list[str]:
+    """The unstemmed tokens of ``text``, as FTS5 splits it.
+
+    >>> tokens("Deploy_v2 failed: café's DB!")
+    ['deploy', 'v2', 'failed', 'cafe', 's', 'db']
+    """
+    return _TOKEN.findall(fold(text))
+
+
+class Words:
+    """Term ids of stemmed tokens: porter stems, as FTS5's ``porter`` tokenizer makes them.
+
+    Each distinct token is stemmed once (a dict maps tokens to term ids), which is what makes
+    indexing 100k events take seconds rather than minutes. Not thread-safe (neither is the
+    stemmer): the keyword cache calls it under its lock.
+
+    >>> words = Words()
+    >>> ids = words.ids(["running", "runs", "the"]).tolist()
+    >>> ids == [words.term("run"), words.term("run"), words.term("the")]
+    True
+    """
+
+    def __init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer("porter")
+        self._by_token: dict[str, int] = {}
+        self._by_stem: dict[str, int] = {}
+
+    def ids(self, found: list[str]) -> npt.NDArray[np.int32]:
+        """The term id of every token in ``found`` (new tokens are stemmed and registered)."""
+        unseen = [token for token in dict.fromkeys(found) if token not in self._by_token]
+        if unseen:
+            for token, stem in zip(unseen, self._stemmer.stemWords(unseen), strict=True):
+                self._by_token[token] = self.term(stem)
+        return np.fromiter(map(self._by_token.__getitem__, found), np.int32, len(found))
+
+    def term(self, stem: str) -> int:
+        """The id of ``stem`` (registered if new)."""
+        found = self._by_stem.get(stem)
+        if found is None:
+            found = self._by_stem[stem] = len(self._by_stem)
+        return found
+
+    def stem(self, token: str) -> str:
+        return str(self._stemmer.stemWord(token))
+
+    def query_stems(self, text: str) -> list[str] | None:
+        """The distinct stems an FTS5 query of ``text`` (:func:`fts_query`) would match, or
+        None when the in-memory index cannot answer it exactly as FTS5 would: a query word
+        FTS5 reads as a phrase of several tokens (``deploy_v2``).
+
+        >>> Words().query_stems("Which cities did Caroline visit?")
+        ['citi', 'carolin', 'visit']
+        >>> Words().query_stems("the deploy_v2 rollout") is None
+        True
+        """
+        stems: list[str] = []
+        for word in query_words(text):
+            split = tokens(word)
+            if len(split) != 1:
+                return None
+            stems.append(self.stem(split[0]))
+        return list(dict.fromkeys(stems)) or None

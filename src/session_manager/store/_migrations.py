@@ -137,6 +137,12 @@ CREATE TRIGGER events_fts_insert AFTER INSERT ON events WHEN new.indexed BEGIN
 END;
 """
 
+# The in-memory keyword index (_keyword_cache.py) reads a partition's events in seq order,
+# from the last one it has: (partition, seq) — the rowid ends every index.
+_EVENTS_BY_PARTITION = """
+CREATE INDEX events_by_partition ON events (partition);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -207,4 +213,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0003_restore_reads", _RESTORE_READS),
     ("0004_session_keys", _SESSION_KEYS),
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
+    ("0006_events_by_partition", _EVENTS_BY_PARTITION),
 )

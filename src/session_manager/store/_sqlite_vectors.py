@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
-from ._vector_cache import VectorCache, VectorQuery, encode_vector
+from ._partition_rows import RowQuery
+from ._vector_cache import VectorCache, encode_vector
 from ._vector_table import VectorTable
 from .base import batched
 
@@ -29,6 +30,7 @@ class _Log(Protocol):
     def within(self, tx: Tx | None) -> AbstractContextManager[Tx]: ...
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
     def bump_generation(self, tx: Tx) -> None: ...
+    def generation(self) -> int: ...
 
 
 class SqliteVectors(VectorTable):
@@ -85,7 +87,7 @@ class SqliteVectors(VectorTable):
         with self._lock:
             if self._cache is None:
                 self._cache = VectorCache(self)
-        filters = VectorQuery(
+        filters = RowQuery(
             session_id=flt.session_id,
             kinds=frozenset(flt.kinds) if flt.kinds else None,
             since_us=flt.since_us,
@@ -117,5 +119,4 @@ class SqliteVectors(VectorTable):
 
     def generation(self) -> int:
         """Moves whenever vector rows disappear (any process): the cache then rebuilds."""
-        rows = self._store.read("SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
+        return self._store.generation()

@@ -11,11 +11,12 @@ anywhere, the store's generation counter moves and every cached matrix is rebuil
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
 __all__ = ["VectorCache", "decode_vector", "encode_vector"]
 
@@ -39,66 +40,18 @@ class _VectorSource(Protocol):
     def generation(self) -> int: ...
 
 
-class _Codes:
-    """Interns strings (session ids, agent ids, kinds) as small ints for fast numpy masks."""
+class _Partition(PartitionRows):
+    """One partition's vectors (a matrix row per event) and the rows' filter columns."""
 
-    def __init__(self) -> None:
-        self.index: dict[str, int] = {}
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.last_vid = 0
+        self.matrix: Matrix = np.zeros((0, dim), np.float32)
 
-    def code(self, value: str) -> int:
-        found = self.index.get(value)
-        if found is None:
-            found = self.index[value] = len(self.index)
-        return found
-
-    def lookup(self, value: str) -> int:
-        return self.index.get(value, -1)
-
-
-@dataclass
-class _Partition:
-    dim: int
-    size: int = 0
-    last_vid: int = 0
-    matrix: Matrix = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    seqs: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    sessions: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    agents: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    kinds: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    times: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-
-    def reserve(self, extra: int, *, exact: bool = False) -> None:
-        needed = self.size + extra
-        capacity = len(self.seqs)
-        if needed <= capacity:
-            return
-        # Grow geometrically so that a stream of small refreshes stays amortised O(n); a bulk
-        # load reserves what it needs plus a little, so a 100k-event matrix is not doubled.
-        capacity = needed + max(256, needed // 16) if exact else max(needed, capacity * 2, 256)
-        matrix = np.zeros((capacity, self.dim), np.float32)
-        matrix[: self.size] = self.matrix[: self.size]
-        self.matrix = matrix
-        for name, dtype in (
-            ("seqs", np.int64),
-            ("sessions", np.int32),
-            ("agents", np.int32),
-            ("kinds", np.int32),
-            ("times", np.int64),
-        ):
-            grown = np.zeros(capacity, dtype)
-            grown[: self.size] = getattr(self, name)[: self.size]
-            setattr(self, name, grown)
-
-
-@dataclass(frozen=True)
-class VectorQuery:
-    """Filters applied to the cached rows before ranking."""
-
-    session_id: str | None = None
-    kinds: frozenset[str] | None = None
-    since_us: int | None = None
-    until_us: int | None = None
-    allowed_seqs: npt.NDArray[np.int64] | None = None  # from a SQL `where` filter
+    def _resize(self, capacity: int) -> None:
+        super()._resize(capacity)
+        self._grow("matrix", capacity, np.float32)
 
 
 class VectorCache:
@@ -109,9 +62,7 @@ class VectorCache:
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
         self._generation = -1
-        self._sessions = _Codes()
-        self._agents = _Codes()
-        self._kinds = _Codes()
+        self._codes = RowCodes()
 
     def invalidate(self) -> None:
         with self._lock:
@@ -131,8 +82,7 @@ class VectorCache:
         while rows:
             if part is None:
                 dim = len(rows[0][6]) // 4
-                part = self._partitions[name] = _Partition(dim=dim)
-                part.matrix = np.zeros((0, dim), np.float32)
+                part = self._partitions[name] = _Partition(dim)
             part.reserve(max(total, len(rows)), exact=total > len(rows))
             total -= len(rows)
             self._append(part, rows)
@@ -145,11 +95,7 @@ class VectorCache:
             start, end = part.size, part.size + len(rows)
             blob = b"".join(row[6] for row in rows)
             part.matrix[start:end] = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
-            part.seqs[start:end] = [row[1] for row in rows]
-            part.sessions[start:end] = [self._sessions.code(row[2]) for row in rows]
-            part.agents[start:end] = [self._agents.code(row[3]) for row in rows]
-            part.kinds[start:end] = [self._kinds.code(row[4]) for row in rows]
-            part.times[start:end] = [row[5] for row in rows]
+            part.append_columns(self._codes, rows, first=1)
             part.size = end
             part.last_vid = rows[-1][0]
 
@@ -159,7 +105,7 @@ class VectorCache:
         partitions: list[tuple[str, bool]],
         agent_id: str,
         k: int,
-        filters: VectorQuery,
+        filters: RowQuery,
     ) -> list[tuple[int, float]]:
         """Top ``k`` ``(seq, cosine)`` over the given ``(partition, owner_only)`` pairs."""
         candidates_seq: list[npt.NDArray[np.int64]] = []
@@ -172,7 +118,7 @@ class VectorCache:
                 if part.dim != query.shape[0]:
                     continue  # vectors of another embedder; the manager refuses that earlier
                 n = part.size
-                mask = self._mask(part, n, owner_only, agent_id, filters)
+                mask = part.mask(self._codes, owner_only, agent_id, filters)
                 if mask is not None:
                     rows = np.flatnonzero(mask)
                     if rows.size == 0:
@@ -194,29 +140,5 @@ class VectorCache:
         order = np.lexsort((all_seq, -all_score))[:k]  # ties broken by storage order
         return [(int(all_seq[i]), float(all_score[i])) for i in order]
 
-    def _mask(
-        self, part: _Partition, n: int, owner_only: bool, agent_id: str, filters: VectorQuery
-    ) -> npt.NDArray[np.bool_] | None:
-        mask: npt.NDArray[np.bool_] | None = None
-
-        def narrow(condition: npt.NDArray[np.bool_]) -> None:
-            nonlocal mask
-            mask = condition if mask is None else (mask & condition)
-
-        if owner_only:
-            narrow(part.agents[:n] == self._agents.lookup(agent_id))
-        if filters.session_id is not None:
-            narrow(part.sessions[:n] == self._sessions.lookup(filters.session_id))
-        if filters.kinds is not None:
-            codes = [self._kinds.lookup(kind) for kind in filters.kinds]
-            narrow(np.isin(part.kinds[:n], codes))
-        if filters.since_us is not None:
-            narrow(part.times[:n] >= filters.since_us)
-        if filters.until_us is not None:
-            narrow(part.times[:n] < filters.until_us)
-        if filters.allowed_seqs is not None:
-            narrow(np.isin(part.seqs[:n], filters.allowed_seqs))
-        return mask
-
     def memory_bytes(self) -> int:
-        return sum(p.matrix.nbytes + p.seqs.nbytes * 3 for p in self._partitions.values())
+        return sum(p.matrix.nbytes + p.column_bytes() for p in self._partitions.values())

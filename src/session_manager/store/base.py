@@ -176,10 +176,18 @@ class Store(Protocol):
 
     # -- search ----------------------------------------------------------------------------
     def keyword_search(
-        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
+        self,
+        text: str,
+        flt: EventFilter,
+        limit: int,
+        *,
+        content_only: bool,
+        partitions: Sequence[tuple[str, bool]] | None = None,
     ) -> list[tuple[int, float]]:
         """``(seq, score)`` best first; ``content_only`` matches the event's own text only,
-        otherwise its keyword context too."""
+        otherwise its keyword context too. ``partitions`` (``(partition, owner_only)`` pairs,
+        as for vector searches) are those ``flt``'s scope may read; a store may rank within
+        them instead of filtering the whole index by scope."""
         ...
 
     # -- the outbox ------------------------------------------------------------------------

@@ -401,8 +401,16 @@ class PostgresStore(SqlStore):
     # -- search ----------------------------------------------------------------------------
 
     def keyword_search(
-        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
+        self,
+        text: str,
+        flt: EventFilter,
+        limit: int,
+        *,
+        content_only: bool,
+        partitions: Sequence[tuple[str, bool]] | None = None,
     ) -> list[tuple[int, float]]:
+        """``ts_rank`` over the event's ``search_text``; ``partitions`` are not needed (the
+        scope filter is SQL)."""
         query = tsquery(text, content_only=content_only)
         if not query:
             return []

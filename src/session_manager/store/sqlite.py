@@ -38,11 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._seams import OutboxRow, Tx
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ._keyword import KEYWORD_WEIGHTS, fts_query
+from ._keyword_cache import KeywordCache
 from ._lease import held
 from ._migrations import MIGRATIONS
+from ._partition_rows import RowQuery
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from ._sqlite_vectors import SqliteVectors
@@ -132,6 +136,7 @@ class SqliteStore(SqlStore):
         self._waiting = 0  # threads queued for the write lock
         self._waiting_lock = threading.Lock()
         self._vector_index = SqliteVectors(self)
+        self._keywords = KeywordCache(self)
         # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
         self._opening = True
         try:
@@ -351,6 +356,7 @@ class SqliteStore(SqlStore):
     checkpoint = maintenance
 
     def close(self) -> None:
+        self._keywords.invalidate()
         self._connections.close_all()
         self._local = threading.local()
         if self._remove_private_folder is not None:
@@ -435,11 +441,40 @@ class SqliteStore(SqlStore):
     # -- search ----------------------------------------------------------------------------
 
     def keyword_search(
+        self,
+        text: str,
+        flt: EventFilter,
+        limit: int,
+        *,
+        content_only: bool,
+        partitions: Sequence[tuple[str, bool]] | None = None,
+    ) -> list[tuple[int, float]]:
+        """BM25 over the event's content and its context (``0002_keyword_context``),
+        weighted by :data:`~session_manager.store._keyword.KEYWORD_WEIGHTS`; higher is better.
+
+        Ranked in memory (``_keyword_cache.py``) over ``partitions`` (the searcher's, as for
+        vectors), or by FTS5 when the in-memory index cannot rank the query as FTS5 would
+        (see :meth:`~session_manager.store._keyword.Words.query_stems`) or no partitions are
+        given."""
+        stems = self._keywords.query_stems(text) if partitions is not None else None
+        if stems is None or partitions is None or flt.scope is None:
+            return self.fts_search(text, flt, limit, content_only=content_only)
+        filters = RowQuery(
+            session_id=flt.session_id,
+            kinds=frozenset(flt.kinds) if flt.kinds else None,
+            since_us=flt.since_us,
+            until_us=flt.until_us,
+            allowed_seqs=np.asarray(self.select_seqs(flt), np.int64) if flt.needs_log else None,
+        )
+        agent = flt.scope.agent_id
+        return self._keywords.search(
+            stems, partitions, agent, limit, filters, content_only=content_only
+        )
+
+    def fts_search(
         self, text: str, flt: EventFilter, limit: int, *, content_only: bool
     ) -> list[tuple[int, float]]:
-        """FTS5 BM25 over the event's content and its context (``0002_keyword_context``),
-        weighted by :data:`~session_manager.store._keyword.KEYWORD_WEIGHTS`; the score is the
-        negated BM25 (higher is better)."""
+        """FTS5's own BM25 ranking (negated: higher is better), filtered by ``flt``."""
         fts = fts_query(text)
         if not fts:
             return []
@@ -454,6 +489,19 @@ class SqliteStore(SqlStore):
             (fts, *params, limit),
         )
         return [(int(row[0]), -float(row[1])) for row in rows]
+
+    def keyword_rows(self, partition: str, after_seq: int, limit: int) -> list[Any]:
+        """What the keyword cache indexes: see ``_keyword_cache._Source``."""
+        return self._read(
+            "SELECT seq, session_id, agent_id, kind, created_us, content FROM events "
+            "WHERE partition = ? AND seq > ? AND indexed ORDER BY seq LIMIT ?",
+            (partition, after_seq, limit),
+        )
+
+    def generation(self) -> int:
+        """Moves whenever events or vectors disappear (any process): caches then rebuild."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
 
     # -- the outbox and the vector index ----------------------------------------------------
 

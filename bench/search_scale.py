@@ -1,0 +1,80 @@
+"""Search latency at scale, before and after a change, side by side in one run (by hand).
+
+    python bench/search_scale.py STORE.db [--before SRC_DIR]
+
+STORE.db is a store built by bench/perf.py (its ``store100k.db``: 100k events, one agent,
+replayed real MiniLM vectors). Each side runs in a fresh process on its own copy of the file
+(a newer schema would stop the older code), with ``PYTHONPATH`` pointing at that side's
+``src``: ``--before`` is another checkout's (``git worktree add /tmp/before <commit>``).
+Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
+(whole agent texts, ~27 words): p50 / p95 ms; the first search (open + build) and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHILD = """
+import json, resource, statistics, sys, time
+sys.path.insert(0, sys.argv[2])
+from perf import agent_texts, TOPICS, VERBS
+from session_manager import SessionManager
+t0 = time.perf_counter()
+mgr = SessionManager("bench", url="sqlite:///" + sys.argv[1])
+mgr.search("warm up the index", k=10)
+out = {"first_search_s": round(time.perf_counter() - t0, 2)}
+queries = [f"what happened with {t} after we {v} it?" for t in TOPICS for v in VERBS[:4]]
+long = agent_texts(40, seed=9)
+for label, qs, mode in (
+    ("hybrid", queries, "hybrid"), ("keyword", queries, "keyword"),
+    ("semantic", queries, "semantic"), ("hybrid_long", long, "hybrid"),
+    ("keyword_long", long, "keyword"),
+):
+    lat = []
+    for rep in range(2):
+        for q in qs:
+            t = time.perf_counter()
+            mgr.search(q + " " * rep, k=10, mode=mode)
+            lat.append((time.perf_counter() - t) * 1000)
+    lat.sort()
+    out[label] = [round(statistics.median(lat), 2), round(lat[int(len(lat) * 0.95)], 2)]
+out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+mgr.close()
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("store", type=Path)
+    parser.add_argument("--before", type=Path, help="the src/ folder of the code to compare")
+    args = parser.parse_args()
+    sides = [("after", HERE.parent / "src")]
+    if args.before:
+        sides.insert(0, ("before", args.before))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, src in sides:
+            copy = Path(tmp) / f"{name}.db"
+            shutil.copy(args.store, copy)
+            env = dict(os.environ, PYTHONPATH=str(src))
+            run = subprocess.run(
+                [sys.executable, "-c", CHILD, str(copy), str(HERE)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            print(name, json.dumps(json.loads(run.stdout)))
+            copy.unlink()
+
+
+if __name__ == "__main__":
+    main()
