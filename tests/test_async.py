@@ -127,8 +127,13 @@ def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
             tick = asyncio.create_task(ticker())
             await asyncio.sleep(0)  # let the ticker start
             started = time.perf_counter()
-            for query in ("topic 3", "topic 17", "turn 1200", None, "topic 39"):
-                await mgr.restore(session.id, 32000, query=query)
+            # rounds until the restores have taken long enough for a stall to show (searches
+            # got faster: one round took 0.3 s, under the three bounds this test needs)
+            for _ in range(20):
+                for query in ("topic 3", "topic 17", "turn 1200", None, "topic 39"):
+                    await mgr.restore(session.id, 32000, query=query)
+                if time.perf_counter() - started > 5 * bound:
+                    break
             ended = time.perf_counter()
             done.set()
             await tick
