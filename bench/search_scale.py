@@ -7,7 +7,8 @@ replayed real MiniLM vectors). Each side runs in a fresh process on its own copy
 (a newer schema would stop the older code), with ``PYTHONPATH`` pointing at that side's
 ``src``: ``--before`` is another checkout's (``git worktree add /tmp/before <commit>``).
 Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
-(whole agent texts, ~27 words): p50 / p95 ms; the first search (open + build) and peak RSS.
+(whole agent texts, ~27 words): p50 / p95 ms, query embedding included (every query text is
+new to the process); the first search (open + build) and peak RSS.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ for label, qs, mode in (
     for rep in range(2):
         for q in qs:
             t = time.perf_counter()
-            mgr.search(q + " " * rep, k=10, mode=mode)
+            # a new text per mode and repetition: the query embedding is always computed
+            mgr.search(f"{q}{' ' * rep} ({mode})", k=10, mode=mode)
             lat.append((time.perf_counter() - t) * 1000)
     lat.sort()
     out[label] = [round(statistics.median(lat), 2), round(lat[int(len(lat) * 0.95)], 2)]

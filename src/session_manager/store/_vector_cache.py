@@ -17,12 +17,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
+from ._quantized import approximate_scores, quantize
 
 __all__ = ["VectorCache", "decode_vector", "encode_vector"]
 
 Matrix = npt.NDArray[np.float32]
 # Rows fetched per query on refresh: bounds the transient Python objects of a bulk load.
 _CHUNK = 4096
+# From this many rows to score, a search first ranks their 8-bit codes (``_quantized.py``)
+# and re-scores the best ``_CANDIDATES`` times k of them exactly: at 100k rows 1.5 ms + re-scoring
+# instead of 5 ms. Below it the float32 scan is as fast and needs no second pass.
+APPROXIMATE_FROM = 16_384
+_CANDIDATES = 4
 
 
 def encode_vector(vector: npt.NDArray[Any]) -> bytes:
@@ -48,10 +54,42 @@ class _Partition(PartitionRows):
         self.dim = dim
         self.last_vid = 0
         self.matrix: Matrix = np.zeros((0, dim), np.float32)
+        self.codes = np.zeros((0, dim), np.uint8)  # the matrix in 8 bits (_quantized.py)
+        self.scales = np.zeros(0, np.float32)
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
         self._grow("matrix", capacity, np.float32)
+        self._grow("codes", capacity, np.uint8)
+        self._grow("scales", capacity, np.float32)
+
+    def scores(
+        self, rows: npt.NDArray[np.intp] | None, query: Matrix, k: int
+    ) -> tuple[npt.NDArray[np.intp], Matrix]:
+        """The best ``k`` of ``rows`` (None: all) as ``(positions, cosines)``, and any row
+        tied with the k-th: the caller breaks ties by storage order, so which tied rows make
+        the cut does not depend on how the scan found them."""
+        count = self.size if rows is None else len(rows)
+        if count < APPROXIMATE_FROM:
+            picked = slice(0, self.size) if rows is None else rows
+            exact = self.matrix[picked] @ query
+            positions = np.arange(self.size) if rows is None else rows
+        else:
+            codes = self.codes[: self.size] if rows is None else self.codes[rows]
+            scales = self.scales[: self.size] if rows is None else self.scales[rows]
+            rough = _best(approximate_scores(codes, scales, query), _CANDIDATES * k)
+            positions = rough if rows is None else rows[rough]
+            exact = self.matrix[positions] @ query
+        best = _best(exact, k)
+        return positions[best], exact[best]
+
+
+def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` highest ``scores`` and of every score tied with the k-th."""
+    if scores.size <= k:
+        return np.arange(scores.size)
+    kth = np.partition(scores, scores.size - k)[scores.size - k]
+    return np.flatnonzero(scores >= kth)
 
 
 class VectorCache:
@@ -95,6 +133,7 @@ class VectorCache:
             start, end = part.size, part.size + len(rows)
             blob = b"".join(row[6] for row in rows)
             part.matrix[start:end] = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
+            part.codes[start:end], part.scales[start:end] = quantize(part.matrix[start:end])
             part.append_columns(self._codes, rows, first=1)
             part.size = end
             part.last_vid = rows[-1][0]
@@ -117,21 +156,12 @@ class VectorCache:
                     continue
                 if part.dim != query.shape[0]:
                     continue  # vectors of another embedder; the manager refuses that earlier
-                n = part.size
                 mask = part.mask(self._codes, owner_only, agent_id, filters)
-                if mask is not None:
-                    rows = np.flatnonzero(mask)
-                    if rows.size == 0:
-                        continue
-                    scores = part.matrix[rows] @ query
-                    seqs = part.seqs[rows]
-                else:
-                    scores = part.matrix[:n] @ query
-                    seqs = part.seqs[:n]
-                if scores.size > k:
-                    top = np.argpartition(-scores, k - 1)[:k]
-                    scores, seqs = scores[top], seqs[top]
-                candidates_seq.append(seqs.copy())
+                rows = None if mask is None else np.flatnonzero(mask)
+                if rows is not None and rows.size == 0:
+                    continue
+                positions, scores = part.scores(rows, query, k)
+                candidates_seq.append(part.seqs[positions])
                 candidates_score.append(scores)
         if not candidates_seq:
             return []
@@ -141,4 +171,7 @@ class VectorCache:
         return [(int(all_seq[i]), float(all_score[i])) for i in order]
 
     def memory_bytes(self) -> int:
-        return sum(p.matrix.nbytes + p.column_bytes() for p in self._partitions.values())
+        return sum(
+            p.matrix.nbytes + p.codes.nbytes + p.scales.nbytes + p.column_bytes()
+            for p in self._partitions.values()
+        )
