@@ -98,7 +98,7 @@ def test_a_recorded_event_is_found_at_once_and_extends_its_neighbours_context(
     assert_same_ranking(*both_rankings(mgr, "aquarium weekend", 10, content_only=False))
 
 
-def test_writes_and_deletes_by_another_process_are_seen(db_path: Path) -> None:
+def test_writes_and_deletes_through_another_store_object_are_seen(db_path: Path) -> None:
     from session_manager.testing import HashEmbedder
 
     options = {"embedder": HashEmbedder(), "background": False}

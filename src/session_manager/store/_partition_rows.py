@@ -9,11 +9,14 @@ filter is one vectorised comparison.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from .._seams import EventFilter
 
 __all__ = ["Codes", "PartitionRows", "RowCodes", "RowQuery"]
 
@@ -55,6 +58,18 @@ class RowQuery:
     since_us: int | None = None
     until_us: int | None = None
     allowed_seqs: npt.NDArray[np.int64] | None = None  # from a SQL `where` filter
+
+    @classmethod
+    def of(cls, flt: EventFilter, allowed: Callable[[], Sequence[int]]) -> RowQuery:
+        """``flt`` as masks over the cached columns; what only the log can answer
+        (:attr:`EventFilter.needs_log`) comes as the seqs ``allowed()`` lists."""
+        return cls(
+            session_id=flt.session_id,
+            kinds=frozenset(flt.kinds) if flt.kinds else None,
+            since_us=flt.since_us,
+            until_us=flt.until_us,
+            allowed_seqs=np.asarray(allowed(), np.int64) if flt.needs_log else None,
+        )
 
 
 _COLUMNS = (

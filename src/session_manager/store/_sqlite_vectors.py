@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-import numpy as np
-
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ._partition_rows import RowQuery
 from ._vector_cache import VectorCache, encode_vector
@@ -87,13 +85,7 @@ class SqliteVectors(VectorTable):
         with self._lock:
             if self._cache is None:
                 self._cache = VectorCache(self)
-        filters = RowQuery(
-            session_id=flt.session_id,
-            kinds=frozenset(flt.kinds) if flt.kinds else None,
-            since_us=flt.since_us,
-            until_us=flt.until_us,
-            allowed_seqs=np.asarray(allowed(), dtype=np.int64) if flt.needs_log else None,
-        )
+        filters = RowQuery.of(flt, allowed)
         agent = flt.scope.agent_id if flt.scope is not None else ""
         return self._cache.search(query, list(partitions), agent, k, filters)
 

@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .._seams import OutboxRow, Tx
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ._keyword import KEYWORD_WEIGHTS, fts_query
@@ -456,19 +454,12 @@ class SqliteStore(SqlStore):
         vectors), or by FTS5 when the in-memory index cannot rank the query as FTS5 would
         (see :meth:`~session_manager.store._keyword.Words.query_stems`) or no partitions are
         given."""
-        stems = self._keywords.query_stems(text) if partitions is not None else None
+        stems = None if partitions is None else self._keywords.query_stems(text)
         if stems is None or partitions is None or flt.scope is None:
             return self.fts_search(text, flt, limit, content_only=content_only)
-        filters = RowQuery(
-            session_id=flt.session_id,
-            kinds=frozenset(flt.kinds) if flt.kinds else None,
-            since_us=flt.since_us,
-            until_us=flt.until_us,
-            allowed_seqs=np.asarray(self.select_seqs(flt), np.int64) if flt.needs_log else None,
-        )
-        agent = flt.scope.agent_id
+        filters = RowQuery.of(flt, lambda: self.select_seqs(flt))
         return self._keywords.search(
-            stems, partitions, agent, limit, filters, content_only=content_only
+            stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
         )
 
     def fts_search(
