@@ -4,6 +4,7 @@ ones, and keeps its segments few however searches and records interleave."""
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -82,6 +83,55 @@ def test_the_ranking_is_fts5s_bm25(mgr: SessionManager, content_only: bool) -> N
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=content_only))
 
 
+def long_conversation(mgr: SessionManager, seed: int = 2) -> None:
+    """Turns of every length around FTS5's context cuts (500 and 1,000 characters, words cut
+    in the middle), a message over the inline digest size, and JSON outputs whose flattened
+    text is longer than the content they keep."""
+    rng = random.Random(seed)
+    session = mgr.start_session("long turns")
+    for t in range(40):
+        size = rng.choice([30, 480, 520, 990, 1_010, 3_000, 40_000])
+        text = ""
+        while len(text) < size:
+            text += rng.choice(WORDS) + " "
+        mgr.add_message(session.id, "user", text[:size])
+        if t % 9 == 4:
+            rows = [{"host": rng.choice(WORDS), "n": i} for i in range(rng.choice([50, 900]))]
+            mgr.record_tool_output(session.id, {"rows": rows}, tool="sql")
+
+
+@pytest.mark.parametrize("content_only", [False, True])
+def test_long_events_rank_as_fts5_ranks_them(mgr: SessionManager, content_only: bool) -> None:
+    """A neighbour counts in an event's context with the heads FTS5 stores (the first 1,000
+    / 500 characters), and a flattened output with its whole payload, once digested."""
+    long_conversation(mgr)
+    mgr.flush()
+    for query in [*QUERIES, "dinosaur sunrise", "host museum", "hos"]:
+        assert_same_ranking(*both_rankings(mgr, query, 200, content_only=content_only))
+
+
+def test_a_value_deep_in_a_big_output_is_found_before_and_after_the_worker(
+    mgr: SessionManager,
+) -> None:
+    """The issue's reproduction: one row of a 3,000-row output holds the answer. The
+    in-memory ranking finds it at once (no worker ran: the event is still deferred); FTS5
+    holds it once the event is digested."""
+    session = mgr.start_session("ops")
+    rows = [{"id": i, "status": "ok", "host": f"db-{i % 7}"} for i in range(3_000)]
+    rows[2500]["status"] = "CRITICAL disk full on /var/lib/postgres"
+    output = mgr.record_tool_output(session.id, {"rows": rows}, tool="df")
+    assert "CRITICAL" not in output.content  # the content is the flattening's head
+    for mode in ("keyword", "hybrid"):
+        assert mgr.search("disk full postgres", k=3, mode=mode)[0].event.id == output.id
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(mgr._searcher.scope)
+    assert store.fts_search("disk full postgres", flt, 3, content_only=True) == []
+    mgr.flush()
+    found = store.fts_search("disk full postgres", flt, 3, content_only=True)
+    assert [seq for seq, _ in found] == [output.seq]
+
+
 def test_a_recorded_event_is_found_at_once_and_extends_its_neighbours_context(
     mgr: SessionManager,
 ) -> None:
@@ -158,7 +208,46 @@ def test_segments_stay_few_when_searches_and_records_interleave(
     store = mgr._searcher.store
     assert isinstance(store, SqliteStore)
     (part,) = store._keywords._partitions.values()
-    assert len(part.segments) <= 1 + _keyword_cache._MAX_SEGMENTS
+    assert len(part.own.segments) <= 1 + _keyword_cache._MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=False))
+
+
+def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_whole(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An output an earlier version wrote (its FTS5 row: the flattening's 4,000-character
+    head) is queued by 0007_deferred_digests; once digested, FTS5 finds a value deep in it."""
+    import sqlite3
+
+    from session_manager._searchable import flatten_json
+    from session_manager.embed import HashEmbedder
+    from session_manager.store import sqlite as store_sqlite
+
+    before = [m for m in store_sqlite.MIGRATIONS if m[0] != "0007_deferred_digests"]
+    with monkeypatch.context() as patch:
+        patch.setattr(store_sqlite, "MIGRATIONS", tuple(before))
+        SessionManager("old", db_path, embedder=HashEmbedder(), background=False).close()
+    rows = [{"status": "ok"}] * 900 + [{"status": "CRITICAL disk full"}]
+    payload = json.dumps({"rows": rows}, separators=(",", ":"))
+    with sqlite3.connect(db_path) as conn:  # the rows as 0006's code wrote them
+        conn.execute(
+            "INSERT INTO sessions (id, agent_id, goal, status, metadata, created_us, "
+            "updated_us) VALUES ('01S', 'old', 'ops', 'active', '{}', 1, 1)"
+        )
+        conn.execute(
+            "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, "
+            "tags, metadata, status, created_us, token_count, recall_count, partition) "
+            "VALUES ('01EOLD', '01S', 'old', 'tool_output', ?, ?, 0.3, '[]', "
+            '\'{"derived_content":true,"tool":"df"}\', NULL, 1, 5000, 0, \'agent:old\')',
+            (flatten_json({"rows": rows}), payload),
+        )
+    with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as new:
+        store = new._searcher.store
+        assert isinstance(store, SqliteStore)
+        flt = EventFilter(new._searcher.scope)
+        assert store.fts_search("critical disk", flt, 3, content_only=True) == []
+        assert new.search("critical disk", k=3, mode="keyword")[0].event.id == "01EOLD"
+        new.flush()
+        assert len(store.fts_search("critical disk", flt, 3, content_only=True)) == 1

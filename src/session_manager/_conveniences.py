@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _json
+from ._searchable import flatten_json
 from ._validate import prepare_event
 from ._validate import text as _text
 from ._write_path import WritePath
@@ -64,8 +65,9 @@ class Conveniences(WritePath):
     ) -> Event:
         """Record a tool's output: text is stored as content, anything else as JSON payload.
 
-        JSON output is also flattened into searchable text ("key: value; ...") so that
-        semantic and keyword search reach inside it.
+        JSON output is also flattened into text ("key: value; ...") kept as the event's
+        content, cut at 4,000 characters; keyword search reaches the whole output flattened,
+        and semantic search its content.
         """
         if output is None:
             raise InvalidInput(
@@ -76,10 +78,14 @@ class Conveniences(WritePath):
         metadata = {**_metadata(options), **({"tool": tool} if tool else {})}
         if isinstance(output, str):
             return self.record(session_id, "tool_output", output, metadata=metadata, **options)
-        _json.dumps(output, "tool output")  # a clear error before flattening anything
-        content = _flatten(output) or (f"{tool} output" if tool else "tool output")
+        # Serialised once, here: a clear error before flattening anything, and record() takes
+        # the text as it is (a megabyte payload costs ~4 ms to serialise, not twice that).
+        payload = _json.serialize(output, "tool output")
+        content = flatten_json(payload.value) or (f"{tool} output" if tool else "tool output")
         metadata["derived_content"] = True
-        return self.record(session_id, "tool_output", content, output, metadata=metadata, **options)
+        return self.record(
+            session_id, "tool_output", content, payload, metadata=metadata, **options
+        )
 
     def add_message(self, session_id: str, role: str, content: str, **options: Any) -> Event:
         """Record a conversation turn. ``role``: user, assistant, system, developer, tool,
@@ -169,27 +175,3 @@ def _metadata(options: dict[str, Any]) -> Mapping[str, Any]:
     if not isinstance(metadata, Mapping):
         raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
     return metadata
-
-
-def _flatten(value: Any, prefix: str = "", limit: int = 4_000) -> str:
-    """``{"a": {"b": 1}, "c": [2]}`` → ``"a.b: 1; c: 2"``: JSON made searchable as text."""
-    parts: list[str] = []
-    size = 0
-
-    def walk(item: Any, path: str) -> None:
-        nonlocal size
-        if size > limit:
-            return
-        if isinstance(item, Mapping):
-            for key, sub in item.items():
-                walk(sub, f"{path}.{key}" if path else str(key))
-        elif isinstance(item, list | tuple):
-            for sub in item:
-                walk(sub, path)
-        elif item is not None:
-            text = f"{path}: {item}" if path else str(item)
-            parts.append(text)
-            size += len(text) + 2
-
-    walk(value, prefix)
-    return "; ".join(parts)[:limit]

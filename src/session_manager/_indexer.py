@@ -3,7 +3,7 @@
 ``record()`` only appends the event and its outbox row; this module turns outbox rows into
 vectors, in batches, from a background thread (so callers never wait for the model) or from
 the caller's thread when a search needs its own scope caught up first (read-your-writes) or
-``flush()`` is called.
+``flush()`` is called. The worker also digests large events (``_deferred.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ._deferred import digest_deferred
 from ._storage import Storage
 from .embed import LoadedEmbedder
 from .errors import EmbedderMismatch, ModelNotAvailable
+from .tokens import tokenizer_for
 
 __all__ = ["Indexer"]
 
@@ -78,6 +80,8 @@ class Indexer:
         self._exited = False  # the worker has taken its exit hooks (set under _exit_lock)
         #: run by the background worker after each drain of the outbox (auto-summaries)
         self.idle_hooks: list[Callable[[], None]] = []
+        #: counts a deferred event's tokens (the manager sets its model's counter)
+        self.count_tokens: Callable[[str], int] = tokenizer_for("gpt-4o").count
         if check:
             self.check_identity()
 
@@ -154,9 +158,16 @@ class Indexer:
             pass
 
     def flush(self) -> None:
-        """Embed every pending event in the store, whoever recorded it."""
+        """Embed every pending event in the store, whoever recorded it, and digest every
+        deferred one (``_deferred.py``)."""
         while self.embed_batch(force=True):
             pass
+        while self.digest():
+            pass
+
+    def digest(self) -> int:
+        """Digest a few deferred events (``_deferred.py``); return how many."""
+        return digest_deferred(self.store, self.count_tokens)
 
     def query_vector(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
@@ -234,7 +245,7 @@ class Indexer:
                 # here, off the caller's path, after every batch: a steady writer may never
                 # let the outbox drain, and the WAL must not grow meanwhile. A checkpoint
                 # with nothing new to copy costs ~nothing.
-                while not self._stop.is_set() and self.embed_batch():
+                while not self._stop.is_set() and self.embed_batch() + self.digest():
                     self.storage.maintenance()
                 if not self._stop.is_set():
                     self._caught_up_at = time.monotonic()

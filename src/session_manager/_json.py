@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from .errors import InvalidInput, InvalidPayload
 
-__all__ = ["check_text", "dumps", "loads"]
+__all__ = ["Serialized", "check_text", "dumps", "loads", "serialize"]
 
 
 def check_text(value: str, what: str) -> None:
@@ -74,30 +77,57 @@ def _walk(value: Any, path: str, what: str) -> None:
     )
 
 
-def dumps(value: Any, what: str = "payload") -> str:
-    """Validate ``value`` and return its canonical JSON text.
+@dataclass(frozen=True, slots=True)
+class Serialized:
+    """A value already validated by :func:`serialize`: its canonical JSON ``text`` and
+    ``value``, a fresh copy decoded from that text (what a reader of the log gets back).
 
-    The common case is checked at C speed: the encoder refuses NaN and what is not JSON,
-    UTF-8 refuses lone surrogates, and decoding the text back must give ``value`` again
-    (which fails for a non-string key, silently turned into a string by the encoder, and
-    for tuples). Only then is the value walked in Python, for an error that names the
-    path — or to accept tuples. A 1 MB payload: ~25 ms instead of ~90.
+    ``record()`` takes one as its payload, so a caller that had to serialise a payload
+    anyway (``record_tool_output``) does not pay for it twice; the returned event's payload
+    is ``value``, not another decoding of megabytes.
+    """
+
+    text: str
+    value: Any
+
+
+def serialize(value: Any, what: str = "payload") -> Serialized:
+    """Validate ``value`` and return its canonical JSON text with a decoded copy.
+
+    The common case is checked at C speed by orjson (a 1 MB payload: ~4 ms, against ~21 ms
+    with the standard library): the encoder refuses what is not JSON and lone surrogates,
+    and decoding the text back must give ``value`` again — which fails for NaN and Infinity
+    (orjson writes them as null), for tuples and for integers past 64 bits (which orjson
+    refuses). Only then is the value walked in Python, for an error that names the path, or
+    to accept tuples and big integers through the standard library's encoder.
+
+    >>> serialize({"b": 1, "a": [1.5, "x"]}).text
+    '{"a":[1.5,"x"],"b":1}'
+    """
+    if isinstance(value, Serialized):
+        return value
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        # "\u0000" is how the encoder writes a NUL: the walk says where it is
+        if b"\\u0000" not in data:
+            decoded = orjson.loads(data)
+            if decoded == value:
+                return Serialized(data.decode("utf-8"), decoded)
+    except (TypeError, ValueError, RecursionError):
+        pass  # orjson.JSONEncodeError is a TypeError: the walk below names the bad value
+    _walk(value, "$", what)
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return Serialized(text, json.loads(text))
+
+
+def dumps(value: Any, what: str = "payload") -> str:
+    """Validate ``value`` and return its canonical JSON text (:func:`serialize`): sorted
+    keys, no insignificant whitespace, UTF-8.
 
     >>> dumps({"b": 1, "a": [1.5, "x"]})
     '{"a":[1.5,"x"],"b":1}'
     """
-    try:
-        text = json.dumps(
-            value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
-        text.encode("utf-8")
-        # "\u0000" is how the encoder writes a NUL: the walk says where it is
-        if "\\u0000" not in text and json.loads(text) == value:
-            return text
-    except (TypeError, ValueError, RecursionError):
-        pass  # UnicodeEncodeError is a ValueError: the walk below names the bad string
-    _walk(value, "$", what)
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return serialize(value, what).text
 
 
 def loads(text: str | None) -> Any:
@@ -111,4 +141,7 @@ def loads(text: str | None) -> Any:
         return []
     if text == "{}":
         return {}
-    return json.loads(text)
+    try:
+        return orjson.loads(text)  # ~2.5x the standard library's speed on megabytes
+    except orjson.JSONDecodeError:  # an integer past 64 bits, which orjson refuses
+        return json.loads(text)

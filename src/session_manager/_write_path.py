@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import _json
 from ._engine import session_not_found
 from ._ids import new_id
 from ._indexer import Indexer
@@ -290,7 +289,7 @@ class Inserted:
             agent_id=record.agent_id,
             kind=record.kind,
             content=record.content,
-            payload=_json.loads(record.payload_json),
+            payload=self.prepared.payload_value,
             importance=record.importance,
             tags=self.prepared.tags,
             metadata=self.prepared.metadata,

@@ -218,6 +218,9 @@ class EventRecord:
     payload_preview: str | None = None
     #: False: kept in the log, never embedded nor keyword-indexed (``record(index=False)``)
     indexed: bool = True
+    #: True: a large event whose exact token count, payload preview and keyword text the
+    #: background worker still owes (``_validate.DIGEST_INLINE_CHARS``)
+    deferred: bool = False
 
 
 @dataclass(frozen=True)

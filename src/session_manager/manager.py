@@ -143,6 +143,7 @@ class SessionManager(Conveniences):
         self._storage = self._engine.storage  # the log and its vector index
         self._indexer = self._engine.indexer
         self._searcher = self._engine.searcher(self.scope)
+        self._indexer.count_tokens = self._counter  # deferred events count under this model
         if auto_summary is not None:
             from ._summaries import AutoSummary
 

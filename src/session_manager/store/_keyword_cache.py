@@ -17,9 +17,11 @@ partitions searched, not the whole file (another agent's events should not chang
 agent's words weigh); and an event's context (its two neighbours on either side in the
 session, and its date: migration ``0002_keyword_context``) is composed at query time from the
 neighbours' postings instead of being stored: the context of an event changes when the next
-events arrive, and composing it costs one gather per neighbour. The neighbours count whole
-(FTS5 stores the first 1,000 / 500 characters of each); events recorded with ``index=False``
-are neither rows nor neighbours here.
+events arrive, and composing it costs one gather per neighbour. A neighbour counts with the
+first 1,000 characters of its text one place away and 500 two places away, as FTS5 stores
+it (long rows keep postings of those heads too); events recorded with ``index=False`` are
+neither rows nor neighbours here. A flattened JSON output is ranked by its whole payload
+flattened (``_searchable.py``), as the worker indexes it in FTS5.
 
 The rows come from the log (``events`` by ``partition`` and ``seq``) and are tokenized in
 Python (:class:`~session_manager.store._keyword.Words`), so an event is searchable as soon as
@@ -39,6 +41,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from .. import _json
+from .._searchable import searchable_text
 from ._keyword import KEYWORD_WEIGHTS, Words, tokens
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
@@ -58,6 +62,10 @@ _MONTHS = (
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 )  # fmt: skip
+# The characters of a neighbour's text an event's context holds, one and two places away
+# (migration 0002_keyword_context: FTS5 stores them so).
+NEAR_CHARS = 1_000
+FAR_CHARS = 500
 # Rows read from the log per query while refreshing a partition.
 _CHUNK = 8192
 # Segment merging (see _Partition.add_postings).
@@ -68,8 +76,10 @@ _MAX_SEGMENTS = 8
 
 class _Source(Protocol):
     def keyword_rows(self, partition: str, after_seq: int, limit: int) -> list[Any]:
-        """``(seq, session_id, agent_id, kind, created_us, content)`` of the indexed events
-        of ``partition`` with a ``seq`` above ``after_seq``, in ``seq`` order."""
+        """``(seq, session_id, agent_id, kind, created_us, content, whole)`` of the indexed
+        events of ``partition`` with a ``seq`` above ``after_seq``, in ``seq`` order;
+        ``whole`` is the payload JSON of a flattened output whose searchable text is the
+        payload flattened whole (``_searchable.needs_whole_text``), else None."""
         ...
 
     def generation(self) -> int: ...
@@ -136,13 +146,87 @@ def _merge(segments: list[_Segment]) -> _Segment:
     return _Segment.build(np.concatenate(terms), np.concatenate(rows), np.concatenate(counts))
 
 
+Triple = tuple[IntArray, IntArray, Counts]  # postings (terms, rows, counts) in row order
+
+_NO_ROWS = np.zeros(0, np.int32)
+_NO_COUNTS = np.zeros(0, np.float32)
+
+
+class _Postings:
+    """A term -> (rows, counts) map kept as a few sorted segments."""
+
+    def __init__(self) -> None:
+        self.segments: list[_Segment] = []
+
+    def add(self, terms: IntArray, rows: IntArray, counts: Counts) -> None:
+        """Add the postings of newly appended rows as a segment. Segments are merged so that a
+        term is looked up in few of them: all into one once the newer ones hold an eighth of
+        the oldest's postings (amortised O(1) per posting), the newer ones together once
+        there are more than a few (a search after every record adds a tiny one)."""
+        if not len(terms):
+            return
+        self.segments.append(_Segment.build(terms, rows, counts))
+        base, newer = self.segments[0], self.segments[1:]
+        if not newer:
+            return
+        if sum(segment.size for segment in newer) * _MERGE_SHARE >= max(base.size, _MIN_MERGE):
+            self.segments = [_merge(self.segments)]
+        elif len(newer) > _MAX_SEGMENTS:
+            self.segments = [base, _merge(newer)]
+
+    def get(self, term: int) -> tuple[IntArray, Counts]:
+        found = [p for p in (segment.postings(term) for segment in self.segments) if p]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            return _NO_ROWS, _NO_COUNTS
+        return np.concatenate([r for r, _ in found]), np.concatenate([c for _, c in found])
+
+    def nbytes(self) -> int:
+        return sum(segment.nbytes() for segment in self.segments)
+
+
+@dataclass
+class _NewPostings:
+    """What appending rows adds: the postings of their whole text, and of the heads of
+    their text that the rows around them hold in their context (long rows only)."""
+
+    own: Triple
+    near: Triple
+    far: Triple
+
+
+def _concat(triples: Sequence[Triple]) -> Triple:
+    terms, rows, counts = zip(*triples, strict=True)
+    return np.concatenate(terms), np.concatenate(rows), np.concatenate(counts)
+
+
+def _text(row: Sequence[Any]) -> str:
+    """The searchable text of a keyword row (see ``_Source.keyword_rows``)."""
+    if row[6] is None:
+        return str(row[5])
+    return searchable_text(row[5], _json.loads(row[6]), derived=True)
+
+
+def _postings(words: Words, found: list[list[str]], rows: IntArray) -> Triple:
+    """Postings of the token lists ``found`` of ``rows``."""
+    lengths = np.fromiter(map(len, found), np.int32, len(found))
+    terms = words.ids(list(chain.from_iterable(found)))
+    return _count(terms, np.repeat(rows, lengths))
+
+
 class _Partition(PartitionRows):
     """One partition's rows: filter columns, token counts, session neighbours, postings."""
 
     def __init__(self) -> None:
         super().__init__()
         self.last_seq = 0
-        self.lengths = np.zeros(0, np.int32)  # tokens of the event's content
+        self.lengths = np.zeros(0, np.int32)  # tokens of the event's text
+        # tokens of the text's first NEAR_CHARS / FAR_CHARS: what the context of the event
+        # one / two places away holds of it (as FTS5 stores it: migration 0002)
+        self.near_lengths = np.zeros(0, np.int32)
+        self.far_lengths = np.zeros(0, np.int32)
+        self.long = np.zeros(0, np.bool_)  # longer than FAR_CHARS: heads differ from the text
         self.sizes = np.zeros(0, np.float64)  # tokens of content and context: BM25's D
         # the rows of the two events before and after it in its session (-1: none)
         self.prev1 = np.zeros(0, np.int32)
@@ -153,12 +237,16 @@ class _Partition(PartitionRows):
         self.months = np.zeros(0, np.int16)
         self.years = np.zeros(0, np.int16)
         self.total_tokens = 0  # over both columns: avgdl = total_tokens / size
-        self.segments: list[_Segment] = []
+        self.own = _Postings()  # the whole text of every row
+        self.near = _Postings()  # the first NEAR_CHARS of long rows
+        self.far = _Postings()  # the first FAR_CHARS of long rows
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
-        self._grow("lengths", capacity, np.int32)
+        for name in ("lengths", "near_lengths", "far_lengths"):
+            self._grow(name, capacity, np.int32)
+        self._grow("long", capacity, np.bool_)
         self._grow("sizes", capacity, np.float64)
         for name in ("prev1", "prev2", "next1", "next2"):
             self._grow(name, capacity, np.int32, fill=-1)
@@ -169,46 +257,61 @@ class _Partition(PartitionRows):
         n = self.size
         return self.prev1[:n], self.prev2[:n], self.next1[:n], self.next2[:n]
 
-    def append(
-        self, codes: RowCodes, words: Words, rows: list[Any]
-    ) -> tuple[IntArray, IntArray, Counts]:
+    def append(self, codes: RowCodes, words: Words, rows: list[Any]) -> _NewPostings:
         """Add ``rows`` (from :meth:`_Source.keyword_rows`) after the current ones; return
-        their postings ``(terms, rows, counts)`` for :meth:`add_postings` (a bulk load adds
-        many chunks' at once). Stop words are indexed too: FTS5 indexes them,
-        and a query word like "one" stems to one ("on")."""
+        their postings for :meth:`add_postings` (a bulk load adds many chunks' at once).
+        Stop words are indexed too: FTS5 indexes them, and a query word like "one" stems to
+        one ("on")."""
         self.reserve(len(rows), exact=len(rows) >= _CHUNK)
         self.append_columns(codes, rows)
         start, end = self.size, self.size + len(rows)
-        found = [tokens(row[5]) for row in rows]
+        texts = [_text(row) for row in rows]
+        found = [tokens(text) for text in texts]
         lengths = np.fromiter(map(len, found), np.int32, len(found))
         self.lengths[start:end] = lengths
+        self.near_lengths[start:end] = lengths
+        self.far_lengths[start:end] = lengths
+        long = [i for i, text in enumerate(texts) if len(text) > FAR_CHARS]
+        heads: list[list[list[str]]] = [[], []]
+        for i in long:
+            self.long[start + i] = True
+            for cut, lengths_of, head in (
+                (NEAR_CHARS, self.near_lengths, heads[0]),
+                (FAR_CHARS, self.far_lengths, heads[1]),
+            ):
+                head.append(tokens(texts[i][:cut]))
+                lengths_of[start + i] = len(head[-1])
         self._link(start, end)
         self._dates(start, end)
         self.size = end
         self.last_seq = int(rows[-1][0])
-        terms = words.ids(list(chain.from_iterable(found)))
-        return _count(terms, np.repeat(np.arange(start, end, dtype=np.int32), lengths))
+        long_rows = np.asarray(long, np.int32) + start
+        return _NewPostings(
+            own=_postings(words, found, np.arange(start, end, dtype=np.int32)),
+            near=_postings(words, heads[0], long_rows),
+            far=_postings(words, heads[1], long_rows),
+        )
 
     def _link(self, start: int, end: int) -> None:
         """Chain each new row to the two before it in its session; grow the row sizes (a
-        neighbour's tokens are in the context of the rows it neighbours)."""
-        sessions, lengths, sizes = self.sessions, self.lengths, self.sizes
+        neighbour's head is in the context of the rows it neighbours)."""
+        sessions, sizes = self.sessions, self.sizes
+        lengths, near, far = self.lengths, self.near_lengths, self.far_lengths
         added = 0
         for row in range(start, end):
             session = int(sessions[row])
             last, before = self._tails.get(session, (-1, -1))
             self._tails[session] = (row, last)
-            size = int(lengths[row])
-            own = size + _DATE_TOKENS
-            for neighbour, backward, forward in (
-                (last, self.prev1, self.next1),
-                (before, self.prev2, self.next2),
+            own = int(lengths[row]) + _DATE_TOKENS
+            for neighbour, heads, backward, forward in (
+                (last, near, self.prev1, self.next1),
+                (before, far, self.prev2, self.next2),
             ):
                 if neighbour >= 0:
                     backward[row], forward[neighbour] = neighbour, row
-                    own += int(lengths[neighbour])
-                    sizes[neighbour] += size
-                    added += size
+                    own += int(heads[neighbour])
+                    sizes[neighbour] += int(heads[row])
+                    added += int(heads[row])
             sizes[row] = own
             added += own
         self.total_tokens += added
@@ -221,27 +324,15 @@ class _Partition(PartitionRows):
         self.months[start:end] = months.astype(np.int64) % 12 + 1
         self.days[start:end] = (at.astype("datetime64[D]") - months).astype(np.int64) + 1
 
-    def add_postings(self, terms: IntArray, rows: IntArray, counts: Counts) -> None:
-        """Add the postings of newly appended rows as a segment. Segments are merged so that a
-        term is looked up in few of them: all into one once the newer ones hold an eighth of
-        the oldest's postings (amortised O(1) per posting), the newer ones together once
-        there are more than a few (a search after every record adds a tiny one)."""
-        self.segments.append(_Segment.build(terms, rows, counts))
-        base, newer = self.segments[0], self.segments[1:]
-        if not newer:
-            return
-        if sum(segment.size for segment in newer) * _MERGE_SHARE >= max(base.size, _MIN_MERGE):
-            self.segments = [_merge(self.segments)]
-        elif len(newer) > _MAX_SEGMENTS:
-            self.segments = [base, _merge(newer)]
+    def add_postings(self, added: Sequence[_NewPostings]) -> None:
+        """Add the postings :meth:`append` returned (one or more chunks')."""
+        for kind in ("own", "near", "far"):
+            triples = [getattr(new, kind) for new in added]
+            postings: _Postings = getattr(self, kind)
+            postings.add(*(_concat(triples) if len(triples) > 1 else triples[0]))
 
     def postings(self, term: int) -> tuple[IntArray, Counts]:
-        found = [p for p in (segment.postings(term) for segment in self.segments) if p]
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        return np.concatenate([r for r, _ in found]), np.concatenate([c for _, c in found])
+        return self.own.get(term)
 
     def date_rows(self, stem: str) -> IntArray | None:
         """The rows whose date (in their context) contains the token ``stem``."""
@@ -258,13 +349,19 @@ class _Partition(PartitionRows):
         return None
 
     def nbytes(self) -> int:
-        # five int32 arrays, one float64, three int16
-        per_row = self.lengths.nbytes * 7 + self.days.nbytes * 3
-        postings = sum(segment.nbytes() for segment in self.segments)
+        # seven int32 arrays, one float64, three int16, one bool
+        per_row = self.lengths.nbytes * 9 + self.days.nbytes * 3 + self.long.nbytes
+        postings = self.own.nbytes() + self.near.nbytes() + self.far.nbytes()
         return self.column_bytes() + per_row + postings
 
 
 _MONTH_STEMS = {Words().stem(month): number for number, month in enumerate(_MONTHS, 1)}
+
+
+def _joined(a: tuple[IntArray, Counts], b: tuple[IntArray, Counts]) -> tuple[IntArray, Counts]:
+    if not len(b[0]):
+        return a
+    return np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1]))
 
 
 @dataclass
@@ -340,16 +437,23 @@ class KeywordCache:
         rows, counts = part.postings(term)
         if content_only:  # (the content's weight is 1)
             return _Matches(rows, counts.astype(np.float64))
-        # A neighbour's occurrences count in the context of the rows it neighbours. Each
+        # A neighbour's occurrences count in the context of the rows it neighbours: those in
+        # the first NEAR_CHARS of its text one place away, FAR_CHARS two places away. Each
         # neighbour map is one-to-one (a row is the previous event of one row at most), so a
         # fancy-indexed += adds each row once; a missing neighbour (-1) lands in a spare
         # last slot that is dropped.
         n = part.size
         frequency = np.zeros(n + 1, np.float64)
         frequency[rows] += counts
-        context = counts * _CONTEXT_WEIGHT
-        for neighbour in part.neighbours():
-            frequency[neighbour[rows]] += context
+        near = far = (rows, counts)
+        if part.near.segments:
+            short = ~part.long[rows]
+            rows, counts = rows[short], counts[short]
+            near = _joined((rows, counts), part.near.get(term))
+            far = _joined((rows, counts), part.far.get(term))
+        prev1, prev2, next1, next2 = part.neighbours()
+        for neighbour, (at, found) in ((prev1, near), (next1, near), (prev2, far), (next2, far)):
+            frequency[neighbour[at]] += found * _CONTEXT_WEIGHT
         dated = part.date_rows(stem)
         if dated is not None:
             frequency[dated] += _CONTEXT_WEIGHT
@@ -390,17 +494,15 @@ class KeywordCache:
         part = self._partitions.get(name)
         if part is None:
             part = self._partitions[name] = _Partition()
-        postings: list[tuple[IntArray, IntArray, Counts]] = []
+        added: list[_NewPostings] = []
         while True:
             rows = self._source.keyword_rows(name, part.last_seq, _CHUNK)
             if rows:
-                postings.append(part.append(self._codes, self._words, rows))
+                added.append(part.append(self._codes, self._words, rows))
             if len(rows) < _CHUNK:
                 break
-        if postings:
-            columns = [np.concatenate(column) for column in zip(*postings, strict=True)]
-            postings.clear()  # (a bulk load's transient memory: the chunks go first)
-            part.add_postings(*columns)
+        if added:
+            part.add_postings(added)
         return part
 
     def memory_bytes(self) -> int:

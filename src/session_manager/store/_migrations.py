@@ -143,6 +143,27 @@ _EVENTS_BY_PARTITION = """
 CREATE INDEX events_by_partition ON events (partition);
 """
 
+# Events too large to digest on the caller's path (_validate.DIGEST_INLINE_CHARS), and flattened
+# JSON outputs whose whole text is more than their content (_searchable.py), are written with
+# ``deferred`` set: an estimated token count, no payload preview, and a keyword row of the first
+# 32,768 characters of the content only (tokenizing megabytes inside record()'s transaction
+# held the write lock for the caller's whole wait). The worker digests them
+# (SqliteStore.finish_deferred: the whole text replaces the head) and clears the flag; the
+# partial index is its queue. Outputs recorded before are queued too, to be searched whole.
+_DEFERRED_DIGESTS = """
+ALTER TABLE events ADD COLUMN deferred INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX events_deferred ON events (seq) WHERE deferred;
+DROP TRIGGER events_fts_insert;
+CREATE TRIGGER events_fts_insert AFTER INSERT ON events WHEN new.indexed BEGIN
+    INSERT INTO events_fts (rowid, content, context)
+    SELECT t.seq, CASE WHEN new.deferred THEN substr(t.content, 1, 32768) ELSE t.content END,
+           t.context
+    FROM events_search_text t WHERE t.seq = new.seq;
+END;
+UPDATE events SET deferred = 1
+WHERE indexed AND length(content) >= 4000 AND json_extract(metadata, '$.derived_content') = 1;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -214,4 +235,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0004_session_keys", _SESSION_KEYS),
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
     ("0006_events_by_partition", _EVENTS_BY_PARTITION),
+    ("0007_deferred_digests", _DEFERRED_DIGESTS),
 )

@@ -193,10 +193,55 @@ BEGIN
 END $$;
 """
 
+# Large events and flattened JSON outputs cut at their content are digested by the worker, as
+# in SQLite's 0007_deferred_digests: at insert their tsvector holds the content's first 32,768
+# characters only (a megabyte of text made the caller's insert slow, and past ~1 MB of lexemes
+# failed it: "string is too long for tsvector"). A flattened output's tsvector holds its whole
+# payload flattened, which only the worker can make: when a neighbour's deletion changes its
+# context, it is queued again instead of re-indexed from its content.
+_DEFERRED_DIGESTS = """
+ALTER TABLE events ADD COLUMN deferred BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX events_deferred ON events (seq) WHERE deferred;
+CREATE FUNCTION asm_whole_text(p_content TEXT, p_metadata TEXT) RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT length(p_content) >= 4000 AND (p_metadata::jsonb ->> 'derived_content') = 'true'
+$$;
+CREATE OR REPLACE FUNCTION asm_events_insert() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NEW.indexed THEN
+        NEW.search_text := asm_search_text(NEW.session_id, NEW.seq, NEW.created_us,
+            CASE WHEN NEW.deferred THEN left(NEW.content, 32768) ELSE NEW.content END);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE FUNCTION asm_events_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE events e
+    SET search_text = CASE WHEN e.deferred OR asm_whole_text(e.content, e.metadata)
+                           THEN e.search_text
+                           ELSE asm_search_text(e.session_id, e.seq, e.created_us, e.content) END,
+        deferred = e.deferred OR asm_whole_text(e.content, e.metadata)
+    WHERE e.indexed AND e.seq IN (
+        SELECT n.seq FROM gone g CROSS JOIN LATERAL (
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq < g.seq
+             ORDER BY p.seq DESC LIMIT 2)
+            UNION ALL
+            (SELECT p.seq FROM events p WHERE p.session_id = g.session_id AND p.seq > g.seq
+             ORDER BY p.seq LIMIT 2)
+        ) n
+    );
+    RETURN NULL;
+END $$;
+UPDATE events SET deferred = TRUE WHERE indexed AND asm_whole_text(content, metadata);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
     ("0003_outbox_lease", _OUTBOX_LEASE),
     ("0004_session_keys", _SESSION_KEYS),
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
+    ("0006_deferred_digests", _DEFERRED_DIGESTS),
 )

@@ -21,7 +21,8 @@ from .._scope import Scope
 from .._seams import Cursor
 from .._time import from_us
 from ..events import Event, EventRecord, Session, SessionRecord
-from .base import EventFilter, SessionFilter, Tx, batched
+from ..summarize import PREVIEW_THRESHOLD
+from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
 
 __all__ = [
     "EVENTS_JOIN",
@@ -57,7 +58,8 @@ EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
     "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
     "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
-    "payload_preview, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "payload_preview, indexed, deferred) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING RETURNING seq"
 )
 
@@ -280,8 +282,13 @@ class SqlStore:
         return bool(cursor.rowcount)
 
     def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
-        # The preview was made before the transaction (PreparedEvent): nothing slow here.
-        apart = self.large_payloads_apart and record.payload_preview is not None
+        # The preview was made before the transaction (PreparedEvent) or is the worker's
+        # (a deferred event): nothing slow here.
+        apart = (
+            self.large_payloads_apart
+            and record.payload_chars is not None
+            and record.payload_chars > PREVIEW_THRESHOLD
+        )
         values = (
             record.id,
             record.session_id,
@@ -300,6 +307,7 @@ class SqlStore:
             record.payload_chars,
             record.payload_preview,
             record.indexed,
+            record.deferred,
         )
         found = tx.execute(_INSERT_EVENT, values).fetchone()
         if found is None:
@@ -548,6 +556,21 @@ class SqlStore:
             list(partitions),
         )
         return int(rows[0][0])
+
+    # -- deferred digests ------------------------------------------------------------------
+
+    def deferred_events(self, limit: int) -> list[DeferredEvent]:
+        """See :meth:`Store.deferred_events <session_manager.store.base.Store.deferred_events>`
+        (a partial index holds exactly these rows)."""
+        rows = self._read(
+            f"SELECT e.seq, e.content, {self.payload_sql}, e.metadata, e.indexed "
+            f"FROM events e{self.payload_join} WHERE e.deferred ORDER BY e.seq LIMIT ?",
+            (limit,),
+        )
+        return [
+            DeferredEvent(int(seq), content, payload, metadata, bool(indexed))
+            for seq, content, payload, metadata, indexed in rows
+        ]
 
     # -- operators -------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from ..events import Event, EventRecord, Session, SessionRecord
 
 __all__ = [
     "Capabilities",
+    "DeferredEvent",
     "EventFilter",
     "OutboxBatch",
     "SessionFilter",
@@ -65,6 +66,17 @@ class Capabilities:
     keyword_context: bool
     exact_vectors: bool
     transactional_vectors: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredEvent:
+    """What the worker reads of an event it owes a digest (``Store.deferred_events``)."""
+
+    seq: int
+    content: str
+    payload_json: str | None
+    metadata_json: str
+    indexed: bool
 
 
 class OutboxBatch(Protocol):
@@ -201,6 +213,19 @@ class Store(Protocol):
         holds, so any number of workers share the outbox without double work. A search
         catching up on its partitions, or ``force`` (flush), takes every pending row.
         """
+        ...
+
+    # -- deferred digests (events larger than _validate.DIGEST_INLINE_CHARS) ---------------
+    def deferred_events(self, limit: int) -> list[DeferredEvent]:
+        """Up to ``limit`` events the worker still owes a digest, oldest first."""
+        ...
+
+    def finish_deferred(
+        self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
+    ) -> bool:
+        """Store an event's digest: its exact ``token_count``, its payload ``preview`` and
+        (unless it is not indexed: None) the ``text`` keyword search indexes; False when
+        another worker got there first (nothing written)."""
         ...
 
     def vector_partitions(self) -> list[str]:

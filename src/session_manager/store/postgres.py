@@ -69,6 +69,10 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # pg_advisory_lock keys: one for migrations, one for the first embedder registration
 _MIGRATE_LOCK = 0x61736D00
 _REGISTER_LOCK = 0x61736D01
+#: The characters of an event's text its tsvector holds: PostgreSQL refuses a tsvector over
+#: 1 MB ("string is too long for tsvector"), which 500,000 characters of distinct words
+#: nearly reach (measured: 985 KB); keyword search in PostgreSQL reads no further.
+TSVECTOR_CHARS = 300_000
 #: ts_rank weights {D, C, B, A}: the context (B) counts half the content (A), as in SQLite
 _RANK_WEIGHTS = [0.0, 0.0, 0.5, 1.0]
 # ts_rank without length normalisation: on LoCoMo (docs/backends.md) flag 1 (1 + log length)
@@ -556,12 +560,31 @@ class PostgresStore(SqlStore):
         tx.execute(
             "SELECT seq FROM events WHERE seq = ANY(?) ORDER BY seq FOR NO KEY UPDATE", (ids,)
         )
+        # A flattened output indexed whole is queued for the worker again instead (its
+        # whole text is not in the database: 0006_deferred_digests).
         tx.execute(
-            "UPDATE events e SET search_text = "
-            "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
+            "UPDATE events e SET "
+            "search_text = CASE WHEN e.deferred OR asm_whole_text(e.content, e.metadata) "
+            "THEN e.search_text "
+            "ELSE asm_search_text(e.session_id, e.seq, e.created_us, e.content) END, "
+            "deferred = e.deferred OR asm_whole_text(e.content, e.metadata) "
             "WHERE e.seq = ANY(?) AND e.indexed",
             (ids,),
         )
+
+    def finish_deferred(
+        self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
+    ) -> bool:
+        """See :meth:`Store.finish_deferred <session_manager.store.base.Store.finish_deferred>`;
+        the tsvector holds the first :data:`TSVECTOR_CHARS` of ``text``."""
+        cursor = tx.execute(
+            "UPDATE events SET token_count = ?, payload_preview = ?, deferred = FALSE, "
+            "search_text = CASE WHEN ?::text IS NULL THEN search_text "
+            "ELSE asm_search_text(session_id, seq, created_us, ?) END "
+            "WHERE seq = ? AND deferred",
+            (token_count, preview, text, None if text is None else text[:TSVECTOR_CHARS], seq),
+        )
+        return bool(cursor.rowcount)
 
     def delete_session(self, tx: Tx, session_id: str) -> int:
         self._lock_outbox(tx, "SELECT seq FROM events WHERE session_id = ?", [session_id])
@@ -600,7 +623,12 @@ class PostgresStore(SqlStore):
         )
         tx.execute(
             "UPDATE events e SET search_text = "
-            "asm_search_text(e.session_id, e.seq, e.created_us, e.content) WHERE e.indexed"
+            "asm_search_text(e.session_id, e.seq, e.created_us, e.content) "
+            "WHERE e.indexed AND NOT e.deferred AND NOT asm_whole_text(e.content, e.metadata)"
+        )  # (a deferred event keeps the head its insert indexed)
+        tx.execute(  # (the worker indexes these: see finish_deferred)
+            "UPDATE events SET deferred = TRUE "
+            "WHERE indexed AND asm_whole_text(content, metadata) AND NOT deferred"
         )
         return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._seams import OutboxRow, Tx
+from .._searchable import CONTENT_CHARS
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ._keyword import KEYWORD_WEIGHTS, fts_query
 from ._keyword_cache import KeywordCache
@@ -497,9 +498,14 @@ class SqliteStore(SqlStore):
 
     def keyword_rows(self, partition: str, after_seq: int, limit: int) -> list[Any]:
         """What the keyword cache indexes: see ``_keyword_cache._Source``."""
+        # The payload is read only for a flattened output cut at CONTENT_CHARS.
         return self._read(
-            "SELECT seq, session_id, agent_id, kind, created_us, content FROM events "
-            "WHERE partition = ? AND seq > ? AND indexed ORDER BY seq LIMIT ?",
+            "SELECT e.seq, e.session_id, e.agent_id, e.kind, e.created_us, e.content, "
+            f"CASE WHEN length(e.content) >= {CONTENT_CHARS} "
+            "AND json_extract(e.metadata, '$.derived_content') = 1 "
+            "THEN coalesce((SELECT lp.payload FROM large_payloads lp WHERE lp.seq = e.seq), "
+            "e.payload) END FROM events e "
+            "WHERE e.partition = ? AND e.seq > ? AND e.indexed ORDER BY e.seq LIMIT ?",
             (partition, after_seq, limit),
         )
 
@@ -622,6 +628,28 @@ class SqliteStore(SqlStore):
             [(seq, seq) for seq in previous],
         )
 
+    def finish_deferred(
+        self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
+    ) -> bool:
+        """See :meth:`Store.finish_deferred <session_manager.store.base.Store.finish_deferred>`:
+        the keyword row is written with the context the event has now (its neighbours as
+        the insert trigger would have read them)."""
+        cursor = tx.execute(
+            "UPDATE events SET token_count = ?, payload_preview = ?, deferred = 0 "
+            "WHERE seq = ? AND deferred",
+            (token_count, preview, seq),
+        )
+        if not cursor.rowcount:
+            return False
+        if text is not None:
+            tx.execute("DELETE FROM events_fts WHERE rowid = ?", (seq,))  # the head's row
+            tx.execute(
+                "INSERT INTO events_fts (rowid, content, context) "
+                "SELECT t.seq, ?, t.context FROM events_search_text t WHERE t.seq = ?",
+                (text, seq),
+            )
+        return True
+
     def requeue_all(self, tx: Tx) -> int:
         """Drop the embedder identity, queue every event for embedding and rebuild the FTS5
         index, in ``tx``: the projections start again from the log (the vectors are the
@@ -637,6 +665,11 @@ class SqliteStore(SqlStore):
             "INSERT INTO events_fts (rowid, content, context) "
             "SELECT t.seq, t.content, t.context FROM events_search_text t "
             "JOIN events e ON e.seq = t.seq WHERE e.indexed"
+        )
+        tx.execute(  # a flattened output's whole text is the worker's (finish_deferred)
+            "UPDATE events SET deferred = 1 WHERE indexed AND NOT deferred "
+            f"AND length(content) >= {CONTENT_CHARS} "
+            "AND json_extract(metadata, '$.derived_content') = 1"
         )
         return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .._json import dumps
 from ..admin import StoreAdmin, json_line
 from ..aio import AsyncSessionManager
 from ..embed import HashEmbedder
@@ -540,6 +541,47 @@ class BackendConformance:
         with backend.admin() as admin:
             exported = [r for r in admin.export() if r.get("id") == bulky.id]
             assert exported[0]["indexed"] is False
+
+    def test_large_events_are_digested_off_the_callers_path(
+        self, make: ManagerFactory, backend: BackendSpec
+    ) -> None:
+        """A large event's exact token count, preview and keyword text are the worker's
+        (``flush`` here); the caller's counter never sees its megabytes. A value deep in a
+        3,000-row output is found by keyword and hybrid search, before and after; a message
+        of a megabyte of distinct words (past PostgreSQL's 1 MB tsvector) records."""
+        seen: list[int] = []
+
+        def counter(text: str) -> int:
+            seen.append(len(text))
+            return len(text) // 4
+
+        mgr = make(model=counter)
+        session = mgr.start_session("nightly checks")
+        rows = [{"id": i, "status": "ok", "host": f"db-{i % 7}"} for i in range(3_000)]
+        rows[2_500]["status"] = "CRITICAL disk full on /var/lib/postgres"
+        seen.clear()
+        output = mgr.record_tool_output(session.id, {"rows": rows}, tool="df")
+        words = " ".join(f"w{i:07d}" for i in range(120_000))  # ~1 MB, every word new
+        message = mgr.add_message(session.id, "tool", words)
+        assert max(seen, default=0) <= 32_768  # nothing large counted on the caller's path
+        assert output.payload == {"rows": rows}
+        # Before the worker: the head of each is keyword-indexed everywhere; the deep value
+        # where the keyword ranking reads the rows themselves (SQLite's in-memory index).
+        assert mgr.search("w0000042", 3, mode="keyword")[0].event.id == message.id
+        assert mgr.search("rows.host db-3", 3, mode="keyword")[0].event.id == output.id
+        wordy: tuple[SearchMode, ...] = ("keyword", "hybrid")
+        if backend.url.startswith("sqlite"):
+            for mode in wordy:
+                assert mgr.search("disk full postgres", 3, mode=mode)[0].event.id == output.id
+        mgr.flush()
+        assert max(seen) > 100_000  # the worker counted the payload
+        exact = len(output.content) // 4 + len(dumps({"rows": rows})) // 4
+        assert mgr.get_event(output.id).token_count == exact
+        assert mgr.get_event(message.id).token_count == len(words) // 4
+        for mode in wordy:
+            assert mgr.search("disk full postgres", 3, mode=mode)[0].event.id == output.id
+        assert mgr.search("w0000042", 3, mode="keyword")[0].event.id == message.id
+        assert "disk full" in mgr.restore(session.id, max_tokens=2_000, query="disk full").text
 
     def test_record_with_replace_is_an_upsert(self, make: ManagerFactory) -> None:
         mgr = make()
