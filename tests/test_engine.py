@@ -309,3 +309,42 @@ def test_close_leaves_the_store_to_a_worker_still_embedding(
     with SessionManager("a", db_path, embedder=SlowEmbedder(), background=False) as again:
         assert again.pending_embeddings() == 0
         assert again.get_session(session.id).goal == "embedding takes a while"
+
+
+def test_a_search_embeds_its_own_writes_not_everyone_s_backlog(tmp_path: Path) -> None:
+    """Issue 12: with the worker running, a search embeds this process's newest writes
+    (read-your-writes), not the backlog other writers left: 300 events another manager
+    recorded stay the worker's, and the search still finds its own three at once."""
+    searching: list[str] = []
+
+    class Slow(HashEmbedder):  # the worker is busy for the whole test
+        def __call__(self, texts: list[str]) -> Any:
+            if threading.current_thread().name == "session-manager-indexer":
+                time.sleep(0.5)
+            else:
+                searching.extend(texts)
+            return super().__call__(texts)
+
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as other:
+        backlog = other.start_session("someone else's import")
+        other.record_many(
+            backlog.id, [{"kind": "fact", "content": f"imported {i}"} for i in range(300)]
+        )
+    with SessionManager("a", db, embedder=Slow()) as mgr:
+        session = mgr.start_session("my own work")
+        mine = [mgr.record_fact(session.id, f"my fact number {i}") for i in range(3)]
+        hits = mgr.search("my fact number 1", k=3, mode="semantic")
+        assert hits[0].event.id == mine[1].id
+        assert len(searching) <= 5 and not any(t.startswith("imported") for t in searching)
+        assert mgr.pending_embeddings() > 200  # the worker's, at its own pace
+
+
+def test_without_a_worker_a_search_embeds_its_whole_scope(tmp_path: Path) -> None:
+    """background=False: nobody else embeds, so a search catches everything up."""
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("import")
+        mgr.record_many(session.id, [{"kind": "fact", "content": f"f {i}"} for i in range(300)])
+        mgr.search("f 7", k=3, mode="semantic")
+        assert mgr.pending_embeddings() == 0

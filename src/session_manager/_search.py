@@ -10,9 +10,9 @@ context (its neighbours in the session and its date; migration 0002_keyword_cont
 that keyword ranking with the semantic one by weighted reciprocal rank fusion; when the query
 names a time ("on 3 June, 2025", "in March", "yesterday"; see ``index/when.py``) a third
 ranking — the fused candidates that fall inside that time, in fused order — joins the fusion.
-Each search first embeds whatever is still pending in the partitions it reads
-(read-your-writes), and counts one recall for every event it returns (restore ranks frequently
-recalled events higher).
+Each search first embeds what it needs of what is still pending in the partitions it reads
+(read-your-writes, bounded: ``Indexer.catch_up``), and counts one recall for every event it
+returns (restore ranks frequently recalled events higher).
 
 The fusion settings below were measured on the development half of LoCoMo (bench/locomo.py;
 docs/benchmarks.md has the ablation). They are general choices, not fitted per dataset: the

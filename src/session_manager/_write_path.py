@@ -235,6 +235,8 @@ class WritePath:
     ) -> Inserted:
         record = prepared.record(new_id(), session_id, self.agent_id, pool, status, indexed=indexed)
         seq = self._store.insert_event(tx, record, touch_us=now_us() if touch else None)
+        if seq and indexed:  # (if the transaction rolls back, the seq is never pending)
+            self._indexer.recorded(seq)
         return Inserted(record, seq or 0, prepared)
 
     def _write(self) -> Any:

@@ -205,13 +205,19 @@ class Store(Protocol):
     # -- the outbox ------------------------------------------------------------------------
     def pending_count(self, partitions: Sequence[str] | None = None) -> int: ...
     def claim_outbox(
-        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+        self,
+        limit: int,
+        partitions: Sequence[str] | None = None,
+        *,
+        force: bool = False,
+        seqs: Sequence[int] | None = None,
     ) -> AbstractContextManager[OutboxBatch]:
         """Claim up to ``limit`` pending events for embedding.
 
         The background worker (no ``partitions``, no ``force``) skips rows another worker
         holds, so any number of workers share the outbox without double work. A search
-        catching up on its partitions, or ``force`` (flush), takes every pending row.
+        catching up on its partitions, or ``force`` (flush), takes every pending row; ``seqs``
+        restricts a claim to those events (a search's own recent writes).
         """
         ...
 

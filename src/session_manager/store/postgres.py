@@ -435,7 +435,12 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def claim_outbox(
-        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+        self,
+        limit: int,
+        partitions: Sequence[str] | None = None,
+        *,
+        force: bool = False,
+        seqs: Sequence[int] | None = None,
     ) -> Iterator[_PgBatch]:
         """Claim up to ``limit`` outbox rows with a lease; no connection is held meanwhile.
 
@@ -447,27 +452,39 @@ class PostgresStore(SqlStore):
 
         The background worker takes only rows nobody holds. A search's catch-up
         (``partitions``) and ``flush`` (``force``) wait for rows other workers hold and find
-        them gone once those store their vectors — so no event is embedded twice.
+        them gone once those store their vectors — so no event is embedded twice. ``seqs``
+        restricts the claim to those events.
         """
-        batch = self._claim(limit, partitions, wait=partitions is not None or force)
+        batch = self._claim(limit, partitions, seqs, wait=partitions is not None or force)
         with held(batch, OUTBOX_LEASE_SECONDS):
             yield batch
 
-    def _claim(self, limit: int, partitions: Sequence[str] | None, *, wait: bool) -> _PgBatch:
+    def _claim(
+        self,
+        limit: int,
+        partitions: Sequence[str] | None,
+        only: Sequence[int] | None,
+        *,
+        wait: bool,
+    ) -> _PgBatch:
         """Claim rows nobody holds; with ``wait``, poll while others hold the only ones left."""
         token = uuid.uuid4().hex
         pause = _CLAIM_POLL_FIRST
         while True:
-            rows = self._claim_free_rows(limit, partitions, token)
-            if rows or not wait or not self._pending_rows(partitions):
+            rows = self._claim_free_rows(limit, partitions, only, token)
+            if rows or not wait or not self._pending_rows(partitions, only):
                 return _PgBatch(self, token, rows)
             time.sleep(pause)
             pause = min(pause * 2, _CLAIM_POLL_MAX)
 
     def _claim_free_rows(
-        self, limit: int, partitions: Sequence[str] | None, token: str
+        self,
+        limit: int,
+        partitions: Sequence[str] | None,
+        only: Sequence[int] | None,
+        token: str,
     ) -> list[OutboxRow]:
-        where, params = self._outbox_where(partitions)
+        where, params = self._outbox_where(partitions, only)
         # One statement, so one short transaction of its own (the pool's connections are in
         # autocommit). SKIP LOCKED: rows another claimer is stamping right now are theirs.
         rows = self._run_alone(
@@ -486,16 +503,21 @@ class PostgresStore(SqlStore):
             for seq, partition, content, session, agent, kind, created in rows
         ]
 
-    def _pending_rows(self, partitions: Sequence[str] | None) -> bool:
-        where, params = self._outbox_where(partitions)
+    def _pending_rows(self, partitions: Sequence[str] | None, only: Sequence[int] | None) -> bool:
+        where, params = self._outbox_where(partitions, only)
         rows = self._read(f"SELECT EXISTS (SELECT 1 FROM outbox o WHERE {where})", params)
         return bool(rows[0][0])
 
     @staticmethod
-    def _outbox_where(partitions: Sequence[str] | None) -> tuple[str, list[Any]]:
-        if partitions is None:
-            return "TRUE", []
-        return "o.partition = ANY(?)", [list(partitions)]
+    def _outbox_where(
+        partitions: Sequence[str] | None, only: Sequence[int] | None = None
+    ) -> tuple[str, list[Any]]:
+        where, params = "TRUE", list[Any]()
+        if partitions is not None:
+            where, params = "o.partition = ANY(?)", [list(partitions)]
+        if only is not None:
+            where, params = f"{where} AND o.seq = ANY(?)", [*params, list(only)]
+        return where, params
 
     def renew_lease(self, batch: _PgBatch) -> None:
         """Push the expiry of ``batch``'s rows a full lease ahead (they are still embedding)."""

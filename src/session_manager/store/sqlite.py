@@ -522,7 +522,12 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def claim_outbox(
-        self, limit: int, partitions: Sequence[str] | None = None, *, force: bool = False
+        self,
+        limit: int,
+        partitions: Sequence[str] | None = None,
+        *,
+        force: bool = False,
+        seqs: Sequence[int] | None = None,
     ) -> Iterator[_SqliteBatch]:
         """Claim up to ``limit`` outbox rows for embedding, with a lease.
 
@@ -533,13 +538,18 @@ class SqliteStore(SqlStore):
         hands its rows back at once. With ``partitions`` (a search catching up on its own
         scope) or ``force`` (flush) every pending row is taken: read-your-writes wins over
         the rare duplicate embedding, which is harmless (vectors are keyed by event).
+        ``seqs`` restricts the claim to those events.
         """
-        batch = _SqliteBatch(self, *self._claim(limit, partitions, force))
+        batch = _SqliteBatch(self, *self._claim(limit, partitions, force, seqs))
         with held(batch, LEASE_SECONDS):
             yield batch
 
     def _claim(
-        self, limit: int, partitions: Sequence[str] | None, force: bool
+        self,
+        limit: int,
+        partitions: Sequence[str] | None,
+        force: bool,
+        only: Sequence[int] | None = None,
     ) -> tuple[list[OutboxRow], float]:
         now = time.time()
         lease = now + LEASE_SECONDS
@@ -550,6 +560,9 @@ class SqliteStore(SqlStore):
         if partitions is not None:
             where = f"partition IN ({', '.join('?' for _ in partitions)})"
             params = list(partitions)
+        if only is not None:
+            where += f" AND seq IN ({', '.join('?' for _ in only)})"
+            params.extend(only)
         with self.atomic() as tx:
             conn = tx.conn
             seqs = [
