@@ -59,3 +59,36 @@ def test_a_search_returns_what_the_exact_scan_returns(
     exact = results()
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 0)  # every search: 8 bits first
     assert results() == exact
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_big_partition_re_scores_from_the_store(
+    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    """A partition of APPROXIMATE_FROM rows or more keeps only 8-bit codes: its candidates are
+    re-scored with their float32 vectors read from the store, and the results (events and
+    exact cosines) equal the all-in-memory scan's."""
+    make = make_manager
+    first = make()  # type: ignore[operator]
+    session = first.start_session("many facts")
+    for i in range(600):
+        first.record_fact(
+            session.id, f"fact {i} about topic {i % 37} and item {i % 11}", metadata={"odd": i % 2}
+        )
+    first.flush()
+    where = {"odd": 1} if filtered else None
+    queries = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
+
+    def results(mgr: SessionManager) -> list[list[tuple[str, float]]]:
+        return [
+            [(h.event.id, h.score) for h in mgr.search(q, k=10, mode="semantic", where=where)]
+            for q in queries
+        ]
+
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    exact = results(make())  # type: ignore[operator]
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
+    codes_only = make()  # type: ignore[operator]
+    assert results(codes_only) == exact
+    (part,) = codes_only._storage.vectors._cache._partitions.values()
+    assert not part.in_memory and part.matrix.size == 0 and part.size == 601

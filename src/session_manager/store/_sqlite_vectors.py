@@ -103,6 +103,16 @@ class SqliteVectors(VectorTable):
             (partition, after_vid, limit),
         )
 
+    def vectors_of(self, seqs: list[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for chunk in batched(seqs):
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._store.read(
+                f"SELECT seq, vector FROM vectors WHERE seq IN ({marks})", chunk
+            )
+            found.update((int(seq), bytes(blob)) for seq, blob in rows)
+        return found
+
     def vector_count(self, partition: str, after_vid: int) -> int:
         rows = self._store.read(
             "SELECT count(*) FROM vectors WHERE partition = ? AND vid > ?", (partition, after_vid)
