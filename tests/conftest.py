@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,17 @@ def child_env() -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture
+def keyword_index_in_foreground(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's in-memory keyword index built by the search that needs it, not in the
+    background (where the first searches rank with FTS5): for tests of that index."""
+    from session_manager.store import _keyword_cache
+
+    original = _keyword_cache.KeywordCache.__init__
+
+    def foreground(self: Any, source: Any, *, background: bool = True) -> None:
+        original(self, source, background=False)
+
+    monkeypatch.setattr(_keyword_cache.KeywordCache, "__init__", foreground)

@@ -8,6 +8,7 @@ import json
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,9 @@ from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
 
 UTC = timezone.utc
+
+# These tests are about the in-memory index itself: it builds in the search that needs it.
+pytestmark = pytest.mark.usefixtures("keyword_index_in_foreground")
 WORDS = """deploy pipeline staging database login error rate limit search api vector index gpu
     memory payment webhook docker image caroline melanie painting camping beach museum adoption
     agency counselling parade pottery violin dinosaur sunrise hiking""".split()  # noqa: SIM905
@@ -126,9 +130,9 @@ def test_a_value_deep_in_a_big_output_is_found_before_and_after_the_worker(
     store = mgr._searcher.store
     assert isinstance(store, SqliteStore)
     flt = EventFilter(mgr._searcher.scope)
-    assert store.fts_search("disk full postgres", flt, 3, content_only=True) == []
+    assert store.fts_search("critical", flt, 3, content_only=True) == []  # FTS5: the head
     mgr.flush()
-    found = store.fts_search("disk full postgres", flt, 3, content_only=True)
+    found = store.fts_search("critical", flt, 3, content_only=True)
     assert [seq for seq, _ in found] == [output.seq]
 
 
@@ -251,3 +255,41 @@ def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_who
         assert new.search("critical disk", k=3, mode="keyword")[0].event.id == "01EOLD"
         new.flush()
         assert len(store.fts_search("critical disk", flt, 3, content_only=True)) == 1
+
+
+def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_background(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's first keyword search does not wait for a big partition to be tokenized:
+    FTS5 answers (the same ranking here: one agent), the index builds in a thread, and the
+    next searches rank in memory. A small partition is built by the search itself."""
+    from session_manager.embed import HashEmbedder
+
+    with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        conversation(mgr)  # 124 events
+        mgr.flush()
+    monkeypatch.undo()  # this test wants the default: the module's fixture made builds synchronous
+
+    def first_two_searches(chunk: int) -> tuple[list[str], list[Any], list[Any]]:
+        monkeypatch.setattr(_keyword_cache, "_CHUNK", chunk)
+        with SessionManager(
+            "researcher", db_path, embedder=HashEmbedder(), background=False
+        ) as mgr:
+            store = mgr._searcher.store
+            assert isinstance(store, SqliteStore) and store._keywords.background
+            calls: list[str] = []
+            fts = store.fts_search
+            monkeypatch.setattr(
+                store, "fts_search", lambda *a, **k: calls.append("fts") or fts(*a, **k)
+            )
+            first = mgr.search("caroline painting", k=5, mode="keyword")
+            if store._keywords._builder is not None:
+                store._keywords._builder.join(10)
+            second = mgr.search("caroline painting", k=5, mode="keyword")
+            ranked = [[(h.event.id, round(h.score, 9)) for h in hits] for hits in (first, second)]
+            return calls, ranked[0], ranked[1]
+
+    calls, first, second = first_two_searches(chunk=16)  # 2 chunks in the search, then a thread
+    assert calls == ["fts"] and first == second
+    calls, first, second = first_two_searches(chunk=8192)
+    assert calls == [] and first == second

@@ -32,7 +32,10 @@ partitions are rebuilt, as the vector cache does.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -47,6 +50,22 @@ from ._keyword import KEYWORD_WEIGHTS, Words, tokens
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
 __all__ = ["KeywordCache"]
+
+log = logging.getLogger("session_manager.store.keywords")
+
+#: every cache of this process: their background builds stop at interpreter exit (a daemon
+#: thread still reading SQLite while the interpreter tears down can crash the process)
+_CACHES: weakref.WeakSet[KeywordCache] = weakref.WeakSet()
+_BUILDERS_LOCK = threading.Lock()
+#: how long close() and interpreter exit wait for a build to reach its next chunk
+_STOP_TIMEOUT = 10.0
+
+
+@atexit.register
+def _stop_builds_at_exit() -> None:
+    for cache in list(_CACHES):
+        cache.close()
+
 
 IntArray = npt.NDArray[np.int32]
 Counts = npt.NDArray[np.float32]
@@ -68,6 +87,9 @@ NEAR_CHARS = 1_000
 FAR_CHARS = 500
 # Rows read from the log per query while refreshing a partition.
 _CHUNK = 8192
+# Chunks a search reads itself before leaving the rest of a partition's first build to a
+# background thread (~0.5 s of tokenizing at most).
+_BUILT_IN_SEARCH = 2
 # Segment merging (see _Partition.add_postings).
 _MERGE_SHARE = 8
 _MIN_MERGE = 16_384
@@ -373,20 +395,77 @@ class _Matches:
 
 
 class KeywordCache:
-    """In-memory BM25 over the keyword rows of one database, refreshed from the log."""
+    """In-memory BM25 over the keyword rows of one database, refreshed from the log.
 
-    def __init__(self, source: _Source) -> None:
+    A partition is built the first time a search reads it: by that search if it is small, in
+    a background thread if not (unless ``background=False``). Until it is ready
+    (:meth:`ready`), the store ranks with FTS5, so a process's first search does not wait
+    while a whole partition is tokenized (3 s at 100k events, the time a command-line search
+    would otherwise take).
+    """
+
+    def __init__(self, source: _Source, *, background: bool = True) -> None:
         self._source = source
+        self.background = background
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
         self._generation = -1
         self._codes = RowCodes()
         self._words = Words()
+        #: the generation each partition was last built whole at (what ready() checks)
+        self._built: dict[str, int] = {}
+        self._builder: threading.Thread | None = None
+        self._stop = threading.Event()
+        _CACHES.add(self)
 
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
+            self._built.clear()
             self._generation = -1
+
+    def close(self) -> None:
+        """Stop a background build (between two chunks) and forget everything."""
+        self._stop.set()
+        builder = self._builder
+        if builder is not None:
+            builder.join(_STOP_TIMEOUT)
+        self.invalidate()
+
+    def ready(self, partitions: Sequence[str]) -> bool:
+        """Whether a search of ``partitions`` ranks in memory now. A partition not built for
+        the current generation is built here if it is small (:data:`_BUILT_IN_SEARCH` chunks
+        of rows at most); a bigger one goes on building in the background, and until it is
+        done the answer is no."""
+        if not self.background:
+            return True
+        generation = self._source.generation()
+        missing = [name for name in partitions if self._built.get(name) != generation]
+        if not missing:
+            return True
+        with _BUILDERS_LOCK:
+            if self._stop.is_set() or (self._builder is not None and self._builder.is_alive()):
+                return False
+            with self._lock:
+                for name in missing:
+                    self._refresh(name, chunks=_BUILT_IN_SEARCH)
+                if all(self._built.get(name) == self._generation for name in missing):
+                    return True
+            self._builder = threading.Thread(
+                target=self._build, args=(missing,), name="asm-keyword-index", daemon=True
+            )
+            self._builder.start()
+        return False
+
+    def _build(self, names: list[str]) -> None:
+        try:
+            with self._lock:
+                for name in names:
+                    if self._stop.is_set():
+                        return
+                    self._refresh(name)
+        except Exception as exc:  # the next search tries again; FTS5 answers meanwhile
+            log.warning("building the in-memory keyword index failed: %s", exc)
 
     def query_stems(self, text: str) -> list[str] | None:
         """See :meth:`~session_manager.store._keyword.Words.query_stems`."""
@@ -486,7 +565,9 @@ class KeywordCache:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
         return part.seqs[candidates], scores[candidates]
 
-    def _refresh(self, name: str) -> _Partition:
+    def _refresh(self, name: str, chunks: int | None = None) -> _Partition:
+        """Read ``name``'s rows past the last one seen (at most ``chunks`` chunks of them:
+        the rest is for a later call) and index them."""
         generation = self._source.generation()
         if generation != self._generation:
             self._partitions.clear()
@@ -495,14 +576,21 @@ class KeywordCache:
         if part is None:
             part = self._partitions[name] = _Partition()
         added: list[_NewPostings] = []
-        while True:
+        complete = False
+        while chunks is None or len(added) < chunks:
+            if self._stop.is_set():  # closing: a half-read partition is dropped, not kept
+                self._partitions.pop(name, None)
+                return part
             rows = self._source.keyword_rows(name, part.last_seq, _CHUNK)
             if rows:
                 added.append(part.append(self._codes, self._words, rows))
             if len(rows) < _CHUNK:
+                complete = True
                 break
         if added:
             part.add_postings(added)
+        if complete:
+            self._built[name] = generation
         return part
 
     def memory_bytes(self) -> int:

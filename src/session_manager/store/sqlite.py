@@ -369,7 +369,7 @@ class SqliteStore(SqlStore):
     checkpoint = maintenance
 
     def close(self) -> None:
-        self._keywords.invalidate()
+        self._keywords.close()  # (its background build reads through this store)
         self._connections.close_all()
         self._local = threading.local()
         if self._remove_private_folder is not None:
@@ -466,11 +466,18 @@ class SqliteStore(SqlStore):
         weighted by :data:`~session_manager.store._keyword.KEYWORD_WEIGHTS`; higher is better.
 
         Ranked in memory (``_keyword_cache.py``) over ``partitions`` (the searcher's, as for
-        vectors), or by FTS5 when the in-memory index cannot rank the query as FTS5 would
-        (see :meth:`~session_manager.store._keyword.Words.query_stems`) or no partitions are
-        given."""
-        stems = None if partitions is None else self._keywords.query_stems(text)
-        if stems is None or partitions is None or flt.scope is None:
+        vectors), or by FTS5 when no partitions are given, while the in-memory index of a
+        partition is still being built (in the background: a process's first search does
+        not wait for it), or when it cannot rank the query as FTS5 would (see
+        :meth:`~session_manager.store._keyword.Words.query_stems`)."""
+        if (
+            partitions is None
+            or flt.scope is None
+            or not self._keywords.ready([name for name, _ in partitions])
+        ):
+            return self.fts_search(text, flt, limit, content_only=content_only)
+        stems = self._keywords.query_stems(text)
+        if stems is None:
             return self.fts_search(text, flt, limit, content_only=content_only)
         filters = RowQuery.of(flt, lambda: self.select_seqs(flt))
         return self._keywords.search(
