@@ -23,7 +23,11 @@ for long anywhere on the server holds ``xmin`` back, and each refresh then lists
 txid only, from an index) the rows written since it began.
 
 Deletes leave a row per partition in ``deletions`` (a trigger, in the deleting transaction);
-the same watermark finds the new ones, and the caches drop those partitions.
+the same watermark finds the new ones, and the caches drop those partitions. The table is kept
+short by :func:`prune_deletions` (the embedding worker's maintenance): rows older than
+:data:`DELETIONS_KEPT_SECONDS` go, and ``meta.deletions_pruned_to`` records the newest txid
+removed, so a cache whose watermark is not above it (idle for that long) drops everything
+rather than miss a deletion.
 """
 
 from __future__ import annotations
@@ -35,12 +39,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CommitFeed", "Watermark", "raw_vector_loader"]
+__all__ = ["DELETIONS_KEPT_SECONDS", "CommitFeed", "Watermark", "prune_deletions"]
 
 Connect = Callable[[], AbstractContextManager[Any]]
 
 #: rows fetched per round trip while a partition loads (bounds the transient Python objects)
 CHUNK = 8192
+#: how long a row of ``deletions`` is kept: caches idle for longer reload every partition
+DELETIONS_KEPT_SECONDS = 3600
+
+_PRUNE = """
+WITH gone AS (
+    DELETE FROM deletions WHERE deleted_at < now() - make_interval(secs => %s) RETURNING txid
+)
+INSERT INTO meta (key, value)
+SELECT 'deletions_pruned_to', max(txid)::text FROM gone HAVING count(*) > 0
+ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value::xid8, excluded.value::xid8)::text
+"""
+
+
+def prune_deletions(connect: Connect) -> None:
+    """Forget deletions older than :data:`DELETIONS_KEPT_SECONDS` (see the module docstring)."""
+    with connect() as conn:
+        conn.execute(_PRUNE, (DELETIONS_KEPT_SECONDS,))
 
 
 @dataclass
@@ -122,14 +143,22 @@ class CommitFeed:
                 row = conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
                 state.xmin = int(row.fetchone()[0])
                 return state.xmin, None
-            # One statement, one snapshot: a deletion below its xmin is visible in it.
+            # One statement, one snapshot: a deletion below its xmin is visible in it, and so
+            # is a prune that removed rows this cache has not seen.
             rows = conn.execute(
-                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, d.id, d.txid::text, "
-                "d.partition FROM (SELECT 1) one LEFT JOIN deletions d ON d.txid >= %s::xid8",
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, "
+                "(SELECT value FROM meta WHERE key = 'deletions_pruned_to'), "
+                "d.id, d.txid::text, d.partition "
+                "FROM (SELECT 1) one LEFT JOIN deletions d ON d.txid >= %s::xid8",
                 (str(state.xmin),),
             ).fetchall()
         xmin = int(rows[0][0])
-        found = [(int(key), int(txid), part) for _, key, txid, part in rows if key is not None]
+        pruned_to = rows[0][1]
+        if pruned_to is not None and int(pruned_to) >= state.xmin:
+            self.forget()
+            self._deletions = _Deletions(xmin)
+            return xmin, None
+        found = [(int(key), int(txid), part) for _, _, key, txid, part in rows if key is not None]
         dropped = {part for key, _, part in found if key not in state.seen}
         state.seen.update((key, txid) for key, txid, _ in found)
         state.seen = {key: txid for key, txid in state.seen.items() if txid >= xmin}

@@ -64,6 +64,7 @@ from ._partition_rows import RowQuery
 from ._pg_caches import PgKeywordCache
 from ._pg_errors import sentence as _sentence
 from ._pg_errors import store_error
+from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
 from ._pg_vectors import PgVectors
 from ._sql import EVENTS_JOIN, SqlStore, SqlTx
@@ -92,6 +93,8 @@ DEFAULT_POOL_TIMEOUT = 10.0
 #: how long an outbox claim lasts unless its worker renews it (every third of it, while the
 #: model runs): the rows of a worker that died are free again within this
 OUTBOX_LEASE_SECONDS = 10.0
+# how often a worker prunes the search caches' deletions table (store/_pg_feed.py)
+_PRUNE_EVERY_SECONDS = 600.0
 # a flush or a search's catch-up polls this often (doubling) while others hold the rows it needs
 _CLAIM_POLL_FIRST = 0.02
 _CLAIM_POLL_MAX = 0.5
@@ -231,6 +234,7 @@ class PostgresStore(SqlStore):
             self, settings.vector_index, cache_from=self._connection if cached else None
         )
         self._keywords = PgKeywordCache(self._connection) if cached else None
+        self._prune_at = 0.0  # the first maintenance prunes
         with self._mapped_errors():
             extension_schema = self._migrate()
         search_path = f"{self.schema},{extension_schema}"
@@ -411,7 +415,11 @@ class PostgresStore(SqlStore):
         )
 
     def maintenance(self) -> None:
-        """Nothing to do: PostgreSQL checkpoints and vacuums by itself."""
+        """PostgreSQL checkpoints and vacuums by itself; the search caches' ``deletions``
+        table is pruned now and then (``_pg_feed.prune_deletions``)."""
+        if time.monotonic() >= self._prune_at:
+            self._prune_at = time.monotonic() + _PRUNE_EVERY_SECONDS
+            prune_deletions(self._connection)
 
     def close(self) -> None:
         if self._keywords is not None:
