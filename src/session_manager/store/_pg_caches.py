@@ -69,22 +69,24 @@ class PgKeywordCache(KeywordCache):
             self._feed.forget()
 
     def _refresh(self, name: str) -> _KeywordPartition:
-        xmin, dropped = self._feed.dropped()
-        for gone in list(self._partitions) if dropped is None else dropped:
-            self._partitions.pop(gone, None)
-            self._session_tails.pop(gone, None)
-            self._feed.forget(gone)
-        part = self._partitions.get(name)
-        if part is not None and name in self._feed.marks:
-            rows = self._feed.new_rows(name, xmin)
-            tails = self._session_tails[name]
-            if not any(int(row[0]) < tails.get(row[1], -1) for row in rows):
-                return self._append(name, part, [rows] if rows else [])
-            # Within a session, writes queue on the session's row lock, so its events commit
-            # in seq order; this is the safety net should they not (a row from a bulk path).
-        part = self._partitions[name] = _KeywordPartition()
-        self._session_tails[name] = {}
-        return self._append(name, part, self._feed.load(name, xmin))
+        feed = self._feed
+        with feed.reading() as conn:
+            xmin, dropped = feed.dropped(conn)
+            for gone in list(self._partitions) if dropped is None else dropped:
+                self._partitions.pop(gone, None)
+                self._session_tails.pop(gone, None)
+                feed.forget(gone)
+            part = self._partitions.get(name)
+            if part is not None and name in feed.marks:
+                rows = feed.new_rows(conn, name, xmin)
+                tails = self._session_tails[name]
+                if not any(int(row[0]) < tails.get(row[1], -1) for row in rows):
+                    return self._append(name, part, [rows] if rows else [])
+                # Within a session, writes queue on the session's row lock, so its events
+                # commit in seq order; this is the safety net should they not.
+            part = self._partitions[name] = _KeywordPartition()
+            self._session_tails[name] = {}
+            return self._append(name, part, feed.load(conn, name, xmin))
 
     def _append(
         self, name: str, part: _KeywordPartition, chunks: Iterable[list[Any]]
@@ -119,17 +121,19 @@ class PgVectorCache(VectorCache):
             self._feed.forget()
 
     def _refresh(self, name: str) -> _VectorPartition | None:
-        xmin, dropped = self._feed.dropped()
-        for gone in list(self._partitions) if dropped is None else dropped:
-            self._partitions.pop(gone, None)
-            self._feed.forget(gone)
-        part = self._partitions.get(name)
-        if part is not None and name in self._feed.marks:
-            rows = self._feed.new_rows(name, xmin, binary=True)
-            return self._grow(name, part, [rows] if rows else [])
-        self._partitions.pop(name, None)
-        total = self._feed.count(name)
-        return self._grow(name, None, self._feed.load(name, xmin, binary=True), total)
+        feed = self._feed
+        with feed.reading() as conn:
+            xmin, dropped = feed.dropped(conn)
+            for gone in list(self._partitions) if dropped is None else dropped:
+                self._partitions.pop(gone, None)
+                feed.forget(gone)
+            part = self._partitions.get(name)
+            if part is not None and name in feed.marks:
+                rows = feed.new_rows(conn, name, xmin, binary=True)
+                return self._grow(name, part, [rows] if rows else [])
+            self._partitions.pop(name, None)
+            total = feed.count(conn, name)
+            return self._grow(name, None, feed.load(conn, name, xmin, binary=True), total)
 
     def _grow(
         self,
