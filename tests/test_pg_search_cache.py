@@ -9,6 +9,7 @@ import itertools
 import random
 import subprocess
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -305,3 +306,41 @@ def test_a_cache_idle_while_its_deletions_were_pruned_reloads(
         assert log.read("SELECT count(*) FROM deletions")[0][0] == 0
         assert top(reader, "axolotl", "keyword") == [kept.id]
         assert top(reader, doomed.content, "semantic") == [kept.id]
+
+
+def test_concurrent_writers_and_a_searching_reader_lose_nothing(store_url: str) -> None:
+    """Four writers commit concurrently (into their own sessions, so seqs commit out of
+    order) while a reader searches all along: afterwards its caches hold every event and
+    every vector, exactly those the log has."""
+    with manager(store_url) as reader:
+        reader.start_session("reader's")  # the partition exists before the writers start
+        stop = threading.Event()
+
+        def write(n: int) -> None:
+            with manager(store_url, background=False) as writer:
+                session = writer.start_session(f"writer {n}")
+                for i in range(40):
+                    writer.record_fact(session.id, f"marker w{n}x{i}")
+                writer.flush()
+
+        def search() -> None:
+            while not stop.is_set():
+                reader.search("marker", 5, mode="keyword")
+                reader.search("marker", 5, mode="semantic")
+
+        searching = threading.Thread(target=search)
+        searching.start()
+        writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in writers:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        stop.set()
+        searching.join()
+        log = reader._storage.log
+        facts = {row[0] for row in log.read("SELECT seq FROM events WHERE kind = 'fact'")}
+        vectors = {row[0] for row in log.read("SELECT seq FROM vectors")}
+        assert len(facts) == 160
+        assert {h.event.seq for h in reader.search("marker", 500, mode="keyword")} == facts
+        found = {h.event.seq for h in reader.search("marker", 500, mode="semantic")}
+        assert found == vectors
