@@ -19,9 +19,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from session_manager import SessionManager
+from session_manager import InvalidInput, SessionManager
 from session_manager.store import _pg_feed
-from session_manager.store.postgres import PostgresStore
+from session_manager.store.postgres import PostgresStore, parse_url
 from session_manager.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
@@ -344,3 +344,11 @@ def test_concurrent_writers_and_a_searching_reader_lose_nothing(store_url: str) 
         assert {h.event.seq for h in reader.search("marker", 500, mode="keyword")} == facts
         found = {h.event.seq for h in reader.search("marker", 500, mode="semantic")}
         assert found == vectors
+
+
+def test_the_url_chooses_the_cache() -> None:
+    assert parse_url("postgresql://h/db").search_cache
+    off = parse_url("postgresql://h/db?search_cache=off&sslmode=require")
+    assert not off.search_cache and "search_cache" not in off.conninfo
+    with pytest.raises(InvalidInput, match="search_cache='sql'"):
+        parse_url("postgresql://h/db?search_cache=sql")
