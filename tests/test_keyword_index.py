@@ -115,11 +115,12 @@ def test_long_events_rank_as_fts5_ranks_them(mgr: SessionManager, content_only: 
 
 
 def test_a_value_deep_in_a_big_output_is_found_before_and_after_the_worker(
-    mgr: SessionManager,
+    make_manager: Any,
 ) -> None:
     """The issue's reproduction: one row of a 3,000-row output holds the answer. The
     in-memory ranking finds it at once (no worker ran: the event is still deferred); FTS5
     holds it once the event is digested."""
+    mgr = make_manager(background=False)  # the digest waits for flush()
     session = mgr.start_session("ops")
     rows = [{"id": i, "status": "ok", "host": f"db-{i % 7}"} for i in range(3_000)]
     rows[2500]["status"] = "CRITICAL disk full on /var/lib/postgres"

@@ -66,7 +66,8 @@ def test_a_large_unindexed_event_is_digested_but_never_searched(
     assert indexed == (0,)
 
 
-def test_record_many_defers_its_large_items_only(mgr: SessionManager, db_path: Path) -> None:
+def test_record_many_defers_its_large_items_only(make_manager: Factory, db_path: Path) -> None:
+    mgr = make_manager(background=False)  # the digest waits for flush()
     session = mgr.start_session("batch")
     small, big = mgr.record_many(
         session.id,

@@ -193,12 +193,50 @@ BEGIN
 END $$;
 """
 
+# Commit order for the in-memory search caches (store/_pg_feed.py). A sequence hands out
+# ``seq`` when a row is inserted, not when it commits, so "rows above the last seq seen" can
+# miss a row forever (seq 10 committing after seq 11). Each row now records the transaction
+# that wrote it (``txid``, the top-level xid8); a reader that first takes the snapshot's
+# ``xmin`` (every transaction below it has ended) and then reads the rows with ``txid`` at or
+# above the previous ``xmin`` sees every committed row exactly once. Rows written before this
+# migration keep ``txid`` NULL: they were committed before it (ALTER TABLE waited for their
+# writers) and are read by a cache's first full load. Deletes of events or vectors (any
+# path: a cascade, prune, reindex, SQL by hand) leave one row per partition and statement in
+# ``deletions``, written in the deleting transaction, so caches drop exactly those
+# partitions once the delete is visible.
+_COMMIT_ORDER = """
+ALTER TABLE events ADD COLUMN txid xid8;
+ALTER TABLE events ALTER COLUMN txid SET DEFAULT pg_current_xact_id();
+CREATE INDEX events_by_partition_txid ON events (partition, txid) INCLUDE (seq);
+ALTER TABLE vectors ADD COLUMN txid xid8;
+ALTER TABLE vectors ALTER COLUMN txid SET DEFAULT pg_current_xact_id();
+CREATE INDEX vectors_by_partition_txid ON vectors (partition, txid) INCLUDE (seq);
+CREATE INDEX vectors_by_partition_seq ON vectors (partition, seq);
+CREATE TABLE deletions (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    txid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    partition  TEXT NOT NULL,
+    deleted_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX deletions_by_txid ON deletions (txid);
+CREATE FUNCTION asm_rows_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO deletions (partition) SELECT DISTINCT partition FROM gone;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER events_deletions AFTER DELETE ON events
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION asm_rows_deleted();
+CREATE TRIGGER vectors_deletions AFTER DELETE ON vectors
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION asm_rows_deleted();
+"""
+
 # Large events and flattened JSON outputs cut at their content are digested by the worker, as
-# in SQLite's 0007_deferred_digests: at insert their tsvector holds the content's first 32,768
-# characters only (a megabyte of text made the caller's insert slow, and past ~1 MB of lexemes
-# failed it: "string is too long for tsvector"). A flattened output's tsvector holds its whole
-# payload flattened, which only the worker can make: when a neighbour's deletion changes its
-# context, it is queued again instead of re-indexed from its content.
+# in SQLite's migration of the same name: at insert their tsvector holds the content's first
+# 32,768 characters only (a megabyte of text made the caller's insert slow, and past ~1 MB of
+# lexemes failed it: "string is too long for tsvector"). A flattened output's tsvector holds
+# its whole payload flattened, which only the worker can make: when a neighbour's deletion
+# changes its context, it is queued again instead of re-indexed from its content.
 _DEFERRED_DIGESTS = """
 ALTER TABLE events ADD COLUMN deferred BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE INDEX events_deferred ON events (seq) WHERE deferred;
@@ -243,5 +281,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0003_outbox_lease", _OUTBOX_LEASE),
     ("0004_session_keys", _SESSION_KEYS),
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
-    ("0006_deferred_digests", _DEFERRED_DIGESTS),
+    ("0006_commit_order", _COMMIT_ORDER),
+    ("0007_deferred_digests", _DEFERRED_DIGESTS),
 )

@@ -2,8 +2,9 @@
 
 The ``vectors`` table lives beside the events (its rows go with them, by foreign key), so
 vectors commit in the same transactions as the outbox they drain. Search is exact by default
-(``vector_index=exact``); ``vector_index=hnsw`` adds an HNSW index searched with iterative
-scans (docs/backends.md has the measurements).
+(``vector_index=exact``): ranked in memory by SQLite's vector cache fed in commit order
+(``_pg_caches.py``), or in SQL by ``<=>`` with ``?search_cache=off``; ``vector_index=hnsw``
+adds an HNSW index searched with iterative scans (docs/backends.md has the measurements).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Any, Protocol
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ..errors import InvalidInput
+from ._partition_rows import RowQuery
+from ._pg_caches import PgVectorCache
+from ._pg_feed import Connect
 from ._vector_table import VectorTable
 
 __all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "PgVectors"]
@@ -47,10 +51,12 @@ class PgVectors(VectorTable):
     name = "pgvector"
     location = ""
 
-    def __init__(self, store: _Log, kind: str) -> None:
+    def __init__(self, store: _Log, kind: str, *, cache_from: Connect | None = None) -> None:
+        """``cache_from``: rank exact searches in memory, reading through these connections."""
         self._store = store
         self.kind = kind  # "exact" or "hnsw"
         self.exact = kind == "exact"
+        self._cache = PgVectorCache(cache_from) if cache_from and self.exact else None
         self._dim: int | None = None
         self._dim_lock = threading.Lock()
 
@@ -93,11 +99,15 @@ class PgVectors(VectorTable):
         k: int,
         allowed: Callable[[], Sequence[int]],
     ) -> list[tuple[int, float]]:
-        """Cosine search, filtered in SQL (``allowed`` is not needed). Isolation comes from
-        the scope: ``Scope.partition_sql`` when it is the only restriction, else
+        """Exact cosine over the cached per-partition matrices (``allowed()`` answering
+        what only the log can filter), or in SQL without the cache. There, isolation comes
+        from the scope: ``Scope.partition_sql`` when it is the only restriction, else
         ``Scope.sql`` with the rest of ``flt``."""
         if flt.scope is None:
             raise InvalidInput("A vector search needs a scope.")
+        if self._cache is not None:
+            filters = RowQuery.of(flt, allowed)
+            return self._cache.search(query, list(partitions), flt.scope.agent_id, k, filters)
         dim = self._vector_dim()
         if dim is None or dim != len(query):
             return []
@@ -146,4 +156,6 @@ class PgVectors(VectorTable):
         return self._dim
 
     def close(self) -> None:
-        """Nothing of its own: the log's pool holds the connections."""
+        """Frees the cache; the log's pool holds the connections."""
+        if self._cache is not None:
+            self._cache.invalidate()

@@ -26,9 +26,15 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
   filtered query returns k results whenever k exist. ``vector_index=hnsw`` adds an HNSW index
   and searches it with ``hnsw.iterative_scan = relaxed_order`` and a raised ``ef_search``;
   docs/backends.md has the measurement behind the default.
-* **Keyword search** is full text (``english`` configuration) over the event's content
+* **Search in memory** (``?search_cache=memory``, the default): keyword and exact vector
+  searches rank in this process with SQLite's caches, fed in commit order
+  (``_pg_caches.py``, ``_pg_feed.py``): FTS5's BM25 over the event and its context, and exact
+  cosine, so both backends return the same rankings. ``?search_cache=off`` (or
+  ``vector_index=hnsw`` for vectors) keeps the SQL paths below, which also answer what the
+  caches cannot (a query word FTS5 reads as a phrase, a search without a scope).
+* **Keyword search in SQL** is full text (``english`` configuration) over the event's content
   (weight A) and its keyword context (weight B; see ``_pg_migrations.py``), ranked by
-  ``ts_rank`` — not BM25 as in SQLite, so hybrid rankings differ a little between the two.
+  ``ts_rank`` (no inverse document frequency, so not quite BM25).
 """
 
 from __future__ import annotations
@@ -54,8 +60,11 @@ from ..errors import (
 )
 from ._keyword import tsquery
 from ._lease import held
+from ._partition_rows import RowQuery
+from ._pg_caches import PgKeywordCache
 from ._pg_errors import sentence as _sentence
 from ._pg_errors import store_error
+from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
 from ._pg_vectors import PgVectors
 from ._sql import EVENTS_JOIN, SqlStore, SqlTx
@@ -88,6 +97,8 @@ DEFAULT_POOL_TIMEOUT = 10.0
 #: how long an outbox claim lasts unless its worker renews it (every third of it, while the
 #: model runs): the rows of a worker that died are free again within this
 OUTBOX_LEASE_SECONDS = 10.0
+# how often a worker prunes the search caches' deletions table (store/_pg_feed.py)
+_PRUNE_EVERY_SECONDS = 600.0
 # a flush or a search's catch-up polls this often (doubling) while others hold the rows it needs
 _CLAIM_POLL_FIRST = 0.02
 _CLAIM_POLL_MAX = 0.5
@@ -137,6 +148,8 @@ class PgSettings:
     #: seconds a call waits for a pooled connection
     pool_timeout: float
     vector_index: str
+    #: whether searches rank in memory (``_pg_caches.py``) or in SQL
+    search_cache: bool
     #: the connect timeout in force (seconds), for messages
     connect_timeout: str
 
@@ -160,6 +173,9 @@ def parse_url(url: str) -> PgSettings:
     vector_index = options.pop("vector_index", "exact")
     if vector_index not in ("exact", "hnsw"):
         raise InvalidInput(f"vector_index={vector_index!r}: use 'exact' (default) or 'hnsw'.")
+    search_cache = options.pop("search_cache", "memory")
+    if search_cache not in ("memory", "off"):
+        raise InvalidInput(f"search_cache={search_cache!r}: use 'memory' (default) or 'off'.")
     connect_timeout = options.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
     if connect_timeout is None:
         connect_timeout = options["connect_timeout"] = str(DEFAULT_CONNECT_TIMEOUT)
@@ -169,6 +185,7 @@ def parse_url(url: str) -> PgSettings:
         pool_size=pool_size,
         pool_timeout=pool_timeout,
         vector_index=vector_index,
+        search_cache=search_cache == "memory",
         connect_timeout=connect_timeout,
     )
 
@@ -216,7 +233,12 @@ class PostgresStore(SqlStore):
             exact_vectors=settings.vector_index == "exact",
             transactional_vectors=True,
         )
-        self._vector_index = PgVectors(self, settings.vector_index)
+        cached = settings.search_cache
+        self._vector_index = PgVectors(
+            self, settings.vector_index, cache_from=self._connection if cached else None
+        )
+        self._keywords = PgKeywordCache(self._connection) if cached else None
+        self._prune_at = 0.0  # the first maintenance prunes
         with self._mapped_errors():
             extension_schema = self._migrate()
         search_path = f"{self.schema},{extension_schema}"
@@ -397,9 +419,16 @@ class PostgresStore(SqlStore):
         )
 
     def maintenance(self) -> None:
-        """Nothing to do: PostgreSQL checkpoints and vacuums by itself."""
+        """PostgreSQL checkpoints and vacuums by itself; the search caches' ``deletions``
+        table is pruned now and then (``_pg_feed.prune_deletions``)."""
+        if time.monotonic() >= self._prune_at:
+            self._prune_at = time.monotonic() + _PRUNE_EVERY_SECONDS
+            prune_deletions(self._connection)
 
     def close(self) -> None:
+        if self._keywords is not None:
+            self._keywords.invalidate()  # (the memory goes now, not with the last reference)
+        self._vector_index.close()
         self._pool.close()
 
     # -- search ----------------------------------------------------------------------------
@@ -413,8 +442,24 @@ class PostgresStore(SqlStore):
         content_only: bool,
         partitions: Sequence[tuple[str, bool]] | None = None,
     ) -> list[tuple[int, float]]:
-        """``ts_rank`` over the event's ``search_text``; ``partitions`` are not needed (the
-        scope filter is SQL)."""
+        """BM25 over the event's content and its context, ranked in memory as SQLite ranks it
+        (``_pg_caches.py``) over ``partitions``; or ``ts_rank`` in SQL when the cache is off
+        or cannot rank the query as FTS5 would (see
+        :meth:`~session_manager.store._keyword.Words.query_stems`), or no partitions are
+        given. Higher is better either way."""
+        cache = self._keywords
+        stems = None if cache is None or partitions is None else cache.query_stems(text)
+        if cache is None or stems is None or partitions is None or flt.scope is None:
+            return self._ts_rank_search(text, flt, limit, content_only=content_only)
+        filters = RowQuery.of(flt, lambda: self.select_seqs(flt))
+        return cache.search(
+            stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
+        )
+
+    def _ts_rank_search(
+        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
+    ) -> list[tuple[int, float]]:
+        """``ts_rank`` over the event's ``search_text``, filtered in SQL."""
         query = tsquery(text, content_only=content_only)
         if not query:
             return []
@@ -583,7 +628,7 @@ class PostgresStore(SqlStore):
             "SELECT seq FROM events WHERE seq = ANY(?) ORDER BY seq FOR NO KEY UPDATE", (ids,)
         )
         # A flattened output indexed whole is queued for the worker again instead (its
-        # whole text is not in the database: 0006_deferred_digests).
+        # whole text is not in the database: 0007_deferred_digests).
         tx.execute(
             "UPDATE events e SET "
             "search_text = CASE WHEN e.deferred OR asm_whole_text(e.content, e.metadata) "
