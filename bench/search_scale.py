@@ -1,6 +1,6 @@
 """Search latency at scale, before and after a change, side by side in one run (by hand).
 
-    python bench/search_scale.py STORE.db [--before SRC_DIR]
+    python bench/search_scale.py STORE.db [--before SRC_DIR] [--build N] [--in-place]
 
 STORE.db is a store built by bench/perf.py (its ``store100k.db``: 100k events, one agent,
 replayed real MiniLM vectors). Each side runs in a fresh process on its own copy of the file
@@ -9,7 +9,9 @@ replayed real MiniLM vectors). Each side runs in a fresh process on its own copy
 Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
 (whole agent texts, ~27 words): p50 / p95 ms, query embedding included (every query text is
 new to the process); the first search (open + what it builds itself), when the in-memory
-indexes are ready, and peak RSS.
+indexes are ready, restore(4000) of the big session (30 times), and peak RSS. ``--build N``
+first builds the store with bench/perf.py's ``build_store`` (N events: the growth curve's
+10k / 100k / 1M stores); ``--in-place`` measures the file itself (one side, no copy).
 """
 
 from __future__ import annotations
@@ -56,24 +58,54 @@ for label, qs, mode in (
             lat.append((time.perf_counter() - t) * 1000)
     lat.sort()
     out[label] = [round(statistics.median(lat), 2), round(lat[int(len(lat) * 0.95)], 2)]
+# restore(4000) of the store's big session (bench/perf.py's build: its first session),
+# whose relevant section searches the agent's whole history
+big = [s for s in mgr.list_sessions(limit=100_000) if s.goal.startswith("Survey 2026")]
+if big:
+    rest = []
+    for _ in range(30):
+        t = time.perf_counter()
+        mgr.restore(big[0].id, max_tokens=4000)
+        rest.append((time.perf_counter() - t) * 1000)
+    rest.sort()
+    out["restore_4000"] = [round(statistics.median(rest), 2), round(rest[int(len(rest) * 0.95)], 2)]
 out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 mgr.close()
 print(json.dumps(out))
 """
 
 
+def build(path: Path, events: int) -> None:
+    """bench/perf.py's store of ``events`` events (a 10k-event session, the rest in side
+    sessions, replayed real MiniLM vectors) at ``path``."""
+    sys.path.insert(0, str(HERE))
+    import perf
+
+    from session_manager.embed import MiniLMEmbedder
+
+    sample = MiniLMEmbedder()(perf.agent_texts(2_000, seed=4))
+    perf.build_store(perf.sqlite_target(path), events, sample, 10_000)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("store", type=Path)
     parser.add_argument("--before", type=Path, help="the src/ folder of the code to compare")
+    parser.add_argument("--build", type=int, help="first build the store, of this many events")
+    parser.add_argument(
+        "--in-place", action="store_true", help="measure the store itself, not a copy (one side)"
+    )
     args = parser.parse_args()
+    if args.build:
+        build(args.store, args.build)
     sides = [("after", HERE.parent / "src")]
     if args.before:
         sides.insert(0, ("before", args.before))
     with tempfile.TemporaryDirectory() as tmp:
         for name, src in sides:
-            copy = Path(tmp) / f"{name}.db"
-            shutil.copy(args.store, copy)
+            copy = args.store if args.in_place else Path(tmp) / f"{name}.db"
+            if not args.in_place:
+                shutil.copy(args.store, copy)
             env = dict(os.environ, PYTHONPATH=str(src))
             run = subprocess.run(
                 [sys.executable, "-c", CHILD, str(copy), str(HERE)],
@@ -83,7 +115,8 @@ def main() -> None:
                 check=True,
             )
             print(name, json.dumps(json.loads(run.stdout)))
-            copy.unlink()
+            if not args.in_place:
+                copy.unlink()
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ._partition_rows import RowQuery
 from ._vector_cache import VectorCache, encode_vector
+from ._vector_snapshots import VectorSnapshots
 from ._vector_table import VectorTable
 from .base import batched
 
@@ -29,6 +31,8 @@ class _Log(Protocol):
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
     def bump_generation(self, tx: Tx) -> None: ...
     def generation(self) -> int: ...
+    @property
+    def snapshot_folder(self) -> Path: ...
 
 
 class SqliteVectors(VectorTable):
@@ -84,7 +88,7 @@ class SqliteVectors(VectorTable):
         """Exact cosine over the cached per-partition matrices."""
         with self._lock:
             if self._cache is None:
-                self._cache = VectorCache(self)
+                self._cache = VectorCache(self, VectorSnapshots(self._store.snapshot_folder))
         filters = RowQuery.of(flt, allowed)
         agent = flt.scope.agent_id if flt.scope is not None else ""
         return self._cache.search(query, list(partitions), agent, k, filters)

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 from ._quantized import approximate_scores, quantize
+from ._vector_snapshots import REWRITE_GROWTH, VectorSnapshots
 
 __all__ = ["VectorCache", "decode_vector", "encode_vector"]
 
@@ -70,6 +71,7 @@ class _Partition(PartitionRows):
         self.in_memory = True
         self.codes = np.zeros((0, dim), np.uint8)  # the vectors in 8 bits (_quantized.py)
         self.scales = np.zeros(0, np.float32)
+        self.snapshot_size = 0  # rows in its snapshot file (_vector_snapshots.py), if any
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
@@ -122,8 +124,9 @@ def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
 class VectorCache:
     """In-memory matrices of one database, refreshed incrementally from the store."""
 
-    def __init__(self, store: _VectorSource) -> None:
+    def __init__(self, store: _VectorSource, snapshots: VectorSnapshots | None = None) -> None:
         self._store = store
+        self._snapshots = snapshots
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
         self._generation = -1
@@ -140,6 +143,8 @@ class VectorCache:
             self._partitions.clear()
             self._generation = generation
         part = self._partitions.get(name)
+        if part is None and self._snapshots is not None:
+            part = self._from_snapshot(name, generation)
         after = part.last_vid if part else 0
         rows = self._store.vector_rows(name, after, _CHUNK)
         # A full first chunk means a bulk load: count once, so the matrix is sized once.
@@ -152,6 +157,36 @@ class VectorCache:
             total -= len(rows)
             self._append(part, rows)
             rows = self._store.vector_rows(name, part.last_vid, _CHUNK) if total > 0 else []
+        if (
+            part is not None
+            and self._snapshots is not None
+            and part.size >= APPROXIMATE_FROM
+            and part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
+        ):
+            self._snapshots.save(name, part, self._codes, generation)
+        return part
+
+    def _from_snapshot(self, name: str, generation: int) -> _Partition | None:
+        """The partition from its snapshot file, if that is current and the log still holds
+        its last vector, the same, where the snapshot says (not a file copied beside another
+        database)."""
+        assert self._snapshots is not None
+        part: _Partition | None = self._snapshots.load(name, generation, self._codes, _Partition)
+        if part is None:
+            return None
+        found = self._store.vector_rows(name, part.last_vid - 1, 1)
+        last = part.size - 1
+        if (
+            not found
+            or found[0][0] != part.last_vid
+            or found[0][1] != part.seqs[last]
+            or not np.array_equal(
+                quantize(decode_vector(found[0][6])[None, :])[0][0], part.codes[last]
+            )
+        ):
+            self._snapshots.remove(name)
+            return None
+        self._partitions[name] = part
         return part
 
     def _append(self, part: _Partition, rows: list[Any]) -> None:

@@ -368,6 +368,11 @@ class SqliteStore(SqlStore):
 
     checkpoint = maintenance
 
+    @property
+    def snapshot_folder(self) -> Path:
+        """Where the vector cache keeps its snapshots (``_vector_snapshots.py``)."""
+        return Path(str(self.path) + ".asm-cache")
+
     def close(self) -> None:
         self._keywords.close()  # (its background build reads through this store)
         self._connections.close_all()

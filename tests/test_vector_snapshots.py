@@ -1,0 +1,112 @@
+"""Snapshots of big vector partitions (store/_vector_snapshots.py): a new process's first search
+loads the partition's codes from the file and reads only newer vectors from the log; anything
+deleted, a file of another database or a damaged file is never used."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_manager import SessionManager
+from session_manager.embed import HashEmbedder
+from session_manager.store import _vector_cache
+from session_manager.store._sqlite_vectors import SqliteVectors
+
+QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # 300 rows make a big partition
+
+
+@pytest.fixture
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many vector rows each refresh read from the log."""
+    counts: list[int] = []
+    original = SqliteVectors.vector_rows
+
+    def counting(self: SqliteVectors, *args: Any) -> list[Any]:
+        rows = original(self, *args)
+        counts.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(SqliteVectors, "vector_rows", counting)
+    return counts
+
+
+def opened(db: Path) -> SessionManager:
+    return SessionManager("a", db, embedder=HashEmbedder(), background=False)
+
+
+def results(mgr: SessionManager) -> list[list[tuple[str, float]]]:
+    return [[(h.event.id, h.score) for h in mgr.search(q, k=10, mode="semantic")] for q in QUERIES]
+
+
+def filled(db: Path, n: int = 300, word: str = "fact") -> list[list[tuple[str, float]]]:
+    with opened(db) as mgr:
+        session = mgr.start_session("many facts")
+        for i in range(n):
+            mgr.record_fact(session.id, f"{word} {i} about topic {i % 37} and item {i % 11}")
+        mgr.flush()
+        return results(mgr)  # builds the partition, and writes its snapshot
+
+
+def snapshots(db: Path) -> list[Path]:
+    return sorted(Path(str(db) + ".asm-cache").glob("vectors-*.npz"))
+
+
+def test_a_new_process_loads_the_snapshot_and_reads_only_newer_vectors(
+    tmp_path: Path, rows_read: list[int]
+) -> None:
+    db = tmp_path / "s.db"
+    first = filled(db)
+    assert len(snapshots(db)) == 1
+    rows_read.clear()
+    with opened(db) as mgr:
+        assert results(mgr) == first
+        assert sum(rows_read) <= 1  # the check of the snapshot's last vector, nothing else
+        newer = mgr.record_fact(mgr.list_sessions()[0].id, "fact 120 about topic 3 and item 4")
+        mgr.flush()
+        assert newer.id in [h.event.id for h in mgr.search("fact 120", k=3, mode="semantic")]
+
+
+def test_a_delete_retires_the_snapshot(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    first = filled(db)
+    gone = first[1][0][0]  # the best hit of "fact 120"
+    with opened(db) as mgr:
+        mgr.delete_event(gone)
+    with opened(db) as mgr:
+        after = results(mgr)
+        assert gone not in {event for ranking in after for event, _ in ranking}
+    assert len(snapshots(db)) == 1  # written again, for the new generation
+
+
+def test_a_damaged_snapshot_or_another_databases_is_not_used(
+    tmp_path: Path, rows_read: list[int]
+) -> None:
+    db, other = tmp_path / "s.db", tmp_path / "other.db"
+    first = filled(db)
+    (snapshot,) = snapshots(db)
+    snapshot.write_bytes(snapshot.read_bytes()[:1000])
+    rows_read.clear()
+    with opened(db) as mgr:
+        assert results(mgr) == first
+    assert sum(rows_read) >= 300  # read from the log again
+
+    filled(other, n=400, word="note")  # same agent, partition, vids and seqs; other vectors
+    (mine,) = snapshots(db)
+    theirs = Path(str(other) + ".asm-cache")
+    shutil.copy(mine, theirs / mine.name)  # a file copied beside the wrong database
+    rows_read.clear()
+    with opened(other) as mgr:
+        hits = results(mgr)
+        assert all(len(ranking) == 10 for ranking in hits)
+        assert {event for ranking in hits for event, _ in ranking}.isdisjoint(
+            event for ranking in first for event, _ in ranking
+        )
+    assert sum(rows_read) >= 400
