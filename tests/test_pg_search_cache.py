@@ -124,6 +124,7 @@ def test_semantic_results_equal_the_sql_plan(
 
     if codes_only:
         monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10)
+        monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 10)
     url = fresh(postgres_url)
     with manager(url) as cached, manager(url + "&search_cache=off") as sql:
         conversation(cached)

@@ -88,6 +88,7 @@ def test_a_big_partition_re_scores_from_the_store(
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = results(make())  # type: ignore[operator]
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
+    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
     codes_only = make()  # type: ignore[operator]
     assert results(codes_only) == exact
     (part,) = codes_only._storage.vectors._cache._partitions.values()

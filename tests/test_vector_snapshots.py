@@ -18,9 +18,13 @@ from session_manager.store._sqlite_vectors import SqliteVectors
 QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
 
 
-@pytest.fixture(autouse=True)
-def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # 300 rows make a big partition
+@pytest.fixture(autouse=True, params=["codes only", "float32 kept"])
+def small_threshold(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """300 rows make a big partition: one that keeps only 8-bit codes, or one that also keeps
+    its float32 vectors (the snapshot then holds them too)."""
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)
+    if request.param == "codes only":
+        monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
 
 
 @pytest.fixture

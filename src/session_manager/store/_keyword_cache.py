@@ -19,7 +19,8 @@ session, and its date: migration ``0002_keyword_context``) is composed at query 
 neighbours' postings instead of being stored: the context of an event changes when the next
 events arrive, and composing it costs one gather per neighbour. A neighbour counts with the
 first 1,000 characters of its text one place away and 500 two places away, as FTS5 stores
-it (long rows keep postings of those heads too); events recorded with ``index=False`` are
+it (long rows keep signed postings of what lies beyond those heads, taken back from their
+neighbours' context); events recorded with ``index=False`` are
 neither rows nor neighbours here. A flattened JSON output is ranked by its whole payload
 flattened (``_searchable.py``), as the worker indexes it in FTS5.
 
@@ -214,8 +215,8 @@ class _Postings:
 
 @dataclass
 class _NewPostings:
-    """What appending rows adds: the postings of their whole text, and of the heads of
-    their text that the rows around them hold in their context (long rows only)."""
+    """What appending rows adds: the postings of their whole text, and for long rows what
+    their text holds beyond the heads the rows around them see in their context."""
 
     own: Triple
     near: Triple
@@ -232,6 +233,24 @@ def _text(row: Sequence[Any]) -> str:
     if row[6] is None:
         return str(row[5])
     return searchable_text(row[5], _json.loads(row[6]), derived=True)
+
+
+def _beyond(whole: Triple, head: Triple) -> Triple:
+    """Signed postings of ``whole`` minus ``head`` (the same rows): what a long row's text
+    holds beyond the head its neighbours see. A word the cut split ("hel" of "hello") has
+    -1 — the head holds it and the whole does not."""
+    terms = np.concatenate((whole[0], head[0]))
+    rows = np.concatenate((whole[1], head[1]))
+    counts = np.concatenate((whole[2], -head[2]))
+    keys, inverse = np.unique((rows.astype(np.int64) << 32) | terms, return_inverse=True)
+    summed = np.bincount(inverse, weights=counts, minlength=len(keys))
+    kept = summed != 0
+    keys = keys[kept]
+    return (
+        (keys & 0xFFFFFFFF).astype(np.int32),
+        (keys >> 32).astype(np.int32),
+        summed[kept].astype(np.float32),
+    )
 
 
 def _postings(words: Words, found: list[list[str]], rows: IntArray) -> Triple:
@@ -252,7 +271,6 @@ class _Partition(PartitionRows):
         # one / two places away holds of it (as FTS5 stores it: migration 0002)
         self.near_lengths = np.zeros(0, np.int32)
         self.far_lengths = np.zeros(0, np.int32)
-        self.long = np.zeros(0, np.bool_)  # longer than FAR_CHARS: heads differ from the text
         self.sizes = np.zeros(0, np.float64)  # tokens of content and context: BM25's D
         # the rows of the two events before and after it in its session (-1: none)
         self.prev1 = np.zeros(0, np.int32)
@@ -264,15 +282,15 @@ class _Partition(PartitionRows):
         self.years = np.zeros(0, np.int16)
         self.total_tokens = 0  # over both columns: avgdl = total_tokens / size
         self.own = _Postings()  # the whole text of every row
-        self.near = _Postings()  # the first NEAR_CHARS of long rows
-        self.far = _Postings()  # the first FAR_CHARS of long rows
+        # what long rows hold beyond their first NEAR_CHARS / FAR_CHARS (signed counts)
+        self.near = _Postings()
+        self.far = _Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
         for name in ("lengths", "near_lengths", "far_lengths"):
             self._grow(name, capacity, np.int32)
-        self._grow("long", capacity, np.bool_)
         self._grow("sizes", capacity, np.float64)
         for name in ("prev1", "prev2", "next1", "next2"):
             self._grow(name, capacity, np.int32, fill=-1)
@@ -300,7 +318,6 @@ class _Partition(PartitionRows):
         long = [i for i, text in enumerate(texts) if len(text) > FAR_CHARS]
         heads: list[list[list[str]]] = [[], []]
         for i in long:
-            self.long[start + i] = True
             for cut, lengths_of, head in (
                 (NEAR_CHARS, self.near_lengths, heads[0]),
                 (FAR_CHARS, self.far_lengths, heads[1]),
@@ -312,10 +329,11 @@ class _Partition(PartitionRows):
         self.size = end
         self.last_seq = int(rows[-1][0])
         long_rows = np.asarray(long, np.int32) + start
+        whole = _postings(words, [found[i] for i in long], long_rows)
         return _NewPostings(
             own=_postings(words, found, np.arange(start, end, dtype=np.int32)),
-            near=_postings(words, heads[0], long_rows),
-            far=_postings(words, heads[1], long_rows),
+            near=_beyond(whole, _postings(words, heads[0], long_rows)),
+            far=_beyond(whole, _postings(words, heads[1], long_rows)),
         )
 
     def _link(self, start: int, end: int) -> None:
@@ -375,19 +393,13 @@ class _Partition(PartitionRows):
         return None
 
     def nbytes(self) -> int:
-        # seven int32 arrays, one float64, three int16, one bool
-        per_row = self.lengths.nbytes * 9 + self.days.nbytes * 3 + self.long.nbytes
+        # seven int32 arrays, one float64, three int16
+        per_row = self.lengths.nbytes * 9 + self.days.nbytes * 3
         postings = self.own.nbytes() + self.near.nbytes() + self.far.nbytes()
         return self.column_bytes() + per_row + postings
 
 
 _MONTH_STEMS = {Words().stem(month): number for number, month in enumerate(_MONTHS, 1)}
-
-
-def _joined(a: tuple[IntArray, Counts], b: tuple[IntArray, Counts]) -> tuple[IntArray, Counts]:
-    if not len(b[0]):
-        return a
-    return np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1]))
 
 
 @dataclass
@@ -528,15 +540,18 @@ class KeywordCache:
         n = part.size
         frequency = np.zeros(n + 1, np.float64)
         frequency[rows] += counts
-        near = far = (rows, counts)
-        if part.near.segments:
-            short = ~part.long[rows]
-            rows, counts = rows[short], counts[short]
-            near = _joined((rows, counts), part.near.get(term))
-            far = _joined((rows, counts), part.far.get(term))
+        context = counts * _CONTEXT_WEIGHT
         prev1, prev2, next1, next2 = part.neighbours()
-        for neighbour, (at, found) in ((prev1, near), (next1, near), (prev2, far), (next2, far)):
-            frequency[neighbour[at]] += found * _CONTEXT_WEIGHT
+        for neighbour in (prev1, next1, prev2, next2):
+            frequency[neighbour[rows]] += context
+        # A long neighbour counts with its head only: take back what lies beyond it (signed
+        # counts, almost always none; halves of small integers, so the sums stay exact).
+        for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
+            if postings.segments:
+                beyond, excess = postings.get(term)
+                if len(beyond):
+                    for neighbour in neighbours:
+                        frequency[neighbour[beyond]] -= excess * _CONTEXT_WEIGHT
         dated = part.date_rows(stem)
         if dated is not None:
             frequency[dated] += _CONTEXT_WEIGHT

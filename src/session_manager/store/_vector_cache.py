@@ -7,11 +7,11 @@ growing matrix; a refresh reads only vectors with a ``vid`` above the last one s
 other processes become visible at the cost of one indexed query. When rows are deleted
 anywhere, the store's generation counter moves and every cached matrix is rebuilt.
 
-A partition of :data:`APPROXIMATE_FROM` rows or more keeps only the vectors' 8-bit codes
-(``_quantized.py``: a quarter of the memory; at 1M events of MiniLM, 384 MB instead of 1.9 GB
-with the float32 copy): a search ranks the codes and re-scores the best few times k exactly,
-with their float32 vectors read from the store by ``seq`` (a few dozen indexed reads), so
-every returned score is still the exact cosine.
+A partition of :data:`APPROXIMATE_FROM` rows or more is ranked by its vectors' 8-bit codes
+first (``_quantized.py``) and the best few times k re-scored exactly. Past
+:data:`IN_MEMORY_UNDER` rows it keeps only the codes (a quarter of the memory; at 1M events of
+MiniLM, 384 MB instead of 1.9 GB with the float32 copy) and re-scores with float32 vectors
+read from the store by ``seq``, so every returned score is still the exact cosine.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ _CHUNK = 4096
 # instead of 5 ms. Below it the float32 scan is as fast and needs no second pass.
 APPROXIMATE_FROM = 16_384
 _CANDIDATES = 4
+# A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
+# re-scores candidates from it; past it, from the store (~2.4 ms for hybrid's 200 candidates
+# at 100k rows, which is why the copy stays while it is affordable).
+IN_MEMORY_UNDER = 262_144
 
 
 def encode_vector(vector: npt.NDArray[Any]) -> bytes:
@@ -60,7 +64,7 @@ class _VectorSource(Protocol):
 
 class _Partition(PartitionRows):
     """One partition's vectors (a matrix row per event, in float32 below
-    :data:`APPROXIMATE_FROM` rows, in 8 bits always) and the rows' filter columns."""
+    :data:`IN_MEMORY_UNDER` rows, in 8 bits always) and the rows' filter columns."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -75,7 +79,7 @@ class _Partition(PartitionRows):
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
-        if self.in_memory and capacity >= APPROXIMATE_FROM:
+        if self.in_memory and capacity >= IN_MEMORY_UNDER:
             self.in_memory = False  # big from now on: the codes rank, the store re-scores
             self.matrix = np.zeros((0, self.dim), np.float32)
         if self.in_memory:

@@ -4,8 +4,9 @@ A new process's first semantic search reads every vector of its partitions from 
 build the in-memory codes (``_vector_cache.py``): 2.6 s at 100k events, ~25 s at 1M. A
 partition of :data:`~session_manager.store._vector_cache.APPROXIMATE_FROM` rows or more is
 therefore saved, once built, as one ``.npz`` file (its 8-bit codes, scales and filter
-columns; no float32 vectors, no text) in the folder ``<database>.asm-cache/``; the next
-process loads it and reads from the log only the vectors added since.
+columns, and its float32 vectors while the partition keeps them in memory; no text) in the
+folder ``<database>.asm-cache/``; the next process loads it and reads from the log only the
+vectors added since.
 
 A snapshot is used only while nothing was deleted from the store since it was written (the
 store's generation counter, which every delete moves) and while the log still holds its last
@@ -72,8 +73,10 @@ class VectorSnapshots:
                     raise _Stale
                 part = make(int(meta["dim"]))
                 size = int(meta["size"])
-                part.in_memory = False
-                part.matrix = np.zeros((0, part.dim), np.float32)
+                part.in_memory = "matrix" in saved.files
+                part.matrix = (
+                    saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
+                )
                 part.codes = np.ascontiguousarray(saved["codes"])
                 part.scales = saved["scales"]
                 part.seqs = saved["seqs"]
@@ -100,6 +103,7 @@ class VectorSnapshots:
         none)."""
         n = part.size
         arrays: dict[str, Any] = {
+            **({"matrix": part.matrix[:n]} if part.in_memory else {}),
             "codes": part.codes[:n],
             "scales": part.scales[:n],
             "seqs": part.seqs[:n],
