@@ -8,7 +8,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from session_manager import SessionManager
+from session_manager._json import dumps
 from session_manager._validate import DIGEST_INLINE_CHARS
 from session_manager.tokens import tokenizer_for
 
@@ -92,3 +95,28 @@ def test_the_returned_payload_is_the_stored_one_not_the_callers_object(
     assert event.payload == mgr.get_event(event.id).payload == rows(3_000)
     shaped = mgr.record_step(session.id, "listed", result=(1, 2, 3))  # a tuple: JSON's list
     assert shaped.payload == {"result": [1, 2, 3]} == mgr.get_event(shaped.id).payload
+
+
+def test_a_failing_token_counter_never_blocks_the_queue(
+    make_manager: Factory, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deferred event whose digest fails (here the manager's token counter, only on
+    megabytes) is finished anyway, with an estimate: the queue behind it moves on."""
+
+    def counter(text: str) -> int:
+        if len(text) > 100_000:
+            raise RuntimeError("counter down")
+        return len(text) // 4
+
+    mgr = make_manager(background=False, model=counter)
+    session = mgr.start_session("outputs")
+    first = mgr.record_tool_output(session.id, rows(9_000), tool="sql")
+    second = mgr.record_tool_output(session.id, rows(1_000), tool="sql")
+    with caplog.at_level("WARNING", logger="session_manager.deferred"):
+        mgr.flush()
+    assert deferred(db_path) == 0 and "counter down" in caplog.text
+    assert mgr.get_event(first.id).token_count > 0
+    assert (
+        mgr.get_event(second.id).token_count
+        == len(second.content) // 4 + len(dumps(rows(1_000))) // 4
+    )

@@ -12,6 +12,7 @@ is an estimate that errs high. Not part of the public API.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from . import _json
@@ -20,6 +21,8 @@ from .store.base import DeferredEvent, Store
 from .summarize import payload_digest
 
 __all__ = ["digest_deferred"]
+
+log = logging.getLogger("session_manager.deferred")
 
 #: events digested per call: a few megabytes of work at most between two embedding batches
 BATCH = 4
@@ -30,7 +33,12 @@ def digest_deferred(store: Store, count: Callable[[str], int], limit: int = BATC
     part runs before it); return how many were found."""
     found = store.deferred_events(limit)
     for event in found:
-        tokens, preview, text = _digest(event, count)
+        try:
+            tokens, preview, text = _digest(event, count)
+        except Exception as exc:  # (a user's token counter that fails, say) never a poison row
+            log.warning("event %s digested without its exact count or preview: %s", event.seq, exc)
+            size = len(event.content) + len(event.payload_json or "")
+            tokens, preview, text = size // 4 + 1, None, event.content if event.indexed else None
         with store.atomic() as tx:
             store.finish_deferred(tx, event.seq, tokens, preview, text)
     return len(found)
