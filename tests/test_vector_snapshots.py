@@ -114,3 +114,22 @@ def test_a_damaged_snapshot_or_another_databases_is_not_used(
             event for ranking in first for event, _ in ranking
         )
     assert sum(rows_read) >= 400
+
+
+def test_a_read_only_store_uses_snapshots_and_writes_none(
+    tmp_path: Path, rows_read: list[int]
+) -> None:
+    db = tmp_path / "s.db"
+    first = filled(db)
+    folder = Path(str(db) + ".asm-cache")
+    shutil.rmtree(folder)
+    with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as viewer:
+        assert results(viewer) == first
+    assert not folder.exists()
+    again = filled(db, n=0)  # a writer's search writes it again (one more session's goal)
+    (snapshot,) = snapshots(db)
+    rows_read.clear()
+    with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as viewer:
+        assert results(viewer) == again
+    assert sum(rows_read) <= 1  # from the snapshot
+    assert snapshots(db) == [snapshot]

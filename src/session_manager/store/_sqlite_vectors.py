@@ -33,6 +33,8 @@ class _Log(Protocol):
     def generation(self) -> int: ...
     @property
     def snapshot_folder(self) -> Path: ...
+    @property
+    def read_only(self) -> bool: ...
 
 
 class SqliteVectors(VectorTable):
@@ -88,7 +90,10 @@ class SqliteVectors(VectorTable):
         """Exact cosine over the cached per-partition matrices."""
         with self._lock:
             if self._cache is None:
-                self._cache = VectorCache(self, VectorSnapshots(self._store.snapshot_folder))
+                snapshots = VectorSnapshots(
+                    self._store.snapshot_folder, writable=not self._store.read_only
+                )
+                self._cache = VectorCache(self, snapshots)
         filters = RowQuery.of(flt, allowed)
         agent = flt.scope.agent_id if flt.scope is not None else ""
         return self._cache.search(query, list(partitions), agent, k, filters)

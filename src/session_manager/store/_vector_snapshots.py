@@ -47,8 +47,11 @@ REWRITE_GROWTH = 0.25
 class VectorSnapshots:
     """The snapshot files of one database's vector partitions (see the module docstring)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, writable: bool = True) -> None:
         self.folder = folder
+        #: False for a store opened read-only: its snapshots are read, never written or
+        #: removed (a read-only view leaves no files behind)
+        self.writable = writable
 
     def path(self, partition: str) -> Path:
         digest = hashlib.sha256(partition.encode()).hexdigest()[:24]
@@ -101,6 +104,8 @@ class VectorSnapshots:
     def save(self, partition: str, part: _Partition, codes: RowCodes, generation: int) -> None:
         """Write ``part`` (best effort, atomically: another process reads a whole file or
         none)."""
+        if not self.writable:
+            return
         n = part.size
         arrays: dict[str, Any] = {
             **({"matrix": part.matrix[:n]} if part.in_memory else {}),
@@ -140,6 +145,8 @@ class VectorSnapshots:
         part.snapshot_size = n
 
     def remove(self, partition: str) -> None:
+        if not self.writable:
+            return
         with contextlib.suppress(OSError):
             self.path(partition).unlink(missing_ok=True)
 
