@@ -133,3 +133,39 @@ def test_a_read_only_store_uses_snapshots_and_writes_none(
         assert results(viewer) == again
     assert sum(rows_read) <= 1  # from the snapshot
     assert snapshots(db) == [snapshot]
+
+
+def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upserts delete, so every search after one rebuilds the partition: its snapshot is not
+    rewritten each time (hundreds of MB at scale), only once REWRITE_SECONDS have passed."""
+    from session_manager.store import _vector_snapshots
+
+    db = tmp_path / "s.db"
+    filled(db)
+    with opened(db) as mgr:
+        session = mgr.list_sessions()[0].id
+        writes: list[str] = []
+        original = _vector_snapshots.VectorSnapshots.save
+
+        def stamp(path: Path) -> int | None:
+            return path.stat().st_mtime_ns if path.exists() else None
+
+        def counting(self: Any, partition: str, *args: Any) -> None:
+            before = stamp(self.path(partition))
+            original(self, partition, *args)
+            after = stamp(self.path(partition))
+            writes.append("written" if after is not None and after != before else "")
+
+        monkeypatch.setattr(_vector_snapshots.VectorSnapshots, "save", counting)
+        for i in range(3):
+            mgr.record(session, "fact", f"setting {i}", replace={"key": "k"}, metadata={"key": "k"})
+            mgr.flush()
+            results(mgr)
+        assert writes.count("written") == 1
+        monkeypatch.setattr(_vector_snapshots, "REWRITE_SECONDS", 0.0)
+        mgr.record(session, "fact", "setting 9", replace={"key": "k"}, metadata={"key": "k"})
+        mgr.flush()
+        results(mgr)
+        assert writes.count("written") == 2

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,10 @@ log = logging.getLogger("session_manager.store.snapshots")
 FORMAT = 1
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
+#: ... but a process writes a partition's snapshot at most this often: a store deleted from
+#: between searches (upserts: record(replace=...)) rebuilds its partitions each time, and
+#: should not rewrite a file of hundreds of megabytes each time too
+REWRITE_SECONDS = 60.0
 
 
 class VectorSnapshots:
@@ -49,6 +54,7 @@ class VectorSnapshots:
 
     def __init__(self, folder: Path, *, writable: bool = True) -> None:
         self.folder = folder
+        self._written: dict[str, float] = {}  # partition -> when this process last wrote it
         #: False for a store opened read-only: its snapshots are read, never written or
         #: removed (a read-only view leaves no files behind)
         self.writable = writable
@@ -106,6 +112,9 @@ class VectorSnapshots:
         none)."""
         if not self.writable:
             return
+        last = self._written.get(partition)
+        if last is not None and time.monotonic() - last < REWRITE_SECONDS:
+            return
         n = part.size
         arrays: dict[str, Any] = {
             **({"matrix": part.matrix[:n]} if part.in_memory else {}),
@@ -142,6 +151,7 @@ class VectorSnapshots:
         except OSError as exc:
             log.info("vector snapshot of %s not written: %s", partition, exc)
             return
+        self._written[partition] = time.monotonic()
         part.snapshot_size = n
 
     def remove(self, partition: str) -> None:
