@@ -135,17 +135,55 @@ def test_a_read_only_store_uses_snapshots_and_writes_none(
     assert snapshots(db) == [snapshot]
 
 
+def test_deletes_are_followed_without_reading_the_partition_again(
+    tmp_path: Path, rows_read: list[int]
+) -> None:
+    """Upserts delete (record(replace=...)): the cache marks the replaced rows dead from the
+    store's deletion log instead of reading every vector again, in this process and in
+    another one that loads the snapshot written before the deletes."""
+    db = tmp_path / "s.db"
+    filled(db)
+    with opened(db) as mgr, opened(db) as other:
+        session = mgr.list_sessions()[0].id
+        results(other)  # loads the snapshot
+        kept = []
+        for i in range(3):
+            kept.append(
+                mgr.record(
+                    session,
+                    "fact",
+                    f"fact 120 setting {i}",
+                    replace={"key": "k"},
+                    metadata={"key": "k"},
+                )
+            )
+            mgr.flush()
+            rows_read.clear()
+            for manager in (mgr, other):
+                found = {
+                    h.event.id for h in manager.search("fact 120 setting", k=20, mode="semantic")
+                }
+                assert kept[-1].id in found and not found & {e.id for e in kept[:-1]}
+            assert sum(rows_read) <= 4  # the new vector, per manager
+            for manager in (mgr, other):
+                (part,) = manager._storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
+                assert part.dead == i  # the replaced ones, marked from the deletion log
+    with opened(db) as fresh:  # the snapshot predates the deletes: they are applied to it
+        found = {h.event.id for h in fresh.search("fact 120 setting", k=20, mode="semantic")}
+        assert kept[-1].id in found and not found & {e.id for e in kept[:-1]}
+
+
 def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Upserts delete, so every search after one rebuilds the partition: its snapshot is not
-    rewritten each time (hundreds of MB at scale), only once REWRITE_SECONDS have passed."""
+    """A reindex drops every vector, so the next search reads the partition anew: its
+    snapshot is rewritten at most once per REWRITE_SECONDS by a process (hundreds of MB at
+    scale)."""
     from session_manager.store import _vector_snapshots
 
     db = tmp_path / "s.db"
     filled(db)
     with opened(db) as mgr:
-        session = mgr.list_sessions()[0].id
         writes: list[str] = []
         original = _vector_snapshots.VectorSnapshots.save
 
@@ -159,13 +197,32 @@ def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
             writes.append("written" if after is not None and after != before else "")
 
         monkeypatch.setattr(_vector_snapshots.VectorSnapshots, "save", counting)
-        for i in range(3):
-            mgr.record(session, "fact", f"setting {i}", replace={"key": "k"}, metadata={"key": "k"})
-            mgr.flush()
+        for _ in range(2):
+            mgr.reindex()
             results(mgr)
         assert writes.count("written") == 1
         monkeypatch.setattr(_vector_snapshots, "REWRITE_SECONDS", 0.0)
-        mgr.record(session, "fact", "setting 9", replace={"key": "k"}, metadata={"key": "k"})
-        mgr.flush()
+        mgr.reindex()
         results(mgr)
         assert writes.count("written") == 2
+
+
+def test_a_cache_behind_a_pruned_deletion_log_reads_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_read: list[int]
+) -> None:
+    from session_manager.store import _sqlite_vectors
+
+    for module in (_vector_cache, _sqlite_vectors):
+        monkeypatch.setattr(module, "DELETION_LOG_KEEP", 10)
+    db = tmp_path / "s.db"
+    filled(db)
+    with opened(db) as mgr, opened(db) as other:
+        results(other)
+        doomed = [e.id for e in mgr.events(None, kinds="fact", limit=40)]
+        for event_id in doomed:
+            mgr.delete_event(event_id)
+        mgr._store.maintenance()  # the worker's: keeps the log's newest 10 rows
+        rows_read.clear()
+        after = results(other)
+        assert sum(rows_read) >= 260  # read anew: it had not seen the pruned deletions
+        assert not {event for ranking in after for event, _ in ranking} & set(doomed)

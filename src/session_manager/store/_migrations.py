@@ -164,6 +164,25 @@ UPDATE events SET deferred = 1
 WHERE indexed AND length(content) >= 4000 AND json_extract(metadata, '$.derived_content') = 1;
 """
 
+# Deletes reach the in-memory vector caches row by row instead of rebuilding them
+# (_vector_cache.py): every vector deleted (a cascade from its event, prune, an upsert's
+# replace=) is logged here by the trigger, and the caches of every process mark those rows
+# dead at their next search. ``vectors_cleared`` moves when the whole index is dropped
+# (reindex), which the caches answer with a rebuild. The worker keeps the log's newest
+# DELETION_LOG_KEEP rows; a cache that saw fewer rebuilds too (meta ``deletions_pruned_to``).
+_DELETION_LOG = """
+INSERT OR IGNORE INTO meta (key, value) VALUES ('vectors_cleared', '0');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('deletions_pruned_to', '0');
+CREATE TABLE deleted_vectors (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq       INTEGER NOT NULL,
+    partition TEXT NOT NULL
+);
+CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors BEGIN
+    INSERT INTO deleted_vectors (seq, partition) VALUES (old.seq, old.partition);
+END;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -236,4 +255,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
     ("0006_events_by_partition", _EVENTS_BY_PARTITION),
     ("0007_deferred_digests", _DEFERRED_DIGESTS),
+    ("0008_deletion_log", _DELETION_LOG),
 )

@@ -47,6 +47,12 @@ class _FedByFeed:
     def vectors_of(self, seqs: list[int]) -> dict[int, bytes]:
         raise NotImplementedError
 
+    def deletions(self, after_id: int) -> tuple[int, int, list[Any]]:
+        raise NotImplementedError
+
+    def deletion_head(self) -> int:
+        raise NotImplementedError
+
     def generation(self) -> int:
         raise NotImplementedError
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from .._seams import EventFilter, OutboxRow, Tx, Vectors
 from ._partition_rows import RowQuery
-from ._vector_cache import VectorCache, encode_vector
+from ._vector_cache import DELETION_LOG_KEEP, VectorCache, encode_vector
 from ._vector_snapshots import VectorSnapshots
 from ._vector_table import VectorTable
 from .base import batched
@@ -30,7 +30,6 @@ class _Log(Protocol):
     def within(self, tx: Tx | None) -> AbstractContextManager[Tx]: ...
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
     def bump_generation(self, tx: Tx) -> None: ...
-    def generation(self) -> int: ...
     @property
     def snapshot_folder(self) -> Path: ...
     @property
@@ -68,16 +67,37 @@ class SqliteVectors(VectorTable):
             )
 
     def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
+        """Delete these events' vectors (the deletion log tells the caches: 0008)."""
         with self._store.within(tx) as write:
             for chunk in batched(list(seqs)):
                 marks = ", ".join("?" for _ in chunk)
                 write.execute(f"DELETE FROM vectors WHERE seq IN ({marks})", chunk)
-            self._store.bump_generation(write)
 
     def clear(self, tx: Tx | None) -> None:
+        """Drop every vector: the caches rebuild (``vectors_cleared`` moves) rather than read
+        a deletion per row."""
         with self._store.within(tx) as write:
             write.execute("DELETE FROM vectors")
+            write.execute("DELETE FROM deleted_vectors")
+            write.execute(
+                "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+                "WHERE key = 'vectors_cleared'"
+            )
             self._store.bump_generation(write)
+
+    def prune_deletion_log(self) -> None:
+        """Keep the deletion log's newest :data:`DELETION_LOG_KEEP` rows (the worker's
+        maintenance); a cache that had not read the pruned ones rebuilds."""
+        rows = self._store.read("SELECT max(id), min(id) FROM deleted_vectors")
+        newest, oldest = rows[0]
+        if newest is None or newest - oldest < DELETION_LOG_KEEP * 1.25:
+            return
+        cut = int(newest) - DELETION_LOG_KEEP
+        with self._store.within(None) as write:
+            write.execute("DELETE FROM deleted_vectors WHERE id <= ?", (cut,))
+            write.execute(
+                "UPDATE meta SET value = ? WHERE key = 'deletions_pruned_to'", (str(cut),)
+            )
 
     def search(
         self,
@@ -128,6 +148,21 @@ class SqliteVectors(VectorTable):
         )
         return int(rows[0][0])
 
-    def generation(self) -> int:
-        """Moves whenever vector rows disappear (any process): the cache then rebuilds."""
-        return self._store.generation()
+    def deletions(self, after_id: int) -> tuple[int, int, list[Any]]:
+        """``(vectors_cleared, deletions_pruned_to, [(id, seq, partition), ...])``: the
+        index's clear counter, how far the deletion log was pruned, and its rows after
+        ``after_id`` (at most DELETION_LOG_KEEP + 1 of them), in one read."""
+        rows = self._store.read(
+            "SELECT (SELECT value FROM meta WHERE key = 'vectors_cleared'), "
+            "(SELECT value FROM meta WHERE key = 'deletions_pruned_to'), d.id, d.seq, "
+            "d.partition FROM (SELECT 1) one LEFT JOIN "
+            "(SELECT id, seq, partition FROM deleted_vectors WHERE id > ? ORDER BY id LIMIT ?) d",
+            (after_id, DELETION_LOG_KEEP + 1),
+        )
+        cleared, pruned = int(rows[0][0] or 0), int(rows[0][1] or 0)
+        return cleared, pruned, [row[2:] for row in rows if row[2] is not None]
+
+    def deletion_head(self) -> int:
+        """The newest deletion's id (0: none): where a full load's view of the log ends."""
+        rows = self._store.read("SELECT coalesce(max(id), 0) FROM deleted_vectors")
+        return int(rows[0][0])

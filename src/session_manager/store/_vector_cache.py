@@ -5,7 +5,8 @@ events a brute-force dot product takes under a millisecond on this machine, exac
 extra service). Each partition (an agent's private sessions, or one shared pool) is cached as a
 growing matrix; a refresh reads only vectors with a ``vid`` above the last one seen, so writes by
 other processes become visible at the cost of one indexed query. When rows are deleted
-anywhere, the store's generation counter moves and every cached matrix is rebuilt.
+anywhere, the caches mark them dead from the store's deletion log (one indexed read per
+search; SQLite's migration 0008_deletion_log), and a partition a quarter dead is read anew.
 
 A partition of :data:`APPROXIMATE_FROM` rows or more is ranked by its vectors' 8-bit codes
 first (``_quantized.py``) and the best few times k re-scored exactly. Past
@@ -26,6 +27,9 @@ import numpy.typing as npt
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 from ._quantized import approximate_scores, quantize
 from ._vector_snapshots import REWRITE_GROWTH, VectorSnapshots
+
+#: the deletion log's rows the store keeps (SqliteVectors prunes to it)
+DELETION_LOG_KEEP = 100_000
 
 __all__ = ["VectorCache", "decode_vector", "encode_vector"]
 
@@ -59,7 +63,11 @@ class _VectorSource(Protocol):
         """The stored vector BLOB of each of ``seqs`` that still has one."""
         ...
 
-    def generation(self) -> int: ...
+    def deletions(self, after_id: int) -> tuple[int, int, list[Any]]:
+        """``(cleared, pruned_to, [(id, seq, partition), ...])``: see SqliteVectors."""
+        ...
+
+    def deletion_head(self) -> int: ...
 
 
 class _Partition(PartitionRows):
@@ -75,6 +83,8 @@ class _Partition(PartitionRows):
         self.in_memory = True
         self.codes = np.zeros((0, dim), np.uint8)  # the vectors in 8 bits (_quantized.py)
         self.scales = np.zeros(0, np.float32)
+        self.live = np.zeros(0, np.bool_)  # False: the vector was deleted since it was read
+        self.dead = 0
         self.snapshot_size = 0  # rows in its snapshot file (_vector_snapshots.py), if any
 
     def _resize(self, capacity: int) -> None:
@@ -86,6 +96,14 @@ class _Partition(PartitionRows):
             self._grow("matrix", capacity, np.float32)
         self._grow("codes", capacity, np.uint8)
         self._grow("scales", capacity, np.float32)
+        self._grow("live", capacity, np.bool_, fill=1)
+
+    def kill(self, seqs: npt.NDArray[np.int64]) -> None:
+        """Mark the rows of ``seqs`` dead (their vectors were deleted)."""
+        n = self.size
+        hit = np.isin(self.seqs[:n], seqs) & self.live[:n]
+        self.live[:n][hit] = False
+        self.dead += int(hit.sum())
 
     def scores(
         self,
@@ -98,22 +116,33 @@ class _Partition(PartitionRows):
         tied with the k-th: the caller breaks ties by storage order, so which tied rows make
         the cut does not depend on how the scan found them. ``stored`` reads the float32
         vectors of some seqs from the store (a big partition's re-scoring)."""
+        # Dead rows (deleted since they were read) are scanned with the rest and scored -inf:
+        # cheaper than copying every live row's codes out (38 MB at 100k).
+        dead = None if rows is not None or not self.dead else ~self.live[: self.size]
         count = self.size if rows is None else len(rows)
         if self.in_memory and count < APPROXIMATE_FROM:
             picked = slice(0, self.size) if rows is None else rows
             exact = self.matrix[picked] @ query
             positions = np.arange(self.size) if rows is None else rows
+            if dead is not None:
+                exact[dead] = -np.inf
         else:
             codes = self.codes[: self.size] if rows is None else self.codes[rows]
             scales = self.scales[: self.size] if rows is None else self.scales[rows]
-            rough = _best(approximate_scores(codes, scales, query), _CANDIDATES * k)
-            positions = rough if rows is None else rows[rough]
+            rough = approximate_scores(codes, scales, query)
+            if dead is not None:
+                rough[dead] = -np.inf
+            candidates = _best(rough, _CANDIDATES * k)
+            positions = candidates if rows is None else rows[candidates]
             if self.in_memory:
                 exact = self.matrix[positions] @ query
             else:
                 exact = stored(self.seqs[positions], self.dim) @ query
                 exact[np.isnan(exact)] = -np.inf  # (a vector deleted meanwhile: NaN row)
+            if dead is not None:
+                exact[dead[positions]] = -np.inf
         best = _best(exact, k)
+        best = best[exact[best] > -np.inf]
         return positions[best], exact[best]
 
 
@@ -133,22 +162,44 @@ class VectorCache:
         self._snapshots = snapshots
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
-        self._generation = -1
+        # the index's clear counter, and the deletion log's id up to which every cached
+        # partition has its deleted rows marked dead (migration 0008_deletion_log)
+        self._cleared = -1
+        self._seen = 0
         self._codes = RowCodes()
 
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
-            self._generation = -1
+            self._cleared = -1
+
+    def _follow_deletions(self) -> None:
+        """Mark the rows deleted since the last search dead, in every cached partition; on a
+        clear of the index, a pruned log or a partition a quarter dead, read anew."""
+        cleared, pruned, rows = self._store.deletions(self._seen)
+        if cleared != self._cleared or pruned > self._seen or len(rows) > DELETION_LOG_KEEP:
+            self._partitions.clear()
+            self._cleared = cleared
+            self._seen = self._store.deletion_head()  # (read before any row is loaded)
+            return
+        if not rows:
+            return
+        by_partition: dict[str, list[int]] = {}
+        for _, seq, partition in rows:
+            by_partition.setdefault(partition, []).append(int(seq))
+        for partition, seqs in by_partition.items():
+            part = self._partitions.get(partition)
+            if part is not None:
+                part.kill(np.asarray(seqs, np.int64))
+                if part.dead * 4 > part.size:  # compact: the scan would read too many dead
+                    del self._partitions[partition]
+        self._seen = int(rows[-1][0])
 
     def _refresh(self, name: str) -> _Partition | None:
-        generation = self._store.generation()
-        if generation != self._generation:
-            self._partitions.clear()
-            self._generation = generation
+        self._follow_deletions()
         part = self._partitions.get(name)
         if part is None and self._snapshots is not None:
-            part = self._from_snapshot(name, generation)
+            part = self._from_snapshot(name)
         after = part.last_vid if part else 0
         rows = self._store.vector_rows(name, after, _CHUNK)
         # A full first chunk means a bulk load: count once, so the matrix is sized once.
@@ -167,21 +218,28 @@ class VectorCache:
             and part.size >= APPROXIMATE_FROM
             and part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
         ):
-            self._snapshots.save(name, part, self._codes, generation)
+            self._snapshots.save(name, part, self._codes, self._cleared, self._seen)
         return part
 
-    def _from_snapshot(self, name: str, generation: int) -> _Partition | None:
-        """The partition from its snapshot file, if that is current and the log still holds
-        its last vector, the same, where the snapshot says (not a file copied beside another
-        database)."""
+    def _from_snapshot(self, name: str) -> _Partition | None:
+        """The partition from its snapshot file, if the index was not cleared since, the
+        deletion log still reaches back to it (its later deletions are applied), and the log
+        still holds its last vector, the same, where the snapshot says (not a file copied
+        beside another database)."""
         assert self._snapshots is not None
-        part: _Partition | None = self._snapshots.load(name, generation, self._codes, _Partition)
-        if part is None:
+        loaded = self._snapshots.load(name, self._cleared, self._codes, _Partition)
+        if loaded is None:
             return None
+        part: _Partition = loaded[0]
+        since: int = loaded[1]
+        cleared, pruned, later = self._store.deletions(since)
         found = self._store.vector_rows(name, part.last_vid - 1, 1)
         last = part.size - 1
         if (
-            not found
+            cleared != self._cleared
+            or pruned > since
+            or len(later) > DELETION_LOG_KEEP
+            or not found
             or found[0][0] != part.last_vid
             or found[0][1] != part.seqs[last]
             or not np.array_equal(
@@ -190,6 +248,7 @@ class VectorCache:
         ):
             self._snapshots.remove(name)
             return None
+        part.kill(np.asarray([seq for _, seq, partition in later if partition == name], np.int64))
         self._partitions[name] = part
         return part
 
@@ -225,6 +284,8 @@ class VectorCache:
                 if part.dim != query.shape[0]:
                     continue  # vectors of another embedder; the manager refuses that earlier
                 mask = part.mask(self._codes, owner_only, agent_id, filters)
+                if part.dead and mask is not None:  # (unfiltered: scores() skips the dead)
+                    mask &= part.live[: part.size]
                 rows = None if mask is None else np.flatnonzero(mask)
                 if rows is not None and rows.size == 0:
                     continue
@@ -240,8 +301,8 @@ class VectorCache:
 
     def _stored(self, seqs: npt.NDArray[np.int64], dim: int) -> Matrix:
         """The float32 vectors of ``seqs``, read from the store (one row each, in order). A
-        vector deleted since the partition was cached is a row of NaN (the generation moved;
-        the next search rebuilds)."""
+        vector deleted since the partition was cached is a row of NaN (the deletion log
+        marks it dead at the next search)."""
         found = self._store.vectors_of([int(seq) for seq in seqs])
         matrix = np.full((len(seqs), dim), np.nan, np.float32)
         for i, seq in enumerate(seqs):

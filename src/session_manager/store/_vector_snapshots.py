@@ -8,9 +8,10 @@ columns, and its float32 vectors while the partition keeps them in memory; no te
 folder ``<database>.asm-cache/``; the next process loads it and reads from the log only the
 vectors added since.
 
-A snapshot is used only while nothing was deleted from the store since it was written (the
-store's generation counter, which every delete moves) and while the log still holds its last
-vector where the snapshot says; otherwise it is removed and the partition is read again. The
+A snapshot is used only while the vector index was not cleared since it was written and the
+store's deletion log still reaches back to it (the vectors deleted since are then marked
+dead), and while the log still holds its last vector where the snapshot says; otherwise it
+is removed and the partition is read again. The
 files are a cache: deleting the folder loses nothing. Writing one is best effort (a
 read-only folder, a full disk: the search goes on without it).
 """
@@ -40,7 +41,7 @@ __all__ = ["VectorSnapshots"]
 log = logging.getLogger("session_manager.store.snapshots")
 
 #: the layout of a snapshot file; another value is ignored (and replaced)
-FORMAT = 1
+FORMAT = 2
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
 #: ... but a process writes a partition's snapshot at most this often: a store deleted from
@@ -64,10 +65,12 @@ class VectorSnapshots:
         return self.folder / f"vectors-{digest}.npz"
 
     def load(
-        self, partition: str, generation: int, codes: RowCodes, make: Callable[[int], _Partition]
-    ) -> _Partition:
-        """The partition as saved, if its snapshot is current (``make(dim)`` builds an empty
-        partition); None otherwise (a stale or unreadable file is removed)."""
+        self, partition: str, cleared: int, codes: RowCodes, make: Callable[[int], _Partition]
+    ) -> tuple[_Partition, int] | None:
+        """``(partition, seen)`` as saved — ``seen`` being the deletion log's id its dead
+        rows are marked up to — if the snapshot was written since the index's last clear
+        (``make(dim)`` builds an empty partition); None otherwise (a stale or unreadable file
+        is removed)."""
         path = self.path(partition)
         if not path.exists():
             return None
@@ -77,7 +80,7 @@ class VectorSnapshots:
                 if (
                     meta.get("format") != FORMAT
                     or meta.get("partition") != partition
-                    or meta.get("generation") != generation
+                    or meta.get("cleared") != cleared
                 ):
                     raise _Stale
                 part = make(int(meta["dim"]))
@@ -90,6 +93,8 @@ class VectorSnapshots:
                 part.scales = saved["scales"]
                 part.seqs = saved["seqs"]
                 part.times = saved["times"]
+                part.live = saved["live"]
+                part.dead = int(size - np.count_nonzero(part.live))
                 for column, table in (
                     ("sessions", codes.sessions),
                     ("agents", codes.agents),
@@ -99,7 +104,7 @@ class VectorSnapshots:
                 part.size = size
                 part.last_vid = int(meta["last_vid"])
                 part.snapshot_size = size
-                return part
+                return part, int(meta["seen"])
         except _Stale:
             pass
         except Exception as exc:  # unreadable: the partition is read from the log instead
@@ -107,7 +112,9 @@ class VectorSnapshots:
         self.remove(partition)
         return None
 
-    def save(self, partition: str, part: _Partition, codes: RowCodes, generation: int) -> None:
+    def save(
+        self, partition: str, part: _Partition, codes: RowCodes, cleared: int, seen: int
+    ) -> None:
         """Write ``part`` (best effort, atomically: another process reads a whole file or
         none)."""
         if not self.writable:
@@ -122,6 +129,7 @@ class VectorSnapshots:
             "scales": part.scales[:n],
             "seqs": part.seqs[:n],
             "times": part.times[:n],
+            "live": part.live[:n],
         }
         for column, table in (
             ("sessions", codes.sessions),
@@ -132,7 +140,8 @@ class VectorSnapshots:
         meta = {
             "format": FORMAT,
             "partition": partition,
-            "generation": generation,
+            "cleared": cleared,
+            "seen": seen,
             "dim": part.dim,
             "size": n,
             "last_vid": part.last_vid,
@@ -162,7 +171,7 @@ class VectorSnapshots:
 
 
 class _Stale(Exception):
-    """A snapshot of another generation, format or partition."""
+    """A snapshot from before the index's last clear, or of another format or partition."""
 
 
 def _local(column: np.ndarray[Any, Any], codes: Codes) -> tuple[Any, Any]:

@@ -338,7 +338,8 @@ class SqliteStore(SqlStore):
             return result
 
     def maintenance(self) -> None:
-        """Copy the WAL back into the database file, and keep the WAL bounded.
+        """Prune the vectors' deletion log (0008_deletion_log); copy the WAL back into the
+        database file, and keep the WAL bounded.
 
         A PASSIVE checkpoint blocks nobody, but under a steady stream of writes it never
         gets to the WAL's end, and SQLite only restarts a WAL from its beginning once it
@@ -349,6 +350,7 @@ class SqliteStore(SqlStore):
         """
         if self.read_only:
             return
+        self._vector_index.prune_deletion_log()
         conn = self.connection()
         with self._mapped_errors():
             if self._wal_bytes() <= wal_limit(self.path):
