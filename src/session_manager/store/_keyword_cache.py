@@ -57,7 +57,6 @@ log = logging.getLogger("session_manager.store.keywords")
 #: every cache of this process: their background builds stop at interpreter exit (a daemon
 #: thread still reading SQLite while the interpreter tears down can crash the process)
 _CACHES: weakref.WeakSet[KeywordCache] = weakref.WeakSet()
-_BUILDERS_LOCK = threading.Lock()
 #: how long close() and interpreter exit wait for a build to reach its next chunk
 _STOP_TIMEOUT = 10.0
 
@@ -431,6 +430,7 @@ class KeywordCache:
         #: the generation each partition was last built whole at (what ready() checks)
         self._built: dict[str, int] = {}
         self._builder: threading.Thread | None = None
+        self._builder_lock = threading.Lock()  # one decision to build at a time
         self._stop = threading.Event()
         _CACHES.add(self)
 
@@ -459,7 +459,7 @@ class KeywordCache:
         missing = [name for name in partitions if self._built.get(name) != generation]
         if not missing:
             return True
-        with _BUILDERS_LOCK:
+        with self._builder_lock:
             if self._stop.is_set() or (self._builder is not None and self._builder.is_alive()):
                 return False
             with self._lock:
