@@ -127,7 +127,11 @@ class WritePath:
         restore, export) but out of search: never embedded, never keyword-indexed — for
         bulky items nobody should search. ``replace`` (a ``where`` filter, as in
         :meth:`search`) makes the write an upsert: the session's events of this kind whose
-        metadata match it are deleted in the same transaction, from every index.
+        metadata match it are deleted in the same transaction, from every index. An event
+        over 32,768 characters (content and payload JSON) costs the caller little more than
+        a small one: its exact ``token_count`` (an estimate from a sample until then), its
+        payload preview and its keyword text are made by the background worker or
+        ``flush()``; at most 16 Mi characters (``InvalidPayload`` beyond).
 
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """

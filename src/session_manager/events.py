@@ -160,6 +160,8 @@ class Event:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     status: str | None = None
+    #: tokens of content and payload under the recording manager's model; for an event over
+    #: 32,768 characters an estimate until the background worker counts it
     token_count: int = 0
     recall_count: int = 0
     seq: int = 0  # storage order in this database; not stable across export/import
