@@ -606,3 +606,32 @@ def test_a_program_that_never_closes_its_manager_exits_cleanly(tmp_path: Path) -
         assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
         with SessionManager("a", db, embedder=HashEmbedder()) as mgr:
             assert len(mgr.events(None, kinds="fact")) == 300  # every acknowledged event
+
+
+def test_a_writer_empties_a_wal_past_its_bound_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the worker's checkpoints could not reset the WAL (a reader held it), the next
+    write past the bound empties it first (SqliteStore._keep_wal_bounded); while the reader
+    still holds it, writes go on (spaced attempts, each waiting at most half a second)."""
+    import sqlite3
+
+    from session_manager.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
+    db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("a long ingest")
+        reader = sqlite3.connect(db)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # pins the WAL
+        started = time.monotonic()
+        for i in range(400):
+            mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
+        assert time.monotonic() - started < 10  # never stuck behind the reader
+        assert wal.stat().st_size > sqlite_store.wal_limit(db)
+        reader.rollback()
+        reader.close()
+        time.sleep(2.1)  # past the longest pause between two attempts
+        mgr.record_fact(session.id, "one more")
+        assert wal.stat().st_size <= sqlite_store.wal_limit(db)

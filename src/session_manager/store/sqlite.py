@@ -69,6 +69,8 @@ CAPABILITIES = Capabilities(
     transactional_vectors=True,
 )
 BUSY_TIMEOUT_MS = 5_000
+# How long a writer's own WAL checkpoint waits for other processes (_keep_wal_bounded).
+_CHECKPOINT_WAIT_MS = 500
 # The WAL may grow to the database's own size, or this much for a small database, before the
 # worker's checkpoint empties it (see SqliteStore.maintenance).
 WAL_FLOOR_BYTES = 64 * 1024 * 1024
@@ -141,6 +143,9 @@ class SqliteStore(SqlStore):
         # worker's short commit then waits microseconds, not a sleep quantum.
         self._write_lock = threading.RLock()
         self._waiting = 0  # threads queued for the write lock
+        self._wal_path = str(self.path) + "-wal"
+        self._wal_retry_at = 0.0  # when a writer may try to empty an over-long WAL again
+        self._wal_backoff = 0.0
         self._waiting_lock = threading.Lock()
         self._vector_index = SqliteVectors(self)
         self._keywords = KeywordCache(self)
@@ -268,8 +273,40 @@ class SqliteStore(SqlStore):
         if self._waiting:
             time.sleep(0)  # give up the interpreter: the waiter takes the lock now
 
+    def _keep_wal_bounded(self, conn: sqlite3.Connection) -> None:
+        """Before a write: if the WAL has passed :func:`wal_limit` (the worker's checkpoints
+        could not reset it — several writing processes on a starved CPU grew 150 MB past a
+        28 MB bound), this writer empties it first, with a TRUNCATE checkpoint that waits
+        briefly for the other processes' readers and writers. A reader that keeps an old
+        snapshot for long (an export) cannot be waited out: then the attempts space out
+        (0.05 s doubling to 2 s), each bounded by :data:`_CHECKPOINT_WAIT_MS`, and the
+        write goes on."""
+        if self.read_only or time.monotonic() < self._wal_retry_at:
+            return
+        try:  # (one stat a write: the common case ends here)
+            size = os.stat(self._wal_path).st_size
+        except OSError:
+            return
+        if size <= WAL_FLOOR_BYTES or size <= wal_limit(self.path):
+            return
+        conn.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            busy = 1
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if busy:  # again soon, then less and less often while it keeps failing
+            self._wal_backoff = min(self._wal_backoff * 2, 2.0) if self._wal_backoff else 0.05
+            self._wal_retry_at = time.monotonic() + self._wal_backoff
+        else:
+            self._wal_backoff = 0.0
+
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[SqlTx]:
+        self._keep_wal_bounded(conn)
         self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         tx = self._local.tx = SqlTx(conn)
         try:
