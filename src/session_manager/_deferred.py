@@ -1,13 +1,14 @@
 """The digests of large events, made off the caller's path.
 
 ``record()`` of an event larger than :data:`~session_manager._validate.DIGEST_INLINE_CHARS`
-stores it with an estimated token count, no payload preview and no keyword-index row, and
-marks it ``deferred`` (so does a flattened JSON output whose whole text is longer than its
-content: ``_searchable.py``). The background worker (and ``flush()``) then digests it here:
-the exact count under the manager's model, the preview restore reads instead of the payload,
-and the text the store's keyword index holds. Until then every read is still correct: restore
-reads the payload itself, the in-memory keyword ranking reads the row, and the token count
-is an estimate that errs high. Not part of the public API.
+stores it with a token count estimated from a sample of its text, no payload preview, and a
+keyword-index row of its first 32,768 characters only, and marks it ``deferred`` (so does a
+flattened JSON output whose whole text is longer than its content: ``_searchable.py``). The
+background worker (and ``flush()``) then digests it here: the exact count under the
+manager's model, the preview restore reads instead of the payload, and the whole text the
+store's keyword index holds. Until then every read is still correct: restore reads the
+payload itself, the in-memory keyword ranking reads the row, and the token count is an
+estimate. Not part of the public API.
 """
 
 from __future__ import annotations

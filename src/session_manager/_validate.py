@@ -40,7 +40,7 @@ MAX_EVENT_CHARS = 16 * 1024 * 1024
 
 #: Events up to this size (characters of content and payload JSON) are counted and
 #: previewed before their transaction; a larger one is stored with an estimated token count
-#: and no preview, and the background worker digests it (``Storage.digest_deferred``): a
+#: and no preview, and the background worker digests it (``_deferred.digest_deferred``): a
 #: 1 MB payload's exact count (~40 ms) and preview (~50 ms) are not the caller's wait.
 DIGEST_INLINE_CHARS = PREVIEW_THRESHOLD
 
