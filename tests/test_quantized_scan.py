@@ -36,60 +36,51 @@ def test_quantize_keeps_a_zero_vector_finite() -> None:
     assert (approximate_scores(codes, scales, np.ones(8, np.float32)) == 0).all()
 
 
-@pytest.mark.parametrize("filtered", [False, True])
-def test_a_search_returns_what_the_exact_scan_returns(
-    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, filtered: bool
-) -> None:
+QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
+
+
+def many_facts(mgr: SessionManager) -> None:
     session = mgr.start_session("many facts")
     for i in range(600):
         mgr.record_fact(
             session.id, f"fact {i} about topic {i % 37} and item {i % 11}", metadata={"odd": i % 2}
         )
     mgr.flush()
+
+
+def semantic_results(mgr: SessionManager, filtered: bool) -> list[list[tuple[str, float]]]:
     where = {"odd": 1} if filtered else None
-    queries = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
+    return [
+        [(h.event.id, h.score) for h in mgr.search(q, k=10, mode="semantic", where=where)]
+        for q in QUERIES
+    ]
 
-    def results() -> list[list[tuple[str, float]]]:
-        return [
-            [(h.event.id, h.score) for h in mgr.search(q, k=10, mode="semantic", where=where)]
-            for q in queries
-        ]
 
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_search_returns_what_the_exact_scan_returns(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    many_facts(mgr)
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
-    exact = results()
+    exact = semantic_results(mgr, filtered)
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 0)  # every search: 8 bits first
-    assert results() == exact
+    assert semantic_results(mgr, filtered) == exact
 
 
 @pytest.mark.parametrize("filtered", [False, True])
 def test_a_big_partition_re_scores_from_the_store(
     make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
 ) -> None:
-    """A partition of APPROXIMATE_FROM rows or more keeps only 8-bit codes: its candidates are
+    """A partition of IN_MEMORY_UNDER rows or more keeps only 8-bit codes: its candidates are
     re-scored with their float32 vectors read from the store, and the results (events and
     exact cosines) equal the all-in-memory scan's."""
     make = make_manager
-    first = make()  # type: ignore[operator]
-    session = first.start_session("many facts")
-    for i in range(600):
-        first.record_fact(
-            session.id, f"fact {i} about topic {i % 37} and item {i % 11}", metadata={"odd": i % 2}
-        )
-    first.flush()
-    where = {"odd": 1} if filtered else None
-    queries = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
-
-    def results(mgr: SessionManager) -> list[list[tuple[str, float]]]:
-        return [
-            [(h.event.id, h.score) for h in mgr.search(q, k=10, mode="semantic", where=where)]
-            for q in queries
-        ]
-
+    many_facts(make())  # type: ignore[operator]
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
-    exact = results(make())  # type: ignore[operator]
+    exact = semantic_results(make(), filtered)  # type: ignore[operator]
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
     monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
     codes_only = make()  # type: ignore[operator]
-    assert results(codes_only) == exact
+    assert semantic_results(codes_only, filtered) == exact
     (part,) = codes_only._storage.vectors._cache._partitions.values()
     assert not part.in_memory and part.matrix.size == 0 and part.size == 601
