@@ -194,6 +194,17 @@ SEARCH_CHILD = """
         t = time.perf_counter()
         mgr.semantic_search(q, k=10)
         lat.append((time.perf_counter() - t) * 1000)
+    # The keyword index of a big partition builds in the background (FTS5 answers until it
+    # is ready): the first hybrid searches of a process are timed apart from the rest.
+    warming = []
+    keywords = getattr(mgr._searcher.store, "_keywords", None)
+    for q in queries[:10]:
+        t = time.perf_counter()
+        mgr.search(q + " (first hybrid)", k=10)
+        warming.append((time.perf_counter() - t) * 1000)
+    builder = getattr(keywords, "_builder", None)
+    if builder is not None:
+        builder.join()
     for q in queries:
         t = time.perf_counter()
         mgr.search(q + " (hybrid)", k=10)
@@ -206,6 +217,7 @@ SEARCH_CHILD = """
             rest.append((time.perf_counter() - t) * 1000)
     mgr.close()
     print(json.dumps({"cold_start_s": first, "search_ms": lat, "hybrid_ms": hybrid,
+                      "first_hybrid_ms": warming,
                       "restore_ms": rest,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -270,6 +282,8 @@ def main() -> None:
             "search_p95_ms": pct(searched["search_ms"], 95),
             "hybrid_p50_ms": pct(searched["hybrid_ms"], 50),
             "hybrid_p95_ms": pct(searched["hybrid_ms"], 95),
+            "first_hybrid_p50_ms": pct(searched["first_hybrid_ms"], 50),
+            "first_hybrid_max_ms": max(searched["first_hybrid_ms"]),
             "peak_rss_mb": searched["peak_rss_mb"],
             "db_size_mb": big_path.stat().st_size / 1e6,
         }
@@ -293,7 +307,13 @@ def main() -> None:
         (
             f"search() hybrid p50 / p95 @ {args.events:,}",
             f"{results['hybrid_p50_ms']:.2f} / {results['hybrid_p95_ms']:.2f} ms",
-            "same queries, default mode: FTS5 BM25 + cosine + time windows, fused",
+            "same queries, default mode, once the keyword index is ready",
+        ),
+        (
+            f"first 10 hybrid searches of a process @ {args.events:,}",
+            f"p50 {results['first_hybrid_p50_ms']:.1f} / "
+            f"max {results['first_hybrid_max_ms']:.1f} ms",
+            "right after the first semantic one: FTS5 answers while the keyword index builds",
         ),
         (
             f"restore(4000) p50 / p95, {args.session_events:,}-event session",
@@ -394,6 +414,8 @@ def compare_backends(args: Any) -> None:
                     "search_p95_ms": pct(searched["search_ms"], 95),
                     "hybrid_p50_ms": pct(searched["hybrid_ms"], 50),
                     "hybrid_p95_ms": pct(searched["hybrid_ms"], 95),
+                    "first_hybrid_p50_ms": pct(searched["first_hybrid_ms"], 50),
+                    "first_hybrid_max_ms": max(searched["first_hybrid_ms"]),
                     "build_rate": args.events / build_s,
                     "size_mb": store_size(big),
                     "peak_rss_mb": searched["peak_rss_mb"],
