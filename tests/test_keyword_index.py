@@ -200,6 +200,88 @@ def test_filters_apply(mgr: SessionManager) -> None:
     assert ids(where={"source": "zoo"}) == {a.id}
 
 
+def scoped_and_walked(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, query: str, **filters: Any
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The same filtered query ranked from the scope's rows (_keyword_scoped.py) and by
+    walking whole postings."""
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope, **filters)
+    partitions = searcher._partitions(flt)
+    rankings = []
+    for share in (0, 10**9):  # 0: every filtered search is scoped; 10**9: none is
+        monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", share)
+        for content_only in (False, True):
+            rankings.append(
+                store.keyword_search(
+                    query, flt, 200, content_only=content_only, partitions=partitions
+                )
+            )
+    return rankings[:2], rankings[2:]
+
+
+@pytest.mark.parametrize("builder", [conversation, long_conversation])
+def test_a_small_scope_ranks_from_its_rows_as_the_postings_walk_does(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, builder: Any
+) -> None:
+    """Found from the scope's side, a filtered search has the same events and the same scores
+    (BM25's n and N stay the partition's), with context and long neighbours."""
+    builder(mgr)
+    other = mgr.start_session("beach day")  # a session of its own, interleaved below
+    mgr.add_message(other.id, "user", "caroline went to the beach museum in May 2023")
+    builder(mgr, seed=5)
+    mgr.flush()
+    sessions = [s.id for s in mgr.list_sessions(limit=20)]
+    mid = datetime(2023, 5, 12, tzinfo=UTC)
+    for query in [*QUERIES, "dinosaur sunrise", "host museum"]:
+        for filters in (
+            *({"session_id": sid} for sid in sessions),
+            {"kinds": ("message",)},
+            {"since_us": int(mid.timestamp() * 1e6)},
+        ):
+            scoped, walked = scoped_and_walked(mgr, monkeypatch, query, **filters)
+            for a, b in zip(scoped, walked, strict=True):
+                assert_same_ranking(a, b)
+    assert any(ranking for ranking in scoped)  # (the queries do match something)
+
+
+def test_document_frequencies_stay_exact_as_records_arrive(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scoped search keeps each term's partition-wide n and brings it up to date from the
+    rows that arrived since: after every record it equals a fresh count, and the ranking
+    equals the walk's, including words that reach a neighbour's context and dates."""
+    monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", 0)
+    rng = random.Random(3)
+    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
+    start = datetime(2023, 5, 1, tzinfo=UTC)
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    for i in range(60):
+        session = rng.choice(sessions)
+        size = rng.choice([20, 60, 600, 1_200])
+        text = ""
+        while len(text) < size:
+            text += rng.choice(WORDS) + " "
+        when = start + timedelta(days=i // 6)
+        mgr.add_message(session.id, "user", text[:size], created_at=when)
+        query = " ".join(rng.sample(WORDS, 3)) + rng.choice(["", " May", " 3"])
+        flt = EventFilter(mgr._searcher.scope, session_id=session.id)
+        partitions = mgr._searcher._partitions(flt)
+        store.keyword_search(query, flt, 50, content_only=False, partitions=partitions)
+        (part,) = store._keywords._partitions.values()
+        for stem in store._keywords.query_stems(query) or []:
+            term = store._keywords._words.term(stem)
+            fresh = store._keywords._matches(part, term, stem, content_only=False)
+            assert part.frequencies._counted[term] == (len(fresh.rows), part.size), (i, stem)
+        if i % 10 == 9:  # (a walk counts afresh: in between, counts grow by increments)
+            scoped, walked = scoped_and_walked(mgr, monkeypatch, query, session_id=session.id)
+            monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", 0)
+            assert_same_ranking(scoped[0], walked[0])
+
+
 def test_segments_stay_few_when_searches_and_records_interleave(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,6 +48,7 @@ import numpy.typing as npt
 from .. import _json
 from .._searchable import searchable_text
 from ._keyword import KEYWORD_WEIGHTS, Words, tokens
+from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
 __all__ = ["KeywordCache"]
@@ -98,6 +99,10 @@ _BUILT_IN_SEARCH = 2
 _MERGE_SHARE = 8
 _MIN_MERGE = 16_384
 _MAX_SEGMENTS = 8
+# A search whose filters leave fewer than one row in this many of a partition (a session, a
+# time range) finds its terms from the rows' side (_keyword_scoped.py): at 1M events, a
+# 10k-event session's 18-word query took 176 ms walking whole postings.
+_SCOPE_SHARE = 8
 
 
 class _Source(Protocol):
@@ -137,7 +142,8 @@ class _Segment:
         )
 
     def postings(self, term: int) -> tuple[IntArray, Counts] | None:
-        at = int(np.searchsorted(self.terms, term))
+        # (as the terms' own dtype: a Python int would have numpy convert the whole array)
+        at = int(np.searchsorted(self.terms, np.int32(term)))
         if at == len(self.terms) or self.terms[at] != term:
             return None
         lo, hi = self.offsets[at], self.offsets[at + 1]
@@ -199,6 +205,11 @@ class _Postings:
             self.segments = [_merge(self.segments)]
         elif len(newer) > _MAX_SEGMENTS:
             self.segments = [base, _merge(newer)]
+
+    def count(self, term: int) -> int:
+        """How many rows hold ``term`` (each row's postings are in one segment)."""
+        found = (segment.postings(term) for segment in self.segments)
+        return sum(len(rows) for rows, _ in filter(None, found))
 
     def get(self, term: int) -> tuple[IntArray, Counts]:
         found = [p for p in (segment.postings(term) for segment in self.segments) if p]
@@ -285,6 +296,7 @@ class _Partition(PartitionRows):
         self.near = _Postings()
         self.far = _Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
+        self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
@@ -379,17 +391,25 @@ class _Partition(PartitionRows):
 
     def date_rows(self, stem: str) -> IntArray | None:
         """The rows whose date (in their context) contains the token ``stem``."""
-        n = self.size
+        dated = self.date_match(stem, slice(0, self.size))
+        return None if dated is None else np.flatnonzero(dated).astype(np.int32)
+
+    def date_match(self, stem: str, rows: IntArray | slice) -> npt.NDArray[np.bool_] | None:
+        """Which of ``rows`` have the token ``stem`` in their date; None when it is no
+        date token."""
+        column, value = None, 0
         if stem in _MONTH_STEMS:
-            return np.flatnonzero(self.months[:n] == _MONTH_STEMS[stem]).astype(np.int32)
-        if not stem.isdigit() or stem != str(int(stem)):
+            column, value = self.months, _MONTH_STEMS[stem]
+        elif stem.isdigit() and stem == str(int(stem)):
+            value = int(stem)
+            if 1 <= value <= 31:
+                column = self.days
+            elif len(stem) == 4:
+                column = self.years
+        if column is None:
             return None
-        value = int(stem)
-        if 1 <= value <= 31:
-            return np.flatnonzero(self.days[:n] == value).astype(np.int32)
-        if len(stem) == 4:
-            return np.flatnonzero(self.years[:n] == value).astype(np.int32)
-        return None
+        matched: npt.NDArray[np.bool_] = column[rows] == value
+        return matched
 
     def nbytes(self) -> int:
         # seven int32 arrays, one float64, three int16
@@ -506,25 +526,78 @@ class KeywordCache:
             if not parts:
                 return []
             terms = [self._words.term(stem) for stem in stems]
-            matched = [
-                [
-                    self._matches(part, term, stem, content_only)
-                    for term, stem in zip(terms, stems, strict=True)
-                ]
-                for part, _ in parts
-            ]
+            hits = [0] * len(terms)
+            ranked = []
+            for part, owner_only in parts:
+                scope, per_term = self._frequencies(
+                    part, owner_only, agent_id, filters, terms, stems, hits, content_only
+                )
+                ranked.append((part, scope, per_term))
             rows = sum(part.size for part, _ in parts)
-            hits = [sum(len(found[i].rows) for found in matched) for i in range(len(terms))]
             idf = [max(float(np.log((rows - n + 0.5) / (n + 0.5))), 1e-6) for n in hits]
             avgdl = sum(part.total_tokens for part, _ in parts) / rows
-            ranked = [
-                self._rank(part, per_term, idf, avgdl, k, owner_only, agent_id, filters)
-                for (part, owner_only), per_term in zip(parts, matched, strict=True)
+            best = [
+                self._rank(part, scope, per_term, idf, avgdl, k) for part, scope, per_term in ranked
             ]
-        seqs = np.concatenate([seqs for seqs, _ in ranked])
-        scores = np.concatenate([scores for _, scores in ranked])
+        seqs = np.concatenate([seqs for seqs, _ in best])
+        scores = np.concatenate([scores for _, scores in best])
         order = np.lexsort((seqs, -scores))[:k]  # ties broken by storage order
         return [(int(seqs[i]), float(scores[i])) for i in order]
+
+    def _frequencies(
+        self,
+        part: _Partition,
+        owner_only: bool,
+        agent_id: str,
+        filters: RowQuery,
+        terms: list[int],
+        stems: Sequence[str],
+        hits: list[int],
+        content_only: bool,
+    ) -> tuple[IntArray | None, list[_Matches]]:
+        """Each term's matches among the rows of ``part`` that pass the filters, and (added
+        to ``hits``) how many rows of the whole partition it matches: BM25's ``n``.
+
+        Returns ``(scope, matches)``: with a scope much smaller than the partition (a
+        session, a time range), the matches' rows are positions in ``scope``, found from the
+        scope's side (``_keyword_scoped.py``); otherwise (scope None) rows of the partition,
+        found by walking each term's postings."""
+        mask = part.mask(self._codes, owner_only, agent_id, filters)
+        scope = None if mask is None else np.flatnonzero(mask).astype(np.int32)
+        if scope is None or len(scope) * _SCOPE_SHARE > part.size:
+            walked = []
+            for i, (term, stem) in enumerate(zip(terms, stems, strict=True)):
+                found = self._matches(part, term, stem, content_only)
+                hits[i] += len(found.rows)
+                if not content_only:
+                    part.frequencies.remember(term, len(found.rows), part.size)
+                if mask is not None:
+                    kept = mask[found.rows]
+                    found = _Matches(found.rows[kept], found.frequency[kept])
+                walked.append(found)
+            return None, walked
+        area = Neighbourhood.of(part, scope)
+        scoped = []
+        for i, (term, stem) in enumerate(zip(terms, stems, strict=True)):
+            hits[i] += self._document_frequency(part, term, stem, content_only)
+            frequency = frequencies_at(
+                part, area, term, stem, _CONTEXT_WEIGHT, content_only=content_only
+            )
+            at = np.flatnonzero(frequency)
+            scoped.append(_Matches(at, frequency[at]))
+        return scope, scoped
+
+    def _document_frequency(
+        self, part: _Partition, term: int, stem: str, content_only: bool
+    ) -> int:
+        """How many rows of ``part`` ``term`` matches (in their content, or with context)."""
+        if content_only:
+            return part.own.count(term)
+        known = part.frequencies.get(part, term, stem, _CONTEXT_WEIGHT)
+        if known is None:
+            known = len(self._matches(part, term, stem, content_only=False).rows)
+            part.frequencies.remember(term, known, part.size)
+        return known
 
     def _matches(self, part: _Partition, term: int, stem: str, content_only: bool) -> _Matches:
         """Where ``term`` occurs in ``part``: in the event's content, or (unless
@@ -562,27 +635,25 @@ class KeywordCache:
     def _rank(
         self,
         part: _Partition,
+        scope: IntArray | None,
         per_term: list[_Matches],
         idf: list[float],
         avgdl: float,
         k: int,
-        owner_only: bool,
-        agent_id: str,
-        filters: RowQuery,
     ) -> tuple[npt.NDArray[np.int64], FloatArray]:
-        """The best ``k`` rows of ``part`` that pass the filters, as ``(seqs, scores)``."""
-        scores = np.zeros(part.size, np.float64)
+        """The best ``k`` rows of the matches (see :meth:`_frequencies`) as
+        ``(seqs, scores)``."""
+        scores = np.zeros(part.size if scope is None else len(scope), np.float64)
         for found, weight in zip(per_term, idf, strict=True):
             rows, f = found.rows, found.frequency
-            norm = _K1 * (1 - _B) + (_K1 * _B / avgdl) * part.sizes[rows]
+            sizes = part.sizes[rows if scope is None else scope[rows]]
+            norm = _K1 * (1 - _B) + (_K1 * _B / avgdl) * sizes
             scores[rows] += (weight * (_K1 + 1)) * f / (f + norm)
         candidates = np.flatnonzero(scores != 0)
-        mask = part.mask(self._codes, owner_only, agent_id, filters, rows=candidates)
-        if mask is not None:
-            candidates = candidates[mask]
         if candidates.size > k:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        return part.seqs[candidates], scores[candidates]
+        rows_of = candidates if scope is None else scope[candidates]
+        return part.seqs[rows_of], scores[candidates]
 
     def _refresh(self, name: str, chunks: int | None = None) -> _Partition:
         """Read ``name``'s rows past the last one seen (at most ``chunks`` chunks of them:
