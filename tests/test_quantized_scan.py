@@ -1,14 +1,24 @@
-"""The 8-bit first pass of SQLite's vector search (store/_quantized.py): it only chooses
-candidates, the float32 re-scoring decides, so a search returns what the exact scan returns."""
+"""The approximate first passes of the vector cache's search (store/_quantized.py: 8 bits,
+and 1 bit before them in big partitions): they only choose candidates, the float32
+re-scoring decides, so a search returns what the exact scan returns."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
-from session_manager import SessionManager
+from session_manager import HashEmbedder, SessionManager
 from session_manager.store import _vector_cache
-from session_manager.store._quantized import approximate_scores, quantize
+from session_manager.store._quantized import (
+    approximate_scores,
+    binarize,
+    hamming_candidates,
+    quantize,
+)
 
 
 def unit_rows(count: int, dim: int, seed: int) -> np.ndarray:
@@ -67,20 +77,75 @@ def test_a_search_returns_what_the_exact_scan_returns(
     assert semantic_results(mgr, filtered) == exact
 
 
+class RotatedHashEmbedder(HashEmbedder):
+    """The hash embedder's vectors turned by a fixed random rotation: the same cosines, but
+    dense, as a real model's are (the hash vectors' few nonzero components leave most sign
+    bits meaningless to the 1-bit pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "rotated-hash-384"
+        gaussian = np.random.default_rng(0).standard_normal((self.dim, self.dim))
+        self._rotation = np.linalg.qr(gaussian)[0].astype(np.float32)
+
+    def __call__(self, texts: Sequence[str], /) -> np.ndarray[Any, np.dtype[np.float32]]:
+        rotated: np.ndarray[Any, np.dtype[np.float32]] = super().__call__(texts) @ self._rotation
+        return rotated
+
+
 @pytest.mark.parametrize("filtered", [False, True])
+@pytest.mark.parametrize("bits", [False, True])
 def test_a_big_partition_re_scores_from_the_store(
-    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
+    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool, bits: bool
 ) -> None:
     """A partition of IN_MEMORY_UNDER rows or more keeps only 8-bit codes: its candidates are
     re-scored with their float32 vectors read from the store, and the results (events and
-    exact cosines) equal the all-in-memory scan's."""
-    make = make_manager
-    many_facts(make())  # type: ignore[operator]
+    exact cosines) equal the all-in-memory scan's — with the 1-bit pass before the 8-bit one
+    too (BITS_FROM rows or more)."""
+    embedder = RotatedHashEmbedder() if bits else HashEmbedder()
+    make = functools.partial(make_manager, embedder=embedder)  # type: ignore[call-arg]
+    many_facts(make())
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
-    exact = semantic_results(make(), filtered)  # type: ignore[operator]
+    exact = semantic_results(make(), filtered)
     monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
     monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
-    codes_only = make()  # type: ignore[operator]
-    assert semantic_results(codes_only, filtered) == exact
+    monkeypatch.setattr(_vector_cache, "BITS_FROM", 100 if bits else 10**9)
+    monkeypatch.setattr(_vector_cache, "_BIT_FLOOR", 0)
+    monkeypatch.setattr(_vector_cache, "_BIT_CANDIDATES", 20)  # 200 of the 601 rows
+    scanned: list[int] = []
+    first_pass = _vector_cache.hamming_candidates
+    monkeypatch.setattr(
+        _vector_cache,
+        "hamming_candidates",
+        lambda *a, **kw: scanned.append(1) or first_pass(*a, **kw),
+    )
+    codes_only = make()
+    found = semantic_results(codes_only, filtered)
+    if not bits:
+        assert found == exact
+    else:
+        # The same cosines, and the same events above the last one: among rows tied with it
+        # (the hash vectors tie often; turned, up to float rounding) any may make the cut.
+        for got, want in zip(found, exact, strict=True):
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+            last = want[-1][1] + 1e-6
+            assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
+    assert bool(scanned) == bits
     (part,) = codes_only._storage.vectors._cache._partitions.values()
     assert not part.in_memory and part.matrix.size == 0 and part.size == 601
+
+
+def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance() -> None:
+    """At least ``count`` rows, every row as near as the farthest kept one, none excluded."""
+    rows = unit_rows(5_000, 384, seed=4)
+    signs = np.ascontiguousarray(binarize(quantize(rows)[0]).T)
+    query = binarize(quantize(rows[:1])[0])[0]
+    distance = np.array([int(np.bitwise_count(signs[:, i] ^ query).sum()) for i in range(5_000)])
+    excluded = np.zeros(5_000, np.bool_)
+    excluded[::3] = True  # row 0, the query itself, among them
+    kept = hamming_candidates(signs, query, 300, excluded)
+    assert len(kept) >= 300 and not excluded[kept].any()
+    allowed = np.flatnonzero(~excluded)
+    assert set(kept) == set(allowed[distance[allowed] <= distance[kept].max()])
+    assert distance[kept].max() <= np.sort(distance[allowed])[299]
+    assert len(hamming_candidates(signs, query, 10_000)) == 5_000  # (fewer rows than asked)

@@ -133,7 +133,8 @@ class PgVectorCache(VectorCache):
 
     def _stored(self, seqs: npt.NDArray[np.int64], dim: int) -> Matrix:
         """A big partition's re-scoring: the float32 vectors of ``seqs`` (NaN rows for any
-        deleted meanwhile), read from pgvector by seq."""
+        deleted meanwhile), read from pgvector by seq (the feed's rows key vectors by seq:
+        a partition's ``vids`` are seqs here)."""
         matrix = np.full((len(seqs), dim), np.nan, np.float32)
         where = {int(seq): i for i, seq in enumerate(seqs)}
         with self._feed.reading() as conn, _cursor(conn, True) as cursor:

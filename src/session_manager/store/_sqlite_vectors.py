@@ -132,14 +132,16 @@ class SqliteVectors(VectorTable):
             (partition, after_vid, limit),
         )
 
-    def vectors_of(self, seqs: list[int]) -> dict[int, bytes]:
+    def vectors_of(self, vids: list[int]) -> dict[int, bytes]:
+        # by vid, the table's rowid: one b-tree lookup each (by seq, through its index,
+        # 500 random rows of a 1M-row table took 36 ms instead of 2.3)
         found: dict[int, bytes] = {}
-        for chunk in batched(seqs):
+        for chunk in batched(vids):
             marks = ", ".join("?" for _ in chunk)
             rows = self._store.read(
-                f"SELECT seq, vector FROM vectors WHERE seq IN ({marks})", chunk
+                f"SELECT vid, vector FROM vectors WHERE vid IN ({marks})", chunk
             )
-            found.update((int(seq), bytes(blob)) for seq, blob in rows)
+            found.update((int(vid), bytes(blob)) for vid, blob in rows)
         return found
 
     def vector_count(self, partition: str, after_vid: int) -> int:

@@ -4,7 +4,8 @@ A new process's first semantic search reads every vector of its partitions from 
 build the in-memory codes (``_vector_cache.py``): 2.6 s at 100k events, ~25 s at 1M. A
 partition of :data:`~session_manager.store._vector_cache.APPROXIMATE_FROM` rows or more is
 therefore saved, once built, as one ``.npz`` file (its 8-bit codes, scales and filter
-columns, and its float32 vectors while the partition keeps them in memory; no text) in the
+columns, their signs and where the store keeps each vector, and its float32 vectors while
+the partition keeps them in memory; no text) in the
 folder ``<database>.asm-cache/``; the next process loads it and reads from the log only the
 vectors added since.
 
@@ -41,7 +42,7 @@ __all__ = ["VectorSnapshots"]
 log = logging.getLogger("session_manager.store.snapshots")
 
 #: the layout of a snapshot file; another value is ignored (and replaced)
-FORMAT = 2
+FORMAT = 3
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
 #: ... but a process writes a partition's snapshot at most this often: a store deleted from
@@ -90,6 +91,8 @@ class VectorSnapshots:
                     saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
                 )
                 part.codes = np.ascontiguousarray(saved["codes"])
+                part.signs = np.ascontiguousarray(saved["signs"])
+                part.vids = saved["vids"]
                 part.scales = saved["scales"]
                 part.seqs = saved["seqs"]
                 part.times = saved["times"]
@@ -126,6 +129,8 @@ class VectorSnapshots:
         arrays: dict[str, Any] = {
             **({"matrix": part.matrix[:n]} if part.in_memory else {}),
             "codes": part.codes[:n],
+            "signs": part.signs[:, :n],
+            "vids": part.vids[:n],
             "scales": part.scales[:n],
             "seqs": part.seqs[:n],
             "times": part.times[:n],
