@@ -14,6 +14,7 @@ import pytest
 
 from session_manager import SessionManager
 from session_manager.store import _keyword_cache
+from session_manager.store._keyword import Words
 from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
 
@@ -299,6 +300,89 @@ def test_segments_stay_few_when_searches_and_records_interleave(
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=False))
+
+
+def test_numbers_are_their_own_terms_and_stay_out_of_the_token_map() -> None:
+    words = Words()
+    first = words.ids(["order", "4711", "orders", "0042", "4711"]).tolist()
+    assert first[0] == first[2] and first[1] == first[4] == words.term("4711")
+    assert words.ids(["4711", "0042", "٣"]).tolist()[:2] == [first[1], first[3]]
+    assert "4711" not in words._by_token and "orders" in words._by_token
+    assert "٣" in words._by_token  # (a non-ASCII digit goes through the stemmer)
+
+
+def test_sealed_segments_bound_every_merge(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past _SEALED_FROM postings a segment is never merged again: a growing partition's
+    merges stay small (a bulk load, then a search after each record), segments stay few per
+    sealed size, and the ranking is still FTS5's."""
+    monkeypatch.setattr(_keyword_cache, "_MIN_MERGE", 64)
+    monkeypatch.setattr(_keyword_cache, "_SEALED_FROM", 400)
+    monkeypatch.setattr(_keyword_cache, "_CHUNK", 64)
+    monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
+    merged: list[int] = []
+    merge = _keyword_cache._merge
+    monkeypatch.setattr(
+        _keyword_cache,
+        "_merge",
+        lambda segments: merged.append(sum(s.size for s in segments)) or merge(segments),
+    )
+    conversation(mgr, sessions=6, turns=60)  # a bulk load at the first search: 360 rows
+    mgr.search("museum", k=3, mode="keyword")
+    session = mgr.start_session("chatty")
+    rng = random.Random(7)
+    for i in range(150):
+        text = " ".join(rng.choice(WORDS) for _ in range(6))
+        mgr.add_message(session.id, "user", f"{text} turn{i}")
+        mgr.search("museum", k=3, mode="keyword")
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    (part,) = store._keywords._partitions.values()
+    sizes = [segment.size for segment in part.own.segments]
+    assert merged and max(merged) < 2 * 400 + 2 * 64 * 12  # (a sealed size and a bulk one)
+    assert sum(size >= 400 for size in sizes) >= 4
+    assert len(sizes) <= sum(sizes) // 400 + 2 + _keyword_cache._MAX_SEGMENTS
+    mgr.flush()
+    for query in QUERIES:
+        assert_same_ranking(*both_rankings(mgr, query, 1_000, content_only=False))
+
+
+def test_a_bulk_build_needs_little_memory_beyond_the_index(
+    make_manager: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a partition's postings in sealed segments keeps the build's transient memory
+    (traced: numpy's arrays and Python's objects) a fraction of what merging all postings
+    into one segment took."""
+    import tracemalloc
+
+    mgr = make_manager(background=False)
+    rng = random.Random(11)
+    session = mgr.start_session("bulk")
+    mgr.record_many(
+        session.id,
+        [
+            {"kind": "fact", "content": " ".join(rng.choice(WORDS) for _ in range(30)) + f" n{i}"}
+            for i in range(6_000)
+        ],
+    )
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    monkeypatch.setattr(_keyword_cache, "_CHUNK", 256)
+    monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
+
+    def transient(sealed_from: int) -> float:
+        monkeypatch.setattr(_keyword_cache, "_SEALED_FROM", sealed_from)
+        store._keywords.invalidate()
+        tracemalloc.start()
+        store._keywords._refresh(next(iter(store._keywords._partitions), "agent:researcher"))
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return peak - store._keywords.memory_bytes()
+
+    one_segment = transient(10**12)
+    sealed = transient(20_000)
+    assert sealed < 0.5 * one_segment, (sealed, one_segment)
 
 
 def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_whole(

@@ -121,7 +121,9 @@ class Words:
     """Term ids of stemmed tokens: porter stems, as FTS5's ``porter`` tokenizer makes them.
 
     Each distinct token is stemmed once (a dict maps tokens to term ids), which is what makes
-    indexing 100k events take seconds rather than minutes. Not thread-safe (neither is the
+    indexing 100k events take seconds rather than minutes. Numbers (ASCII digits) are their
+    own stems and stay out of that map: logs hold many distinct ones (an id per event: at 1M
+    events the map held a million of them, ~100 MB). Not thread-safe (neither is the
     stemmer): the keyword cache calls it under its lock.
 
     >>> words = Words()
@@ -137,11 +139,20 @@ class Words:
 
     def ids(self, found: list[str]) -> npt.NDArray[np.int32]:
         """The term id of every token in ``found`` (new tokens are stemmed and registered)."""
-        unseen = [token for token in dict.fromkeys(found) if token not in self._by_token]
+        by_token = self._by_token
+        unseen = [token for token in dict.fromkeys(found) if token not in by_token]
+        numbers = [token for token in unseen if token.isdigit() and token.isascii()]
         if unseen:
-            for token, stem in zip(unseen, self._stemmer.stemWords(unseen), strict=True):
-                self._by_token[token] = self.term(stem)
-        return np.fromiter(map(self._by_token.__getitem__, found), np.int32, len(found))
+            words = [token for token in unseen if not (token.isdigit() and token.isascii())]
+            for token, stem in zip(words, self._stemmer.stemWords(words), strict=True):
+                by_token[token] = self.term(stem)
+            for number in numbers:  # (for this call only: see the class docstring)
+                by_token[number] = self.term(number)
+        try:
+            return np.fromiter(map(by_token.__getitem__, found), np.int32, len(found))
+        finally:
+            for number in numbers:
+                del by_token[number]
 
     def term(self, stem: str) -> int:
         """The id of ``stem`` (registered if new)."""

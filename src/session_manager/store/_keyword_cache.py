@@ -88,17 +88,21 @@ NEAR_CHARS = 1_000
 FAR_CHARS = 500
 # Rows read from the log per query while refreshing a partition.
 _CHUNK = 8192
-# A bulk load adds its postings as a segment every this many chunks (131k rows), so that
-# its transient arrays stay bounded (at 1M events, all at once peaked ~0.8 GB above the
-# index); the segments merge geometrically as usual.
-_CHUNKS_PER_SEGMENT = 16
+# A bulk load adds its postings as a segment every this many chunks (65k rows), so that
+# its transient arrays stay bounded (building a segment sorts its postings: ~80 MB here).
+_CHUNKS_PER_SEGMENT = 8
 # Chunks a search reads itself before leaving the rest of a partition's first build to a
 # background thread (~0.5 s of tokenizing at most).
 _BUILT_IN_SEARCH = 2
-# Segment merging (see _Partition.add_postings).
+# Segment merging (see _Postings.add).
 _MERGE_SHARE = 8
 _MIN_MERGE = 16_384
 _MAX_SEGMENTS = 8
+# A segment of this many postings or more is sealed: never merged again, so that no merge
+# sorts more than about this many (merging all of a 1M-event partition's ~40M postings at
+# once peaked 1.1 GB above the index). A term is then looked up in one segment per ~50k
+# events, a binary search each.
+_SEALED_FROM = 2_097_152
 # A search whose filters leave fewer than one row in this many of a partition (a session, a
 # time range) finds its terms from the rows' side (_keyword_scoped.py): at 1M events, a
 # 10k-event session's 18-word query took 176 ms walking whole postings.
@@ -191,20 +195,24 @@ class _Postings:
         self.segments: list[_Segment] = []
 
     def add(self, terms: IntArray, rows: IntArray, counts: Counts) -> None:
-        """Add the postings of newly appended rows as a segment. Segments are merged so that a
-        term is looked up in few of them: all into one once the newer ones hold an eighth of
-        the oldest's postings (amortised O(1) per posting), the newer ones together once
-        there are more than a few (a search after every record adds a tiny one)."""
+        """Add the postings of newly appended rows as a segment. Sealed segments
+        (:data:`_SEALED_FROM` postings or more) stay as they are; the ones after them are
+        merged so that a term is looked up in few: all into one once the newer ones hold an
+        eighth of the oldest's postings (amortised O(1) per posting), the newer ones together
+        once there are more than a few (a search after every record adds a tiny one)."""
         if not len(terms):
             return
         self.segments.append(_Segment.build(terms, rows, counts))
-        base, newer = self.segments[0], self.segments[1:]
+        sealed = 0
+        while self.segments[sealed].size >= _SEALED_FROM and sealed < len(self.segments) - 1:
+            sealed += 1  # (sealed segments come first: the merges below only grow)
+        kept, (base, *newer) = self.segments[:sealed], self.segments[sealed:]
         if not newer:
             return
         if sum(segment.size for segment in newer) * _MERGE_SHARE >= max(base.size, _MIN_MERGE):
-            self.segments = [_merge(self.segments)]
+            self.segments = [*kept, _merge([base, *newer])]
         elif len(newer) > _MAX_SEGMENTS:
-            self.segments = [base, _merge(newer)]
+            self.segments = [*kept, base, _merge(newer)]
 
     def count(self, term: int) -> int:
         """How many rows hold ``term`` (each row's postings are in one segment)."""
