@@ -60,7 +60,7 @@ def filled(db: Path, n: int = 300, word: str = "fact") -> list[list[tuple[str, f
 
 
 def snapshots(db: Path) -> list[Path]:
-    return sorted(Path(str(db) + ".asm-cache").glob("vectors-*.npz"))
+    return sorted(Path(str(db) + ".asm-cache").glob("vectors-*.asmvec"))
 
 
 def test_a_new_process_loads_the_snapshot_and_reads_only_newer_vectors(

@@ -118,6 +118,9 @@ class _Source(Protocol):
         ...
 
     def generation(self) -> int: ...
+    def has_keyword_rows_beyond(self, partition: str, count: int) -> bool:
+        """Whether ``partition`` holds more than ``count`` indexed events."""
+        ...
 
 
 @dataclass
@@ -490,11 +493,20 @@ class KeywordCache:
         with self._builder_lock:
             if self._stop.is_set() or (self._builder is not None and self._builder.is_alive()):
                 return False
-            with self._lock:
-                for name in missing:
-                    self._refresh(name, chunks=_BUILT_IN_SEARCH)
-                if all(self._built.get(name) == self._generation for name in missing):
-                    return True
+            # A partition too big to build here is not started here either (tokenizing its
+            # first chunks took 0.6 s of a first search at 1M events): one probe tells.
+            small = [
+                name
+                for name in missing
+                if name in self._partitions
+                or not self._source.has_keyword_rows_beyond(name, _BUILT_IN_SEARCH * _CHUNK)
+            ]
+            if len(small) == len(missing):
+                with self._lock:
+                    for name in missing:
+                        self._refresh(name, chunks=_BUILT_IN_SEARCH)
+                    if all(self._built.get(name) == self._generation for name in missing):
+                        return True
             self._builder = threading.Thread(
                 target=self._build, args=(missing,), name="asm-keyword-index", daemon=True
             )

@@ -56,6 +56,9 @@ class _FedByFeed:
     def generation(self) -> int:
         raise NotImplementedError
 
+    def has_keyword_rows_beyond(self, partition: str, count: int) -> bool:
+        raise NotImplementedError
+
 
 class PgKeywordCache(KeywordCache):
     """BM25 over the indexed events of a PostgreSQL store, as SQLite ranks them."""

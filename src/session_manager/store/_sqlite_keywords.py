@@ -98,6 +98,16 @@ class SqliteKeywordIndex:
             (partition, after_seq, limit),
         )
 
+    def has_keyword_rows_beyond(self, partition: str, count: int) -> bool:
+        """Whether ``partition`` holds more than ``count`` indexed events (an index range
+        scan of ``count`` entries at most)."""
+        return bool(
+            self._read(
+                "SELECT 1 FROM events WHERE partition = ? AND indexed LIMIT 1 OFFSET ?",
+                (partition, count),
+            )
+        )
+
     def generation(self) -> int:
         """Moves whenever events or vectors disappear (any process): caches then rebuild."""
         rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
