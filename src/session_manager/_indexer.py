@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._deferred import digest_deferred
+from ._idle import IdleRunner
 from ._storage import Storage
 from .embed import LoadedEmbedder
 from .errors import EmbedderMismatch, ModelNotAvailable
@@ -95,6 +96,9 @@ class Indexer:
         self.idle_hooks: list[Callable[[], None]] = []
         #: counts a deferred event's tokens (the manager sets its model's counter)
         self.count_tokens: Callable[[str], int] = tokenizer_for("gpt-4o").count
+        # the worker's embedding runs at idle priority from its second batch (_idle.py)
+        self._idle = IdleRunner()
+        self._worker_batches = 0
         if check:
             self.check_identity()
 
@@ -167,7 +171,13 @@ class Indexer:
         with self.store.claim_outbox(self.batch_size, partitions, force=force, seqs=seqs) as batch:
             if not batch.rows:
                 return 0
-            vectors = self.embedder.embed([row.content for row in batch.rows])
+            texts = [row.content for row in batch.rows]
+            if threading.current_thread() is self._thread and self._worker_batches:
+                vectors = self._idle.run(self.embedder.embed, texts)
+            else:  # (a caller's, or the worker's first: a model it loads starts here)
+                vectors = self.embedder.embed(texts)
+            if threading.current_thread() is self._thread:
+                self._worker_batches += 1
             dim = int(vectors.shape[1])
             self.storage.store_batch(batch, vectors, lambda tx: self._register(tx, dim))
             return len(batch.rows)
@@ -280,6 +290,7 @@ class Indexer:
         try:
             self._work()
         finally:
+            self._idle.close()
             with self._exit_lock:
                 hooks, self._on_exit, self._exited = self._on_exit, [], True
             for hook in hooks:

@@ -1,0 +1,82 @@
+"""record() latency while the background worker embeds with MiniLM, side by side (by hand).
+
+    python bench/record_latency.py [--before SRC_DIR] [--records 4000] [--rounds 2]
+
+bench/perf.py's ingest loop alone: the model is warmed up in the main thread (as an
+application that searched first would have it), then ``record_fact`` is called ``--records``
+times as fast as possible on a new SQLite store while the worker embeds beside it, and the
+store is flushed. Reported per run: ``record()`` p50 / p99 / max ms, the model's raw rate
+(texts/s, batches of 64 in the main thread) and the ingest rate (records / time to flushed).
+Each side runs in a fresh process with ``PYTHONPATH`` at that side's ``src``; the sides
+alternate ``--rounds`` times, so a machine's drift shows in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHILD = """
+import json, os, sys, tempfile, time
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from perf import agent_texts
+from session_manager import MiniLMEmbedder, SessionManager
+n = int(sys.argv[1])
+texts = agent_texts(n, seed=1)
+embedder = MiniLMEmbedder()
+embedder(["warm up the model"])
+started = time.perf_counter()
+for start in range(0, 1000, 64):
+    embedder(texts[start:start + 64])
+raw = min(n, 1000) / (time.perf_counter() - started)
+with tempfile.TemporaryDirectory() as tmp:
+    with SessionManager("bench", embedder=embedder, db_path=os.path.join(tmp, "r.db")) as mgr:
+        session = mgr.start_session("ingest")
+        mgr.flush()
+        latencies = []
+        started = time.perf_counter()
+        for text in texts:
+            t = time.perf_counter()
+            mgr.record_fact(session.id, text)
+            latencies.append((time.perf_counter() - t) * 1000)
+        mgr.flush()
+        rate = n / (time.perf_counter() - started)
+print(json.dumps({
+    "record_p50_ms": round(float(np.percentile(latencies, 50)), 3),
+    "record_p99_ms": round(float(np.percentile(latencies, 99)), 2),
+    "record_max_ms": round(max(latencies), 1),
+    "raw_rate": round(raw), "ingest_rate": round(rate),
+}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before", type=Path, help="the src/ folder of the code to compare")
+    parser.add_argument("--records", type=int, default=4_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    sides = [("after", HERE.parent / "src")]
+    if args.before:
+        sides.insert(0, ("before", args.before))
+    for _ in range(args.rounds):
+        for name, src in sides:
+            env = dict(os.environ, PYTHONPATH=str(src))
+            run = subprocess.run(
+                [sys.executable, "-c", CHILD, str(args.records), str(HERE)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            print(name, json.dumps(json.loads(run.stdout)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
