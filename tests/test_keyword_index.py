@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from session_manager import SessionManager
-from session_manager.store import _keyword_cache
+from session_manager.store import _keyword_cache, _keyword_postings
 from session_manager.store._keyword import Words
 from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
@@ -287,7 +287,7 @@ def test_document_frequencies_stay_exact_as_records_arrive(
 def test_segments_stay_few_when_searches_and_records_interleave(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_keyword_cache, "_MIN_MERGE", 64)
+    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
     session = mgr.start_session("chatty")
     rng = random.Random(7)
     for i in range(120):
@@ -297,7 +297,7 @@ def test_segments_stay_few_when_searches_and_records_interleave(
     store = mgr._searcher.store
     assert isinstance(store, SqliteStore)
     (part,) = store._keywords._partitions.values()
-    assert len(part.own.segments) <= 1 + _keyword_cache._MAX_SEGMENTS
+    assert len(part.own.segments) <= 1 + _keyword_postings.MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=False))
@@ -315,18 +315,18 @@ def test_numbers_are_their_own_terms_and_stay_out_of_the_token_map() -> None:
 def test_sealed_segments_bound_every_merge(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past _SEALED_FROM postings a segment is never merged again: a growing partition's
+    """Past SEALED_FROM postings a segment is never merged again: a growing partition's
     merges stay small (a bulk load, then a search after each record), segments stay few per
     sealed size, and the ranking is still FTS5's."""
-    monkeypatch.setattr(_keyword_cache, "_MIN_MERGE", 64)
-    monkeypatch.setattr(_keyword_cache, "_SEALED_FROM", 400)
+    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
+    monkeypatch.setattr(_keyword_postings, "SEALED_FROM", 400)
     monkeypatch.setattr(_keyword_cache, "_CHUNK", 64)
     monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
     merged: list[int] = []
-    merge = _keyword_cache._merge
+    merge = _keyword_postings.merge
     monkeypatch.setattr(
-        _keyword_cache,
-        "_merge",
+        _keyword_postings,
+        "merge",
         lambda segments: merged.append(sum(s.size for s in segments)) or merge(segments),
     )
     conversation(mgr, sessions=6, turns=60)  # a bulk load at the first search: 360 rows
@@ -343,7 +343,7 @@ def test_sealed_segments_bound_every_merge(
     sizes = [segment.size for segment in part.own.segments]
     assert merged and max(merged) < 2 * 400 + 2 * 64 * 12  # (a sealed size and a bulk one)
     assert sum(size >= 400 for size in sizes) >= 4
-    assert len(sizes) <= sum(sizes) // 400 + 2 + _keyword_cache._MAX_SEGMENTS
+    assert len(sizes) <= sum(sizes) // 400 + 2 + _keyword_postings.MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 1_000, content_only=False))
@@ -373,7 +373,7 @@ def test_a_bulk_build_needs_little_memory_beyond_the_index(
     monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
 
     def transient(sealed_from: int) -> float:
-        monkeypatch.setattr(_keyword_cache, "_SEALED_FROM", sealed_from)
+        monkeypatch.setattr(_keyword_postings, "SEALED_FROM", sealed_from)
         store._keywords.invalidate()
         tracemalloc.start()
         store._keywords._refresh(next(iter(store._keywords._partitions), "agent:researcher"))

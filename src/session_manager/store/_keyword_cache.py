@@ -39,7 +39,6 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,6 +47,7 @@ import numpy.typing as npt
 from .. import _json
 from .._searchable import searchable_text
 from ._keyword import KEYWORD_WEIGHTS, Words, tokens
+from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
@@ -68,8 +68,6 @@ def _stop_builds_at_exit() -> None:
         cache.close()
 
 
-IntArray = npt.NDArray[np.int32]
-Counts = npt.NDArray[np.float32]
 FloatArray = npt.NDArray[np.float64]
 
 _K1 = 1.2
@@ -94,15 +92,6 @@ _CHUNKS_PER_SEGMENT = 8
 # Chunks a search reads itself before leaving the rest of a partition's first build to a
 # background thread (~0.5 s of tokenizing at most).
 _BUILT_IN_SEARCH = 2
-# Segment merging (see _Postings.add).
-_MERGE_SHARE = 8
-_MIN_MERGE = 16_384
-_MAX_SEGMENTS = 8
-# A segment of this many postings or more is sealed: never merged again, so that no merge
-# sorts more than about this many (merging all of a 1M-event partition's ~40M postings at
-# once peaked 1.1 GB above the index). A term is then looked up in one segment per ~50k
-# events, a binary search each.
-_SEALED_FROM = 2_097_152
 # A search whose filters leave fewer than one row in this many of a partition (a session, a
 # time range) finds its terms from the rows' side (_keyword_scoped.py): at 1M events, a
 # 10k-event session's 18-word query took 176 ms walking whole postings.
@@ -124,117 +113,6 @@ class _Source(Protocol):
 
 
 @dataclass
-class _Segment:
-    """Postings of a range of rows: for each term (sorted), its rows (ascending) and counts."""
-
-    terms: IntArray
-    offsets: npt.NDArray[np.int64]
-    rows: IntArray
-    counts: Counts
-
-    @classmethod
-    def build(cls, terms: IntArray, rows: IntArray, counts: Counts) -> _Segment:
-        """From postings in row order (one per distinct ``(term, row)``, see :func:`_count`):
-        a stable sort by term keeps each term's rows ascending."""
-        order = np.argsort(terms, kind="stable")
-        terms, rows, counts = terms[order], rows[order], counts[order]
-        del order
-        starts = np.flatnonzero(terms[1:] != terms[:-1]) + 1
-        starts = np.concatenate(([0], starts)) if len(terms) else starts
-        return cls(
-            terms=terms[starts],
-            offsets=np.append(starts, len(terms)).astype(np.int64),
-            rows=rows,
-            counts=counts,
-        )
-
-    def postings(self, term: int) -> tuple[IntArray, Counts] | None:
-        # (as the terms' own dtype: a Python int would have numpy convert the whole array)
-        at = int(np.searchsorted(self.terms, np.int32(term)))
-        if at == len(self.terms) or self.terms[at] != term:
-            return None
-        lo, hi = self.offsets[at], self.offsets[at + 1]
-        return self.rows[lo:hi], self.counts[lo:hi]
-
-    def pairs(self) -> tuple[IntArray, IntArray, Counts]:
-        """Every posting as ``(term, row, count)`` arrays."""
-        return np.repeat(self.terms, np.diff(self.offsets)), self.rows, self.counts
-
-    @property
-    def size(self) -> int:
-        return len(self.rows)
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.terms, self.offsets, self.rows, self.counts))
-
-
-def _count(terms: IntArray, rows: IntArray) -> tuple[IntArray, IntArray, Counts]:
-    """Postings from one ``(term, row)`` pair per token: each distinct pair once, with its
-    count, in row order. Counted per chunk of rows, so a bulk load never sorts all of its
-    tokens at once (the transient memory of a 100k-event build: 259 MB before, ~100 MB)."""
-    key, counted = np.unique((rows.astype(np.int64) << 32) | terms, return_counts=True)
-    return (
-        (key & 0xFFFFFFFF).astype(np.int32),
-        (key >> 32).astype(np.int32),
-        counted.astype(np.float32),
-    )
-
-
-def _merge(segments: list[_Segment]) -> _Segment:
-    terms, rows, counts = zip(*(segment.pairs() for segment in segments), strict=True)
-    return _Segment.build(np.concatenate(terms), np.concatenate(rows), np.concatenate(counts))
-
-
-Triple = tuple[IntArray, IntArray, Counts]  # postings (terms, rows, counts) in row order
-
-_NO_ROWS = np.zeros(0, np.int32)
-_NO_COUNTS = np.zeros(0, np.float32)
-
-
-class _Postings:
-    """A term -> (rows, counts) map kept as a few sorted segments."""
-
-    def __init__(self) -> None:
-        self.segments: list[_Segment] = []
-
-    def add(self, terms: IntArray, rows: IntArray, counts: Counts) -> None:
-        """Add the postings of newly appended rows as a segment. Sealed segments
-        (:data:`_SEALED_FROM` postings or more) stay as they are; the ones after them are
-        merged so that a term is looked up in few: all into one once the newer ones hold an
-        eighth of the oldest's postings (amortised O(1) per posting), the newer ones together
-        once there are more than a few (a search after every record adds a tiny one)."""
-        if not len(terms):
-            return
-        self.segments.append(_Segment.build(terms, rows, counts))
-        sealed = 0
-        while self.segments[sealed].size >= _SEALED_FROM and sealed < len(self.segments) - 1:
-            sealed += 1  # (sealed segments come first: the merges below only grow)
-        kept, (base, *newer) = self.segments[:sealed], self.segments[sealed:]
-        if not newer:
-            return
-        if sum(segment.size for segment in newer) * _MERGE_SHARE >= max(base.size, _MIN_MERGE):
-            self.segments = [*kept, _merge([base, *newer])]
-        elif len(newer) > _MAX_SEGMENTS:
-            self.segments = [*kept, base, _merge(newer)]
-
-    def count(self, term: int) -> int:
-        """How many rows hold ``term`` (each row's postings are in one segment)."""
-        found = (segment.postings(term) for segment in self.segments)
-        return sum(len(rows) for rows, _ in filter(None, found))
-
-    def get(self, term: int) -> tuple[IntArray, Counts]:
-        found = [p for p in (segment.postings(term) for segment in self.segments) if p]
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            return _NO_ROWS, _NO_COUNTS
-        return np.concatenate([r for r, _ in found]), np.concatenate([c for _, c in found])
-
-    def nbytes(self) -> int:
-        return sum(segment.nbytes() for segment in self.segments)
-
-
-@dataclass
 class _NewPostings:
     """What appending rows adds: the postings of their whole text, and for long rows what
     their text holds beyond the heads the rows around them see in their context."""
@@ -244,41 +122,11 @@ class _NewPostings:
     far: Triple
 
 
-def _concat(triples: Sequence[Triple]) -> Triple:
-    terms, rows, counts = zip(*triples, strict=True)
-    return np.concatenate(terms), np.concatenate(rows), np.concatenate(counts)
-
-
 def _text(row: Sequence[Any]) -> str:
     """The searchable text of a keyword row (see ``_Source.keyword_rows``)."""
     if row[6] is None:
         return str(row[5])
     return searchable_text(row[5], _json.loads(row[6]), derived=True)
-
-
-def _beyond(whole: Triple, head: Triple) -> Triple:
-    """Signed postings of ``whole`` minus ``head`` (the same rows): what a long row's text
-    holds beyond the head its neighbours see. A word the cut split ("hel" of "hello") has
-    -1 — the head holds it and the whole does not."""
-    terms = np.concatenate((whole[0], head[0]))
-    rows = np.concatenate((whole[1], head[1]))
-    counts = np.concatenate((whole[2], -head[2]))
-    keys, inverse = np.unique((rows.astype(np.int64) << 32) | terms, return_inverse=True)
-    summed = np.bincount(inverse, weights=counts, minlength=len(keys))
-    kept = summed != 0
-    keys = keys[kept]
-    return (
-        (keys & 0xFFFFFFFF).astype(np.int32),
-        (keys >> 32).astype(np.int32),
-        summed[kept].astype(np.float32),
-    )
-
-
-def _postings(words: Words, found: list[list[str]], rows: IntArray) -> Triple:
-    """Postings of the token lists ``found`` of ``rows``."""
-    lengths = np.fromiter(map(len, found), np.int32, len(found))
-    terms = words.ids(list(chain.from_iterable(found)))
-    return _count(terms, np.repeat(rows, lengths))
 
 
 class _Partition(PartitionRows):
@@ -302,10 +150,10 @@ class _Partition(PartitionRows):
         self.months = np.zeros(0, np.int16)
         self.years = np.zeros(0, np.int16)
         self.total_tokens = 0  # over both columns: avgdl = total_tokens / size
-        self.own = _Postings()  # the whole text of every row
+        self.own = Postings()  # the whole text of every row
         # what long rows hold beyond their first NEAR_CHARS / FAR_CHARS (signed counts)
-        self.near = _Postings()
-        self.far = _Postings()
+        self.near = Postings()
+        self.far = Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
         self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
 
@@ -351,11 +199,11 @@ class _Partition(PartitionRows):
         self.size = end
         self.last_seq = int(rows[-1][0])
         long_rows = np.asarray(long, np.int32) + start
-        whole = _postings(words, [found[i] for i in long], long_rows)
+        whole = postings_of(words, [found[i] for i in long], long_rows)
         return _NewPostings(
-            own=_postings(words, found, np.arange(start, end, dtype=np.int32)),
-            near=_beyond(whole, _postings(words, heads[0], long_rows)),
-            far=_beyond(whole, _postings(words, heads[1], long_rows)),
+            own=postings_of(words, found, np.arange(start, end, dtype=np.int32)),
+            near=beyond(whole, postings_of(words, heads[0], long_rows)),
+            far=beyond(whole, postings_of(words, heads[1], long_rows)),
         )
 
     def _link(self, start: int, end: int) -> None:
@@ -394,8 +242,8 @@ class _Partition(PartitionRows):
         """Add the postings :meth:`append` returned (one or more chunks')."""
         for kind in ("own", "near", "far"):
             triples = [getattr(new, kind) for new in added]
-            postings: _Postings = getattr(self, kind)
-            postings.add(*(_concat(triples) if len(triples) > 1 else triples[0]))
+            postings: Postings = getattr(self, kind)
+            postings.add(*(concat(triples) if len(triples) > 1 else triples[0]))
 
     def postings(self, term: int) -> tuple[IntArray, Counts]:
         return self.own.get(term)
