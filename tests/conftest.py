@@ -75,7 +75,7 @@ def keyword_index_in_foreground(monkeypatch: pytest.MonkeyPatch) -> None:
 
     original = _keyword_cache.KeywordCache.__init__
 
-    def foreground(self: Any, source: Any, *, background: bool = True) -> None:
-        original(self, source, background=False)
+    def foreground(self: Any, source: Any, *, background: bool = True, **options: Any) -> None:
+        original(self, source, background=False, **options)
 
     monkeypatch.setattr(_keyword_cache.KeywordCache, "__init__", foreground)

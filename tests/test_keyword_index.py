@@ -312,6 +312,16 @@ def test_numbers_are_their_own_terms_and_stay_out_of_the_token_map() -> None:
     assert "٣" in words._by_token  # (a non-ASCII digit goes through the stemmer)
 
 
+def test_words_adopt_a_snapshots_term_ids_only_where_they_agree() -> None:
+    fresh = Words()
+    assert fresh.adopt(["run", "dog", "cat"]) and fresh.term("dog") == 1
+    assert fresh.adopt(["run", "dog"]) and fresh.adopt(["run", "dog", "cat", "owl"])
+    assert fresh.stems() == ["run", "dog", "cat", "owl"]
+    other = Words()
+    other.term("cat")
+    assert not other.adopt(["run", "dog", "cat"]) and other.stems() == ["cat"]
+
+
 def test_sealed_segments_bound_every_merge(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -164,6 +164,21 @@ class Words:
     def stem(self, token: str) -> str:
         return str(self._stemmer.stemWord(token))
 
+    def stems(self) -> list[str]:
+        """Every stem registered, in term id order (a snapshot's vocabulary)."""
+        return list(self._by_stem)
+
+    def adopt(self, stems: list[str]) -> bool:
+        """Take ``stems`` (a snapshot's :meth:`stems`) as the first term ids, if the ids given
+        out so far agree with them; False (and nothing changed) otherwise."""
+        known = list(self._by_stem)
+        shared = min(len(known), len(stems))
+        if known[:shared] != stems[:shared]:
+            return False
+        for stem in stems[shared:]:
+            self._by_stem[stem] = len(self._by_stem)
+        return True
+
     def query_stems(self, text: str) -> list[str] | None:
         """The distinct stems an FTS5 query of ``text`` (:func:`fts_query`) would match, or
         None when the in-memory index cannot answer it exactly as FTS5 would: a query word

@@ -49,6 +49,7 @@ from .._searchable import searchable_text
 from ._keyword import KEYWORD_WEIGHTS, Words, tokens
 from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
+from ._keyword_snapshots import KeywordSnapshots
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
 __all__ = ["KeywordCache"]
@@ -298,9 +299,16 @@ class KeywordCache:
     would otherwise take).
     """
 
-    def __init__(self, source: _Source, *, background: bool = True) -> None:
+    def __init__(
+        self,
+        source: _Source,
+        *,
+        background: bool = True,
+        snapshots: KeywordSnapshots | None = None,
+    ) -> None:
         self._source = source
         self.background = background
+        self._snapshots = snapshots
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
         self._generation = -1
@@ -362,14 +370,42 @@ class KeywordCache:
         return False
 
     def _build(self, names: list[str]) -> None:
+        """Build partitions in the background: from their snapshot and the rows added since,
+        or from the log (and then save a snapshot, for the next process)."""
         try:
             with self._lock:
                 for name in names:
                     if self._stop.is_set():
                         return
-                    self._refresh(name)
+                    loaded = name not in self._partitions and self._load(name)
+                    part = self._refresh(name)
+                    complete = self._built.get(name) == self._generation
+                    if not loaded and complete and self._snapshots is not None:
+                        self._snapshots.save(name, part, self._codes, self._words, self._generation)
         except Exception as exc:  # the next search tries again; FTS5 answers meanwhile
             log.warning("building the in-memory keyword index failed: %s", exc)
+
+    def _load(self, name: str) -> bool:
+        """Start ``name`` from its snapshot (``_keyword_snapshots.py``), if it has a usable
+        one."""
+        if self._snapshots is None:
+            return False
+        generation = self._source.generation()
+        if generation != self._generation:
+            self._partitions.clear()
+            self._generation = generation
+
+        def last_row(seq: int) -> Any:
+            rows = self._source.keyword_rows(name, seq - 1, 1)
+            return rows[0] if rows and rows[0][0] == seq else None
+
+        part = self._snapshots.load(
+            name, generation, self._codes, self._words, _Partition, last_row
+        )
+        if part is None:
+            return False
+        self._partitions[name] = part
+        return True
 
     def query_stems(self, text: str) -> list[str] | None:
         """See :meth:`~session_manager.store._keyword.Words.query_stems`."""

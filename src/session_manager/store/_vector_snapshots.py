@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ._partition_rows import Codes, RowCodes
+from ._partition_rows import RowCodes
+from ._snapshot_files import global_codes, local_codes, read_arrays, replace_file
 
 # (a vector cache partition: _vector_cache imports this module, not the other way round)
 _Partition = Any
@@ -43,12 +41,6 @@ log = logging.getLogger("session_manager.store.snapshots")
 
 #: the layout of a snapshot file; another value is ignored (and replaced)
 FORMAT = 4
-#: a snapshot file starts with these bytes, then its header's length (8 bytes, little
-#: endian), the header (JSON: meta and where each array lies), and the arrays, each at an
-#: offset aligned to _ALIGN. Read with one ``numpy.fromfile`` per array: loading the 1M-event
-#: partition's 0.45 GB took 1-4 s as an ``.npz`` (a zip: CRCs, chunked copies), ~0.2 s so.
-_MAGIC = b"ASMVECS\x00"
-_ALIGN = 64
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
 #: ... but a process writes a partition's snapshot at most this often: a store deleted from
@@ -83,7 +75,9 @@ class VectorSnapshots:
             return None
         try:
             with path.open("rb") as file:
-                meta, saved = _read(file)
+                meta, saved = read_arrays(file)
+                if meta is None:
+                    raise _Stale
                 if (
                     meta.get("format") != FORMAT
                     or meta.get("partition") != partition
@@ -109,7 +103,9 @@ class VectorSnapshots:
                     ("agents", codes.agents),
                     ("kinds", codes.kinds),
                 ):
-                    setattr(part, column, _global(saved[column], saved[f"{column}_table"], table))
+                    setattr(
+                        part, column, global_codes(saved[column], saved[f"{column}_table"], table)
+                    )
                 part.size = size
                 part.last_vid = int(meta["last_vid"])
                 part.snapshot_size = size
@@ -147,7 +143,9 @@ class VectorSnapshots:
             ("agents", codes.agents),
             ("kinds", codes.kinds),
         ):
-            arrays[column], arrays[f"{column}_table"] = _local(getattr(part, column)[:n], table)
+            arrays[column], arrays[f"{column}_table"] = local_codes(
+                getattr(part, column)[:n], table
+            )
         meta = {
             "format": FORMAT,
             "partition": partition,
@@ -158,17 +156,9 @@ class VectorSnapshots:
             "last_vid": part.last_vid,
         }
         try:
-            self.folder.mkdir(mode=0o700, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as file:
-                    _write(file, meta, arrays)
-                os.replace(temporary, self.path(partition))
-                # (an earlier version's file of the same partition)
-                self.path(partition).with_suffix(".npz").unlink(missing_ok=True)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            replace_file(self.path(partition), meta, arrays)
+            # (an earlier version's file of the same partition)
+            self.path(partition).with_suffix(".npz").unlink(missing_ok=True)
         except OSError as exc:
             log.info("vector snapshot of %s not written: %s", partition, exc)
             return
@@ -182,53 +172,5 @@ class VectorSnapshots:
             self.path(partition).unlink(missing_ok=True)
 
 
-def _write(file: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> None:
-    """``meta`` and ``arrays`` in the layout :data:`_MAGIC` describes."""
-    contiguous = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
-    layout: dict[str, dict[str, Any]] = {}
-    offset = 0
-    for name, array in contiguous.items():
-        layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": offset}
-        offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    header = json.dumps({"meta": meta, "arrays": layout}).encode()
-    start = -(-(len(_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
-    file.write(_MAGIC + len(header).to_bytes(8, "little") + header)
-    file.write(b"\0" * (start - len(_MAGIC) - 8 - len(header)))
-    for name, array in contiguous.items():
-        file.seek(start + layout[name]["offset"])
-        file.write(array.reshape(-1).view(np.uint8).data)
-    file.truncate(start + offset)
-
-
-def _read(file: Any) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
-    """``(meta, arrays)`` of a file :func:`_write` wrote (:class:`_Stale` for another kind)."""
-    if file.read(len(_MAGIC)) != _MAGIC:
-        raise _Stale
-    header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
-    start = -(-file.tell() // _ALIGN) * _ALIGN
-    arrays = {}
-    for name, where in header["arrays"].items():
-        dtype, shape = np.dtype(where["dtype"]), tuple(where["shape"])
-        file.seek(start + where["offset"])
-        count = int(np.prod(shape)) if shape else 1
-        arrays[name] = np.fromfile(file, dtype=dtype, count=count).reshape(shape)
-        if arrays[name].size != count:
-            raise ValueError(f"snapshot truncated at {name}")
-    return header["meta"], arrays
-
-
 class _Stale(Exception):
     """A snapshot from before the index's last clear, or of another format or partition."""
-
-
-def _local(column: np.ndarray[Any, Any], codes: Codes) -> tuple[Any, Any]:
-    """A column of this process's codes as the snapshot's own (0, 1, ...) and their strings."""
-    used, local = np.unique(column, return_inverse=True)
-    strings = list(codes.index)  # codes are handed out in order: position = code
-    return local.astype(np.int32), np.array([strings[int(code)] for code in used], dtype=str)
-
-
-def _global(local: Any, table: Any, codes: Codes) -> np.ndarray[Any, Any]:
-    """A saved column in this process's codes."""
-    mapping = np.array([codes.code(str(value)) for value in table], dtype=np.int32)
-    return mapping[local] if len(mapping) else np.zeros(len(local), np.int32)

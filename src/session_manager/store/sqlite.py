@@ -42,6 +42,7 @@ from .._seams import OutboxRow, Tx
 from .._searchable import CONTENT_CHARS
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ._keyword_cache import KeywordCache
+from ._keyword_snapshots import KeywordSnapshots
 from ._lease import held
 from ._migrations import MIGRATIONS
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
@@ -147,7 +148,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         self._wal_backoff = 0.0
         self._waiting_lock = threading.Lock()
         self._vector_index = SqliteVectors(self)
-        self._keywords = KeywordCache(self)
+        self._keywords = KeywordCache(
+            self, snapshots=KeywordSnapshots(self.snapshot_folder, writable=not self.read_only)
+        )
         # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
         self._opening = True
         try:

@@ -1,0 +1,141 @@
+"""Snapshots of the in-memory keyword index (store/_keyword_snapshots.py): a new process's
+background build starts from the one an earlier build saved and tokenizes only the events
+added since, ranks exactly as a build from the log does, and never uses a stale, damaged or
+foreign snapshot."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_manager import HashEmbedder, SessionManager
+from session_manager.store import _keyword_cache
+from session_manager.store.base import EventFilter
+from session_manager.store.sqlite import SqliteStore
+
+WORDS = """deploy pipeline staging database login error rate limit search api vector index gpu
+    memory payment webhook docker image caroline melanie painting camping beach museum""".split()  # noqa: SIM905
+QUERIES = ["staging database error", "caroline painting museum", "gpu memory 2023", "webhook"]
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partitions of a few hundred events count as big: built in the background."""
+    monkeypatch.setattr(_keyword_cache, "_CHUNK", 32)
+
+
+def add_turns(mgr: SessionManager, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    sessions = [mgr.start_session(f"chat {seed}-{i}") for i in range(3)]
+    for _ in range(count):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
+        mgr.add_message(rng.choice(sessions).id, rng.choice(["user", "assistant"]), text)
+
+
+@contextmanager
+def opened(db: Path, **options: Any) -> Iterator[SessionManager]:
+    with SessionManager(
+        "researcher", db, embedder=HashEmbedder(), background=False, **options
+    ) as mgr:
+        yield mgr
+
+
+def built(mgr: SessionManager) -> tuple[SqliteStore, list[int]]:
+    """Wait for the background build; return the store and the rows it read from the log."""
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    read: list[int] = []
+    rows = store.keyword_rows
+    store.keyword_rows = lambda *a: read.append(len(found := rows(*a))) or found  # type: ignore[method-assign]
+    mgr.search("warm up", k=1, mode="keyword")  # starts the build (FTS5 answers)
+    if store._keywords._builder is not None:
+        store._keywords._builder.join(20)
+    return store, read
+
+
+def rankings(mgr: SessionManager) -> list[list[tuple[int, float]]]:
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(mgr._searcher.scope)
+    partitions = mgr._searcher._partitions(flt)
+    assert store._keywords.ready([name for name, _ in partitions])
+    return [
+        [
+            (seq, round(score, 9))
+            for seq, score in store.keyword_search(
+                query, flt, 500, content_only=False, partitions=partitions
+            )
+        ]
+        for query in QUERIES
+    ]
+
+
+def snapshot_files(db: Path) -> list[Path]:
+    return sorted(Path(str(db) + ".asm-cache").glob("keywords-*.asmkw"))
+
+
+def test_a_new_process_starts_from_the_snapshot_and_reads_only_newer_events(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        _, read = built(mgr)
+        assert sum(read) >= 300 and len(snapshot_files(db)) == 1
+    with opened(db) as mgr:
+        add_turns(mgr, 40, seed=2)  # after the snapshot: read from the log
+        _, read = built(mgr)
+        assert sum(read) <= 40 + 2 + 6  # (the probe of its last event; 3 session starts)
+        from_snapshot = rankings(mgr)
+    snapshot_files(db)[0].unlink()
+    with opened(db) as mgr:
+        built(mgr)
+        assert rankings(mgr) == from_snapshot  # a build from the log ranks the same
+    assert any(from_snapshot)
+
+
+def test_a_stale_damaged_or_foreign_snapshot_is_not_used(tmp_path: Path) -> None:
+    db, other = tmp_path / "s.db", tmp_path / "other.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        built(mgr)
+        expected = rankings(mgr)
+    with opened(other) as mgr:
+        add_turns(mgr, 300, seed=1)  # same shape (seqs, kinds, generation), other sessions
+        built(mgr)
+        theirs = rankings(mgr)
+    (mine,) = snapshot_files(db)
+    (Path(str(other) + ".asm-cache") / mine.name).write_bytes(mine.read_bytes())
+    with opened(other) as mgr:
+        _, read = built(mgr)
+        assert sum(read) >= 300 and rankings(mgr) == theirs
+    mine.write_bytes(mine.read_bytes()[:2_000])  # damaged
+    with opened(db) as mgr:
+        _, read = built(mgr)
+        assert sum(read) >= 300 and rankings(mgr) == expected
+    with opened(db) as mgr:  # (that build wrote a fresh snapshot)
+        newest = mgr.events(None, newest_first=True, limit=1)[0]
+        victim = next(s for s in mgr.list_sessions(limit=10) if s.id != newest.session_id)
+        mgr.clear_session(victim.id)  # a delete moves the generation: stale
+    with opened(db) as mgr:
+        _, read = built(mgr)
+        assert sum(read) >= 150  # (what is left, read again)
+
+
+def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        built(mgr)
+        expected = rankings(mgr)
+    (snapshot,) = snapshot_files(db)
+    written = snapshot.stat().st_mtime_ns
+    with opened(db, read_only=True) as mgr:
+        _, read = built(mgr)
+        assert sum(read) <= 2 and rankings(mgr) == expected
+    assert snapshot_files(db) == [snapshot] and snapshot.stat().st_mtime_ns == written
