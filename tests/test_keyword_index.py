@@ -312,6 +312,27 @@ def test_numbers_are_their_own_terms_and_stay_out_of_the_token_map() -> None:
     assert "٣" in words._by_token  # (a non-ASCII digit goes through the stemmer)
 
 
+def test_a_search_that_fails_halfway_leaves_no_sums_behind(mgr: SessionManager) -> None:
+    """A query's row sums live in a buffer reused by the next query: one that fails midway
+    (here between two contributions) must not leave its sums to the next."""
+    conversation(mgr)
+    mgr.flush()
+    expected = both_rankings(mgr, "caroline painting museum", 200, content_only=False)[1]
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    (part,) = store._keywords._partitions.values()
+
+    def broken(stem: str) -> None:
+        raise RuntimeError("midway")
+
+    part.date_rows = broken  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        both_rankings(mgr, "caroline painting museum", 200, content_only=False)
+    del part.date_rows
+    cached, _ = both_rankings(mgr, "caroline painting museum", 200, content_only=False)
+    assert_same_ranking(cached, expected)
+
+
 def test_words_adopt_a_snapshots_term_ids_only_where_they_agree() -> None:
     fresh = Words()
     assert fresh.adopt(["run", "dog", "cat"]) and fresh.term("dog") == 1

@@ -37,7 +37,8 @@ import atexit
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,6 +94,8 @@ _CHUNKS_PER_SEGMENT = 8
 # Chunks a search reads itself before leaving the rest of a partition's first build to a
 # background thread (~0.5 s of tokenizing at most).
 _BUILT_IN_SEARCH = 2
+# (see KeywordCache._load)
+_SETTLE_ALLOCATOR_BYTES = 32 * 1024 * 1024
 # A search whose filters leave fewer than one row in this many of a partition (a session, a
 # time range) finds its terms from the rows' side (_keyword_scoped.py): at 1M events, a
 # 10k-event session's 18-word query took 176 ms walking whole postings.
@@ -157,6 +160,11 @@ class _Partition(PartitionRows):
         self.far = Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
         self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
+        # A row-sized buffer for a query's per-row sums, all zeros between uses: allocating
+        # it per term (8 MB at 1M rows) handed each query fresh pages from the kernel unless
+        # the process had freed big arrays before (glibc's mmap threshold): a long query on
+        # a partition loaded from a snapshot took 70 ms instead of 50.
+        self._scratch = np.zeros(1, np.float64)
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
@@ -167,6 +175,20 @@ class _Partition(PartitionRows):
             self._grow(name, capacity, np.int32, fill=-1)
         for name in ("days", "months", "years"):
             self._grow(name, capacity, np.int16)
+
+    @contextmanager
+    def scratch(self) -> Iterator[FloatArray]:
+        """The zeroed buffer, at least one longer than the rows (its last slot takes what
+        ``-1``, a missing neighbour, points at). The user sets back to 0 what it wrote; if it
+        fails halfway, the whole buffer is cleared."""
+        if len(self._scratch) < self.size + 1:
+            self._scratch = np.zeros(self.capacity + 1, np.float64)
+        try:
+            yield self._scratch
+        except BaseException:
+            self._scratch[:] = 0
+            raise
+        self._scratch[-1] = 0
 
     def neighbours(self) -> tuple[IntArray, ...]:
         n = self.size
@@ -405,6 +427,12 @@ class KeywordCache:
         if part is None:
             return False
         self._partitions[name] = part
+        # A query's per-term temporaries (hundreds of KB to MB at 1M rows) come from fresh
+        # kernel pages while glibc's mmap threshold is at its start (128 KB); it rises when a
+        # big mmapped block is freed, which a build from the log does many times and a load
+        # does not: long queries on a loaded partition took 64 ms instead of 50. One 32 MB
+        # block, freed at once, puts the process where a build would have.
+        np.empty(_SETTLE_ALLOCATOR_BYTES // 8)
         return True
 
     def query_stems(self, text: str) -> list[str] | None:
@@ -512,38 +540,30 @@ class KeywordCache:
         # A neighbour's occurrences count in the context of the rows it neighbours: those in
         # the first NEAR_CHARS of its text one place away, FAR_CHARS two places away; a long
         # neighbour's occurrences beyond its head are taken back (signed counts, almost
-        # always none; halves of small integers, so the sums are exact in any order). Every
-        # contribution goes into one bincount (a missing neighbour, -1, lands in a spare last
-        # slot that is dropped): 30% faster than a scatter-add per neighbour.
+        # always none; halves of small integers, so the sums are exact in any order). Each
+        # neighbour map is one-to-one, so a fancy-indexed += adds each row once; a missing
+        # neighbour (-1) lands in the buffer's spare last slot.
         n = part.size
         prev1, prev2, next1, next2 = part.neighbours()
-        own = counts.astype(np.float64)
-        context = own * _CONTEXT_WEIGHT
-        places: list[npt.NDArray[np.integer[Any]]] = [rows]
-        weights: list[FloatArray] = [own]
-        for neighbour in (prev1, next1, prev2, next2):
-            places.append(neighbour[rows])
-            weights.append(context)
-        for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
-            if postings.segments:
-                beyond, excess = postings.get(term)
-                if len(beyond):
-                    taken = -excess.astype(np.float64) * _CONTEXT_WEIGHT
-                    for neighbour in neighbours:
-                        places.append(neighbour[beyond])
-                        weights.append(taken)
-        dated = part.date_rows(stem)
-        if dated is not None:
-            places.append(dated)
-            weights.append(np.full(len(dated), _CONTEXT_WEIGHT))
-        at = np.concatenate(places).astype(np.intp)
-        at[at < 0] = n
-        frequency: FloatArray = np.bincount(
-            at, weights=np.concatenate(weights), minlength=n + 1
-        ).astype(np.float64, copy=False)
-        # (nonzero over a bool array is ~7x faster than over floats)
-        hit = np.flatnonzero(frequency[:n] != 0)
-        return _Matches(hit, frequency[hit])
+        context = counts * _CONTEXT_WEIGHT
+        with part.scratch() as frequency:
+            frequency[rows] += counts
+            for neighbour in (prev1, next1, prev2, next2):
+                frequency[neighbour[rows]] += context
+            for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
+                if postings.segments:
+                    beyond, excess = postings.get(term)
+                    if len(beyond):
+                        for neighbour in neighbours:
+                            frequency[neighbour[beyond]] -= excess * _CONTEXT_WEIGHT
+            dated = part.date_rows(stem)
+            if dated is not None:
+                frequency[dated] += _CONTEXT_WEIGHT
+            # (nonzero over a bool array is ~7x faster than over floats)
+            hit = np.flatnonzero(frequency[:n] != 0)
+            found = frequency[hit]
+            frequency[hit] = 0
+        return _Matches(hit, found)
 
     def _rank(
         self,
@@ -556,17 +576,21 @@ class KeywordCache:
     ) -> tuple[npt.NDArray[np.int64], FloatArray]:
         """The best ``k`` rows of the matches (see :meth:`_frequencies`) as
         ``(seqs, scores)``."""
-        scores = np.zeros(part.size if scope is None else len(scope), np.float64)
-        for found, weight in zip(per_term, idf, strict=True):
-            rows, f = found.rows, found.frequency
-            sizes = part.sizes[rows if scope is None else scope[rows]]
-            norm = _K1 * (1 - _B) + (_K1 * _B / avgdl) * sizes
-            scores[rows] += (weight * (_K1 + 1)) * f / (f + norm)
-        candidates = np.flatnonzero(scores != 0)
+        with part.scratch() as buffer:
+            scores = buffer[: part.size] if scope is None else np.zeros(len(scope))
+            for found, weight in zip(per_term, idf, strict=True):
+                rows, f = found.rows, found.frequency
+                sizes = part.sizes[rows if scope is None else scope[rows]]
+                norm = _K1 * (1 - _B) + (_K1 * _B / avgdl) * sizes
+                scores[rows] += (weight * (_K1 + 1)) * f / (f + norm)
+            candidates = np.flatnonzero(scores != 0)
+            values = scores[candidates]
+            scores[candidates] = 0
         if candidates.size > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
+            best = np.argpartition(-values, k - 1)[:k]
+            candidates, values = candidates[best], values[best]
         rows_of = candidates if scope is None else scope[candidates]
-        return part.seqs[rows_of], scores[candidates]
+        return part.seqs[rows_of], values
 
     def _refresh(self, name: str, chunks: int | None = None) -> _Partition:
         """Read ``name``'s rows past the last one seen (at most ``chunks`` chunks of them:
