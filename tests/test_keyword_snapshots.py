@@ -99,6 +99,27 @@ def test_a_new_process_starts_from_the_snapshot_and_reads_only_newer_events(
     assert any(from_snapshot)
 
 
+def test_a_loaded_snapshot_is_written_again_once_it_grew_by_a_quarter(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        built(mgr)
+    (snapshot,) = snapshot_files(db)
+    first = snapshot.stat().st_mtime_ns
+    with opened(db) as mgr:
+        add_turns(mgr, 30, seed=2)  # a tenth: not rewritten
+        built(mgr)
+    assert snapshot.stat().st_mtime_ns == first
+    with opened(db) as mgr:
+        add_turns(mgr, 90, seed=3)  # now 120 past it: rewritten
+        built(mgr)
+        expected = rankings(mgr)
+    assert snapshot.stat().st_mtime_ns != first
+    with opened(db) as mgr:
+        _, read = built(mgr)
+        assert sum(read) <= 2 and rankings(mgr) == expected  # (only the probe)
+
+
 def test_a_stale_damaged_or_foreign_snapshot_is_not_used(tmp_path: Path) -> None:
     db, other = tmp_path / "s.db", tmp_path / "other.db"
     with opened(db) as mgr:

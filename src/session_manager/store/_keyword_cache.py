@@ -50,7 +50,7 @@ from .._searchable import searchable_text
 from ._keyword import KEYWORD_WEIGHTS, Words, tokens
 from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
-from ._keyword_snapshots import KeywordSnapshots
+from ._keyword_snapshots import REWRITE_GROWTH, KeywordSnapshots
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
 __all__ = ["KeywordCache"]
@@ -160,6 +160,7 @@ class _Partition(PartitionRows):
         self.far = Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
         self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
+        self.snapshot_size = 0  # rows in its snapshot file, when loaded from one
         # A row-sized buffer for a query's per-row sums, all zeros between uses: allocating
         # it per term (8 MB at 1M rows) handed each query fresh pages from the kernel unless
         # the process had freed big arrays before (glibc's mmap threshold): a long query on
@@ -393,17 +394,22 @@ class KeywordCache:
 
     def _build(self, names: list[str]) -> None:
         """Build partitions in the background: from their snapshot and the rows added since,
-        or from the log (and then save a snapshot, for the next process)."""
+        or from the log (and then save a snapshot, for the next processes)."""
         try:
             with self._lock:
                 for name in names:
                     if self._stop.is_set():
                         return
-                    loaded = name not in self._partitions and self._load(name)
+                    if name not in self._partitions:
+                        self._load(name)
                     part = self._refresh(name)
                     complete = self._built.get(name) == self._generation
-                    if not loaded and complete and self._snapshots is not None:
+                    # saved after a build from the log, or once the events added since the
+                    # snapshot are a quarter of it (each process would tokenize them again)
+                    grown = part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
+                    if complete and grown and self._snapshots is not None:
                         self._snapshots.save(name, part, self._codes, self._words, self._generation)
+                        part.snapshot_size = part.size
         except Exception as exc:  # the next search tries again; FTS5 answers meanwhile
             log.warning("building the in-memory keyword index failed: %s", exc)
 

@@ -6,14 +6,14 @@ FTS5 (~1 s a query at that size). Once a partition of more than a search's own s
 been built in the background, it is saved (its per-row columns, session links, postings and
 the stems their term ids stand for; no text) as ``keywords-<digest>.asmkw`` in
 ``<database>.asm-cache/``, and the next process's background build loads it and tokenizes
-only the events added since.
+only the events added since (and saves it again once those are a quarter of it).
 
 A snapshot is used only while the store's generation (which moves whenever events
 disappear) is the one it was written at, while the log still holds its last event where the
 snapshot says, and when the process's term ids agree with the snapshot's (a process that has
 indexed nothing yet adopts them; another process's ids would mean re-sorting every posting,
-so its partition is built from the log instead). A snapshot is written again only by a later
-full build. The folder is a cache: deleting it loses nothing.
+so its partition is built from the log instead). The folder is a cache: deleting it loses
+nothing.
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ from ._keyword_postings import Postings, Segment
 from ._partition_rows import RowCodes
 from ._snapshot_files import global_codes, local_codes, read_arrays, replace_file
 
-__all__ = ["KeywordSnapshots"]
+__all__ = ["REWRITE_GROWTH", "KeywordSnapshots"]
 
 log = logging.getLogger("session_manager.store.snapshots")
 
 #: the layout of a keyword snapshot; another value is ignored (and replaced)
 FORMAT = 1
+#: a loaded snapshot is written again once the events added since are this share of it
+REWRITE_GROWTH = 0.25
 
 # (a keyword cache partition: _keyword_cache imports this module, not the other way round)
 _Partition = Any
@@ -157,7 +159,7 @@ class KeywordSnapshots:
                 table = getattr(codes, column)
                 local, strings = saved[column], saved[f"{column}_table"]
                 setattr(part, column, global_codes(local, strings, table))
-            part.size = size
+            part.size = part.snapshot_size = size
             part.last_seq = int(meta["last_seq"])
             part.total_tokens = int(meta["total_tokens"])
             part._tails = {
