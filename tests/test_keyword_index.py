@@ -284,19 +284,25 @@ def test_document_frequencies_stay_exact_as_records_arrive(
             assert_same_ranking(scoped[0], walked[0])
 
 
-def test_segments_stay_few_when_searches_and_records_interleave(
-    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
+def record_and_search(mgr: SessionManager, turns: int) -> Any:
+    """A search after each of ``turns`` records (each adds a tiny segment); the partition."""
     session = mgr.start_session("chatty")
     rng = random.Random(7)
-    for i in range(120):
+    for i in range(turns):
         text = " ".join(rng.choice(WORDS) for _ in range(6))
         mgr.add_message(session.id, "user", f"{text} turn{i}")
         mgr.search("museum", k=3, mode="keyword")
     store = mgr._searcher.store
     assert isinstance(store, SqliteStore)
     (part,) = store._keywords._partitions.values()
+    return part
+
+
+def test_segments_stay_few_when_searches_and_records_interleave(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
+    part = record_and_search(mgr, 120)
     assert len(part.own.segments) <= 1 + _keyword_postings.MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
@@ -362,15 +368,7 @@ def test_sealed_segments_bound_every_merge(
     )
     conversation(mgr, sessions=6, turns=60)  # a bulk load at the first search: 360 rows
     mgr.search("museum", k=3, mode="keyword")
-    session = mgr.start_session("chatty")
-    rng = random.Random(7)
-    for i in range(150):
-        text = " ".join(rng.choice(WORDS) for _ in range(6))
-        mgr.add_message(session.id, "user", f"{text} turn{i}")
-        mgr.search("museum", k=3, mode="keyword")
-    store = mgr._searcher.store
-    assert isinstance(store, SqliteStore)
-    (part,) = store._keywords._partitions.values()
+    part = record_and_search(mgr, 150)
     sizes = [segment.size for segment in part.own.segments]
     assert merged and max(merged) < 2 * 400 + 2 * 64 * 12  # (a sealed size and a bulk one)
     assert sum(size >= 400 for size in sizes) >= 4

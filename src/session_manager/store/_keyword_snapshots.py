@@ -18,11 +18,8 @@ nothing.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +27,7 @@ import numpy as np
 from ._keyword import Words
 from ._keyword_postings import Postings, Segment
 from ._partition_rows import RowCodes
-from ._snapshot_files import global_codes, local_codes, read_arrays, replace_file
+from ._snapshot_files import SnapshotFolder, global_codes, local_codes, replace_file
 
 __all__ = ["REWRITE_GROWTH", "KeywordSnapshots"]
 
@@ -64,16 +61,10 @@ _CODED = ("sessions", "agents", "kinds")
 _POSTINGS = ("own", "near", "far")
 
 
-class KeywordSnapshots:
+class KeywordSnapshots(SnapshotFolder):
     """The keyword snapshot files of one database (see the module docstring)."""
 
-    def __init__(self, folder: Path, *, writable: bool = True) -> None:
-        self.folder = folder
-        self.writable = writable  # False for a read-only store: read, never written
-
-    def path(self, partition: str) -> Path:
-        digest = hashlib.sha256(partition.encode()).hexdigest()[:24]
-        return self.folder / f"keywords-{digest}.asmkw"
+    prefix, suffix = "keywords", ".asmkw"
 
     def save(
         self, partition: str, part: _Partition, codes: RowCodes, words: Words, generation: int
@@ -127,11 +118,11 @@ class KeywordSnapshots:
         ``last_row(seq)`` is the log's keyword row of that seq, or None); None otherwise (a
         stale or unreadable file is removed, one of other term ids is left)."""
         path = self.path(partition)
-        if not path.exists():
-            return None
         try:
-            with path.open("rb") as file:
-                meta, saved = read_arrays(file)
+            found = self.read(partition)
+            if found is None:
+                return None
+            meta, saved = found
             if (
                 meta is None
                 or meta.get("format") != FORMAT
@@ -177,12 +168,6 @@ class KeywordSnapshots:
             log.info("keyword snapshot %s not used: %s", path, exc)
             self.remove(partition)
             return None
-
-    def remove(self, partition: str) -> None:
-        if not self.writable:
-            return
-        with contextlib.suppress(OSError):
-            self.path(partition).unlink(missing_ok=True)
 
 
 _SEGMENT_FIELDS = ("terms", "offsets", "rows", "counts")

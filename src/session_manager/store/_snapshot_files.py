@@ -10,6 +10,8 @@ saved with their own codes and strings (:func:`local_codes`), since codes are pe
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -20,7 +22,14 @@ import numpy as np
 
 from ._partition_rows import Codes
 
-__all__ = ["global_codes", "local_codes", "read_arrays", "replace_file", "write_arrays"]
+__all__ = [
+    "SnapshotFolder",
+    "global_codes",
+    "local_codes",
+    "read_arrays",
+    "replace_file",
+    "write_arrays",
+]
 
 _MAGIC = b"ASMVECS\x00"
 _ALIGN = 64
@@ -88,3 +97,35 @@ def replace_file(path: Path, meta: dict[str, Any], arrays: dict[str, Any]) -> No
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+class SnapshotFolder:
+    """One kind of snapshot file of one database: a file per partition, named by a digest of
+    the partition with the kind's :attr:`prefix` and :attr:`suffix`."""
+
+    prefix = ""
+    suffix = ""
+
+    def __init__(self, folder: Path, *, writable: bool = True) -> None:
+        self.folder = folder
+        #: False for a store opened read-only: its snapshots are read, never written or
+        #: removed (a read-only view leaves no files behind)
+        self.writable = writable
+
+    def path(self, partition: str) -> Path:
+        digest = hashlib.sha256(partition.encode()).hexdigest()[:24]
+        return self.folder / f"{self.prefix}-{digest}{self.suffix}"
+
+    def read(self, partition: str) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
+        """:func:`read_arrays` of the partition's file; None when there is none."""
+        path = self.path(partition)
+        if not path.exists():
+            return None
+        with path.open("rb") as file:
+            return read_arrays(file)
+
+    def remove(self, partition: str) -> None:
+        if not self.writable:
+            return
+        with contextlib.suppress(OSError):
+            self.path(partition).unlink(missing_ok=True)

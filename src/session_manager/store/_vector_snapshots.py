@@ -19,8 +19,6 @@ read-only folder, a full disk: the search goes on without it).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -30,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ._partition_rows import RowCodes
-from ._snapshot_files import global_codes, local_codes, read_arrays, replace_file
+from ._snapshot_files import SnapshotFolder, global_codes, local_codes, replace_file
 
 # (a vector cache partition: _vector_cache imports this module, not the other way round)
 _Partition = Any
@@ -49,19 +47,14 @@ REWRITE_GROWTH = 0.25
 REWRITE_SECONDS = 60.0
 
 
-class VectorSnapshots:
+class VectorSnapshots(SnapshotFolder):
     """The snapshot files of one database's vector partitions (see the module docstring)."""
 
-    def __init__(self, folder: Path, *, writable: bool = True) -> None:
-        self.folder = folder
-        self._written: dict[str, float] = {}  # partition -> when this process last wrote it
-        #: False for a store opened read-only: its snapshots are read, never written or
-        #: removed (a read-only view leaves no files behind)
-        self.writable = writable
+    prefix, suffix = "vectors", ".asmvec"
 
-    def path(self, partition: str) -> Path:
-        digest = hashlib.sha256(partition.encode()).hexdigest()[:24]
-        return self.folder / f"vectors-{digest}.asmvec"
+    def __init__(self, folder: Path, *, writable: bool = True) -> None:
+        super().__init__(folder, writable=writable)
+        self._written: dict[str, float] = {}  # partition -> when this process last wrote it
 
     def load(
         self, partition: str, cleared: int, codes: RowCodes, make: Callable[[int], _Partition]
@@ -71,45 +64,41 @@ class VectorSnapshots:
         (``make(dim)`` builds an empty partition); None otherwise (a stale or unreadable file
         is removed)."""
         path = self.path(partition)
-        if not path.exists():
-            return None
         try:
-            with path.open("rb") as file:
-                meta, saved = read_arrays(file)
-                if meta is None:
-                    raise _Stale
-                if (
-                    meta.get("format") != FORMAT
-                    or meta.get("partition") != partition
-                    or meta.get("cleared") != cleared
-                ):
-                    raise _Stale
-                part = make(int(meta["dim"]))
-                size = int(meta["size"])
-                part.in_memory = "matrix" in saved
-                part.matrix = (
-                    saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
-                )
-                part.codes = np.ascontiguousarray(saved["codes"])
-                part.signs = np.ascontiguousarray(saved["signs"])
-                part.vids = saved["vids"]
-                part.scales = saved["scales"]
-                part.seqs = saved["seqs"]
-                part.times = saved["times"]
-                part.live = saved["live"]
-                part.dead = int(size - np.count_nonzero(part.live))
-                for column, table in (
-                    ("sessions", codes.sessions),
-                    ("agents", codes.agents),
-                    ("kinds", codes.kinds),
-                ):
-                    setattr(
-                        part, column, global_codes(saved[column], saved[f"{column}_table"], table)
-                    )
-                part.size = size
-                part.last_vid = int(meta["last_vid"])
-                part.snapshot_size = size
-                return part, int(meta["seen"])
+            found = self.read(partition)
+            if found is None:
+                return None
+            meta, saved = found
+            if meta is None:
+                raise _Stale
+            if (
+                meta.get("format") != FORMAT
+                or meta.get("partition") != partition
+                or meta.get("cleared") != cleared
+            ):
+                raise _Stale
+            part = make(int(meta["dim"]))
+            size = int(meta["size"])
+            part.in_memory = "matrix" in saved
+            part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
+            part.codes = np.ascontiguousarray(saved["codes"])
+            part.signs = np.ascontiguousarray(saved["signs"])
+            part.vids = saved["vids"]
+            part.scales = saved["scales"]
+            part.seqs = saved["seqs"]
+            part.times = saved["times"]
+            part.live = saved["live"]
+            part.dead = int(size - np.count_nonzero(part.live))
+            for column, table in (
+                ("sessions", codes.sessions),
+                ("agents", codes.agents),
+                ("kinds", codes.kinds),
+            ):
+                setattr(part, column, global_codes(saved[column], saved[f"{column}_table"], table))
+            part.size = size
+            part.last_vid = int(meta["last_vid"])
+            part.snapshot_size = size
+            return part, int(meta["seen"])
         except _Stale:
             pass
         except Exception as exc:  # unreadable: the partition is read from the log instead
@@ -164,12 +153,6 @@ class VectorSnapshots:
             return
         self._written[partition] = time.monotonic()
         part.snapshot_size = n
-
-    def remove(self, partition: str) -> None:
-        if not self.writable:
-            return
-        with contextlib.suppress(OSError):
-            self.path(partition).unlink(missing_ok=True)
 
 
 class _Stale(Exception):
