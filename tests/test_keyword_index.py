@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from session_manager import SessionManager
-from session_manager.store import _keyword_cache, _keyword_postings
+from session_manager.store import _keyword_cache, _keyword_postings, _keyword_ranking
 from session_manager.store._keyword import Words
 from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
@@ -214,7 +214,7 @@ def scoped_and_walked(
     partitions = searcher._partitions(flt)
     rankings = []
     for share in (0, 10**9):  # 0: every filtered search is scoped; 10**9: none is
-        monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", share)
+        monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", share)
         for content_only in (False, True):
             rankings.append(
                 store.keyword_search(
@@ -249,13 +249,108 @@ def test_a_small_scope_ranks_from_its_rows_as_the_postings_walk_does(
     assert any(ranking for ranking in scoped)  # (the queries do match something)
 
 
+@pytest.mark.parametrize("builder", [conversation, long_conversation])
+def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, builder: Any
+) -> None:
+    """Walked with row-sized arithmetic or over each term's matches, stopped early once the
+    other terms cannot change the best k (max-score) or not, a search returns the same
+    events with the same scores, bit for bit, whatever the filters, the columns and k (ties
+    at the cut go to the earliest events)."""
+    builder(mgr)
+    builder(mgr, seed=5)
+    mgr.flush()
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    session = mgr.list_sessions(limit=1)[0].id
+    monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 10**9)  # never from the rows' side
+    walks = count_walks(monkeypatch)
+    pruned = 0
+    for query in [*QUERIES, "dinosaur sunrise", "host museum", "caroline melanie painting"]:
+        for filters in ({}, {"session_id": session}, {"kinds": ("message",)}):
+            flt = EventFilter(searcher.scope, **filters)
+            partitions = searcher._partitions(flt)
+            for content_only in (False, True):
+                for k in (1, 3, 200):
+                    rankings = []
+                    for dense, prune in ((0, False), (10**9, False), (0, True), (10**9, True)):
+                        monkeypatch.setattr(_keyword_ranking, "DENSE_SHARE", dense)
+                        monkeypatch.setattr(_keyword_ranking, "PRUNE", prune)
+                        rankings.append(
+                            store.keyword_search(
+                                query, flt, k, content_only=content_only, partitions=partitions
+                            )
+                        )
+                        pruned += prune and walks() < len(store._keywords.query_stems(query))
+                    for other in rankings[1:]:
+                        assert other == rankings[0], (query, filters, content_only, k)
+                    assert len(rankings[0]) <= k
+    assert pruned > 10  # (the pruning does skip walks here)
+
+
+def test_stopping_early_never_changes_the_best_k(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Max-score on a corpus made to trap it: word frequencies from rare to everywhere, some
+    events repeating common words many times (so that common words together can outscore a
+    rare one), several sessions interleaved; the best k, pruned or not, are the same."""
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(40)]
+    sessions = [mgr.start_session(f"s{i}") for i in range(4)]
+    for _ in range(400):
+        words = [vocabulary[min(int(rng.paretovariate(0.6)) - 1, 39)] for _ in range(6)]
+        if rng.random() < 0.15:  # common words said over and over, little else
+            words = words[:1] + rng.sample(vocabulary[:6], rng.randint(1, 3)) * rng.randint(3, 30)
+        mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope)
+    partitions = searcher._partitions(flt)
+    for _ in range(150):
+        query = " ".join(rng.sample(vocabulary[:6], 3) + rng.sample(vocabulary, 2))
+        for content_only in (False, True):
+            for k in (1, 2, 5):
+                rankings = []
+                for prune in (False, True):
+                    monkeypatch.setattr(_keyword_ranking, "PRUNE", prune)
+                    rankings.append(
+                        store.keyword_search(
+                            query, flt, k, content_only=content_only, partitions=partitions
+                        )
+                    )
+                assert rankings[0] == rankings[1], (query, content_only, k)
+
+
+def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A function telling how many postings the last search walked to rank (its document
+    frequencies, counted before, left out)."""
+    calls = []
+    real_walk, real_matches = _keyword_ranking.walk, _keyword_ranking.matches
+    monkeypatch.setattr(
+        _keyword_ranking, "walk", lambda *a, **kw: calls.append(1) or real_walk(*a, **kw)
+    )
+    monkeypatch.setattr(
+        _keyword_ranking, "matches", lambda *a, **kw: calls.append(1) or real_matches(*a, **kw)
+    )
+    real_rank = _keyword_ranking.rank
+
+    def rank(*args: Any, **kwargs: Any) -> Any:
+        calls.clear()  # (the document frequencies are counted before, by matches())
+        return real_rank(*args, **kwargs)
+
+    monkeypatch.setattr(_keyword_cache, "rank", rank)
+    return lambda: len(calls)
+
+
 def test_document_frequencies_stay_exact_as_records_arrive(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A scoped search keeps each term's partition-wide n and brings it up to date from the
     rows that arrived since: after every record it equals a fresh count, and the ranking
     equals the walk's, including words that reach a neighbour's context and dates."""
-    monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", 0)
+    monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 0)
     rng = random.Random(3)
     sessions = [mgr.start_session(f"s{i}") for i in range(3)]
     start = datetime(2023, 5, 1, tzinfo=UTC)
@@ -276,11 +371,11 @@ def test_document_frequencies_stay_exact_as_records_arrive(
         (part,) = store._keywords._partitions.values()
         for stem in store._keywords.query_stems(query) or []:
             term = store._keywords._words.term(stem)
-            fresh = store._keywords._matches(part, term, stem, content_only=False)
+            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
             assert part.frequencies._counted[term] == (len(fresh.rows), part.size), (i, stem)
         if i % 10 == 9:  # (a walk counts afresh: in between, counts grow by increments)
             scoped, walked = scoped_and_walked(mgr, monkeypatch, query, session_id=session.id)
-            monkeypatch.setattr(_keyword_cache, "_SCOPE_SHARE", 0)
+            monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 0)
             assert_same_ranking(scoped[0], walked[0])
 
 

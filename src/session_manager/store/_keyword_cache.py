@@ -47,9 +47,10 @@ import numpy.typing as npt
 
 from .. import _json
 from .._searchable import searchable_text
-from ._keyword import KEYWORD_WEIGHTS, Words, tokens
+from ._keyword import Words, tokens
 from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
-from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
+from ._keyword_ranking import Query, document_frequency, rank
+from ._keyword_scoped import DocumentFrequencies
 from ._keyword_snapshots import REWRITE_GROWTH, KeywordSnapshots
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
 
@@ -72,10 +73,6 @@ def _stop_builds_at_exit() -> None:
 
 FloatArray = npt.NDArray[np.float64]
 
-_K1 = 1.2
-_B = 0.75
-_CONTENT_WEIGHT, _CONTEXT_WEIGHT = KEYWORD_WEIGHTS
-assert _CONTENT_WEIGHT == 1.0, "the ranking below leaves the content's weight out"
 # Tokens of the date an event's context holds ("8 May 2023"); see migration 0002.
 _DATE_TOKENS = 3
 _MONTHS = (
@@ -96,10 +93,6 @@ _CHUNKS_PER_SEGMENT = 8
 _BUILT_IN_SEARCH = 2
 # (see KeywordCache._load)
 _SETTLE_ALLOCATOR_BYTES = 32 * 1024 * 1024
-# A search whose filters leave fewer than one row in this many of a partition (a session, a
-# time range) finds its terms from the rows' side (_keyword_scoped.py): at 1M events, a
-# 10k-event session's 18-word query took 176 ms walking whole postings.
-_SCOPE_SHARE = 8
 
 
 class _Source(Protocol):
@@ -161,11 +154,11 @@ class _Partition(PartitionRows):
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
         self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
         self.snapshot_size = 0  # rows in its snapshot file, when loaded from one
-        # A row-sized buffer for a query's per-row sums, all zeros between uses: allocating
-        # it per term (8 MB at 1M rows) handed each query fresh pages from the kernel unless
+        # Row-sized buffers for a query's per-row sums, all zeros between uses: allocating
+        # them per term (8 MB at 1M rows) handed each query fresh pages from the kernel unless
         # the process had freed big arrays before (glibc's mmap threshold): a long query on
         # a partition loaded from a snapshot took 70 ms instead of 50.
-        self._scratch = np.zeros(1, np.float64)
+        self._scratch: list[FloatArray] = []
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
@@ -178,18 +171,24 @@ class _Partition(PartitionRows):
             self._grow(name, capacity, np.int16)
 
     @contextmanager
-    def scratch(self) -> Iterator[FloatArray]:
-        """The zeroed buffer, at least one longer than the rows (its last slot takes what
-        ``-1``, a missing neighbour, points at). The user sets back to 0 what it wrote; if it
-        fails halfway, the whole buffer is cleared."""
-        if len(self._scratch) < self.size + 1:
-            self._scratch = np.zeros(self.capacity + 1, np.float64)
+    def scratch(self, count: int = 1) -> Iterator[list[FloatArray]]:
+        """``count`` zeroed buffers, each at least one longer than the rows (the last slot
+        takes what ``-1``, a missing neighbour, points at). The user sets back to 0 what it
+        wrote; if it fails halfway, the buffers are cleared."""
+        while len(self._scratch) < count:
+            self._scratch.append(np.zeros(1, np.float64))
+        for i in range(count):
+            if len(self._scratch[i]) < self.size + 1:
+                self._scratch[i] = np.zeros(self.capacity + 1, np.float64)
+        buffers = self._scratch[:count]
         try:
-            yield self._scratch
+            yield buffers
         except BaseException:
-            self._scratch[:] = 0
+            for buffer in buffers:
+                buffer[:] = 0
             raise
-        self._scratch[-1] = 0
+        for buffer in buffers:
+            buffer[-1] = 0
 
     def neighbours(self) -> tuple[IntArray, ...]:
         n = self.size
@@ -302,14 +301,6 @@ class _Partition(PartitionRows):
 
 
 _MONTH_STEMS = {Words().stem(month): number for number, month in enumerate(_MONTHS, 1)}
-
-
-@dataclass
-class _Matches:
-    """One term's matches in one partition: rows and their column-weighted frequency."""
-
-    rows: npt.NDArray[np.integer[Any]]
-    frequency: FloatArray
 
 
 class KeywordCache:
@@ -464,139 +455,36 @@ class KeywordCache:
             if not parts:
                 return []
             terms = [self._words.term(stem) for stem in stems]
-            hits = [0] * len(terms)
-            ranked = []
-            for part, owner_only in parts:
-                scope, per_term = self._frequencies(
-                    part, owner_only, agent_id, filters, terms, stems, hits, content_only
-                )
-                ranked.append((part, scope, per_term))
+            # BM25's n of each term: its matching rows over all the partitions searched
+            matching = [
+                [document_frequency(part, term, stem, content_only) for part, _ in parts]
+                for term, stem in zip(terms, stems, strict=True)
+            ]
             rows = sum(part.size for part, _ in parts)
+            hits = [sum(counts) for counts in matching]
             idf = [max(float(np.log((rows - n + 0.5) / (n + 0.5))), 1e-6) for n in hits]
-            avgdl = sum(part.total_tokens for part, _ in parts) / rows
+            strongest = sorted(range(len(terms)), key=lambda i: -idf[i])  # (stable)
+            query = Query(
+                terms=[terms[i] for i in strongest],
+                stems=[stems[i] for i in strongest],
+                idf=[idf[i] for i in strongest],
+                avgdl=sum(part.total_tokens for part, _ in parts) / rows,
+                k=k,
+                content_only=content_only,
+            )
             best = [
-                self._rank(part, scope, per_term, idf, avgdl, k) for part, scope, per_term in ranked
+                rank(
+                    part,
+                    query,
+                    part.mask(self._codes, owner_only, agent_id, filters),
+                    [matching[i][p] for i in strongest],
+                )
+                for p, (part, owner_only) in enumerate(parts)
             ]
         seqs = np.concatenate([seqs for seqs, _ in best])
         scores = np.concatenate([scores for _, scores in best])
         order = np.lexsort((seqs, -scores))[:k]  # ties broken by storage order
         return [(int(seqs[i]), float(scores[i])) for i in order]
-
-    def _frequencies(
-        self,
-        part: _Partition,
-        owner_only: bool,
-        agent_id: str,
-        filters: RowQuery,
-        terms: list[int],
-        stems: Sequence[str],
-        hits: list[int],
-        content_only: bool,
-    ) -> tuple[IntArray | None, list[_Matches]]:
-        """Each term's matches among the rows of ``part`` that pass the filters, and (added
-        to ``hits``) how many rows of the whole partition it matches: BM25's ``n``.
-
-        Returns ``(scope, matches)``: with a scope much smaller than the partition (a
-        session, a time range), the matches' rows are positions in ``scope``, found from the
-        scope's side (``_keyword_scoped.py``); otherwise (scope None) rows of the partition,
-        found by walking each term's postings."""
-        mask = part.mask(self._codes, owner_only, agent_id, filters)
-        scope = None if mask is None else np.flatnonzero(mask).astype(np.int32)
-        if scope is None or len(scope) * _SCOPE_SHARE > part.size:
-            walked = []
-            for i, (term, stem) in enumerate(zip(terms, stems, strict=True)):
-                found = self._matches(part, term, stem, content_only)
-                hits[i] += len(found.rows)
-                if not content_only:
-                    part.frequencies.remember(term, len(found.rows), part.size)
-                if mask is not None:
-                    kept = mask[found.rows]
-                    found = _Matches(found.rows[kept], found.frequency[kept])
-                walked.append(found)
-            return None, walked
-        area = Neighbourhood.of(part, scope)
-        scoped = []
-        for i, (term, stem) in enumerate(zip(terms, stems, strict=True)):
-            hits[i] += self._document_frequency(part, term, stem, content_only)
-            frequency = frequencies_at(
-                part, area, term, stem, _CONTEXT_WEIGHT, content_only=content_only
-            )
-            at = np.flatnonzero(frequency)
-            scoped.append(_Matches(at, frequency[at]))
-        return scope, scoped
-
-    def _document_frequency(
-        self, part: _Partition, term: int, stem: str, content_only: bool
-    ) -> int:
-        """How many rows of ``part`` ``term`` matches (in their content, or with context)."""
-        if content_only:
-            return part.own.count(term)
-        known = part.frequencies.get(part, term, stem, _CONTEXT_WEIGHT)
-        if known is None:
-            known = len(self._matches(part, term, stem, content_only=False).rows)
-            part.frequencies.remember(term, known, part.size)
-        return known
-
-    def _matches(self, part: _Partition, term: int, stem: str, content_only: bool) -> _Matches:
-        """Where ``term`` occurs in ``part``: in the event's content, or (unless
-        ``content_only``) in its context too, weighted as FTS5 weighs the two columns."""
-        rows, counts = part.postings(term)
-        if content_only:  # (the content's weight is 1)
-            return _Matches(rows, counts.astype(np.float64))
-        # A neighbour's occurrences count in the context of the rows it neighbours: those in
-        # the first NEAR_CHARS of its text one place away, FAR_CHARS two places away; a long
-        # neighbour's occurrences beyond its head are taken back (signed counts, almost
-        # always none; halves of small integers, so the sums are exact in any order). Each
-        # neighbour map is one-to-one, so a fancy-indexed += adds each row once; a missing
-        # neighbour (-1) lands in the buffer's spare last slot.
-        n = part.size
-        prev1, prev2, next1, next2 = part.neighbours()
-        context = counts * _CONTEXT_WEIGHT
-        with part.scratch() as frequency:
-            frequency[rows] += counts
-            for neighbour in (prev1, next1, prev2, next2):
-                frequency[neighbour[rows]] += context
-            for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
-                if postings.segments:
-                    beyond, excess = postings.get(term)
-                    if len(beyond):
-                        for neighbour in neighbours:
-                            frequency[neighbour[beyond]] -= excess * _CONTEXT_WEIGHT
-            dated = part.date_rows(stem)
-            if dated is not None:
-                frequency[dated] += _CONTEXT_WEIGHT
-            # (nonzero over a bool array is ~7x faster than over floats)
-            hit = np.flatnonzero(frequency[:n] != 0)
-            found = frequency[hit]
-            frequency[hit] = 0
-        return _Matches(hit, found)
-
-    def _rank(
-        self,
-        part: _Partition,
-        scope: IntArray | None,
-        per_term: list[_Matches],
-        idf: list[float],
-        avgdl: float,
-        k: int,
-    ) -> tuple[npt.NDArray[np.int64], FloatArray]:
-        """The best ``k`` rows of the matches (see :meth:`_frequencies`) as
-        ``(seqs, scores)``."""
-        with part.scratch() as buffer:
-            scores = buffer[: part.size] if scope is None else np.zeros(len(scope))
-            for found, weight in zip(per_term, idf, strict=True):
-                rows, f = found.rows, found.frequency
-                sizes = part.sizes[rows if scope is None else scope[rows]]
-                norm = _K1 * (1 - _B) + (_K1 * _B / avgdl) * sizes
-                scores[rows] += (weight * (_K1 + 1)) * f / (f + norm)
-            candidates = np.flatnonzero(scores != 0)
-            values = scores[candidates]
-            scores[candidates] = 0
-        if candidates.size > k:
-            best = np.argpartition(-values, k - 1)[:k]
-            candidates, values = candidates[best], values[best]
-        rows_of = candidates if scope is None else scope[candidates]
-        return part.seqs[rows_of], values
 
     def _refresh(self, name: str, chunks: int | None = None) -> _Partition:
         """Read ``name``'s rows past the last one seen (at most ``chunks`` chunks of them:

@@ -25,6 +25,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ._arrays import distinct
+
 __all__ = ["DocumentFrequencies", "Neighbourhood", "frequencies_at"]
 
 IntArray = npt.NDArray[np.int32]
@@ -104,7 +106,7 @@ class Neighbourhood:
         if upto is not None:
             for links in linked:
                 links[links >= upto] = -1
-        union = np.unique(np.concatenate([rows, *(links[links >= 0] for links in linked)]))
+        union = distinct(np.concatenate([rows, *(links[links >= 0] for links in linked)]))
         union = union.astype(np.int32, copy=False)
 
         def position(links: IntArray) -> npt.NDArray[np.intp]:
@@ -176,7 +178,7 @@ class DocumentFrequencies:
         new = np.arange(size, part.size, dtype=np.int32)
         prev1, prev2, _, _ = part.neighbours()
         touched = np.concatenate([prev1[new], prev2[new]])
-        old = np.unique(touched[(touched >= 0) & (touched < size)]).astype(np.int32)
+        old = distinct(touched[(touched >= 0) & (touched < size)]).astype(np.int32)
 
         def matching(rows: IntArray, upto: int | None = None) -> int:
             area = Neighbourhood.of(part, rows, upto=upto)

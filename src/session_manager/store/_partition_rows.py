@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._seams import EventFilter
+from ._arrays import member
 
 __all__ = ["Codes", "PartitionRows", "RowCodes", "RowQuery"]
 
@@ -149,7 +150,7 @@ class PartitionRows:
             narrow(self.sessions[picked] == codes.sessions.lookup(filters.session_id))
         if filters.kinds is not None:
             wanted = [codes.kinds.lookup(kind) for kind in filters.kinds]
-            narrow(np.isin(self.kinds[picked], wanted))
+            narrow(member(self.kinds[picked], wanted))
         if filters.since_us is not None:
             narrow(self.times[picked] >= filters.since_us)
         if filters.until_us is not None:

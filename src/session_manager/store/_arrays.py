@@ -1,0 +1,50 @@
+"""Two numpy set operations, written out because numpy's own take a slow path here.
+
+Measured with numpy 2.4 on this project's arrays (row numbers, kind codes of 1M rows):
+``np.unique(values)`` with no other output hashes the values — 59 ms for 300k row numbers,
+against 2 ms sorting them (with ``return_counts`` or ``return_inverse`` it sorts, and is
+fast); ``np.isin(codes, wanted)`` with two wanted codes takes 7 ms over 1M rows, against
+0.25 ms comparing them one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["distinct", "member"]
+
+#: up to this many wanted values, member() compares them one by one
+_COMPARED = 16
+
+
+def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The distinct values, ascending (what ``np.unique(values)`` returns).
+
+    >>> distinct(np.array([5, 1, 5, 3, 1])).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]
+
+
+def member(values: npt.NDArray[Any], wanted: Sequence[Any]) -> npt.NDArray[np.bool_]:
+    """Whether each of ``values`` is one of ``wanted`` (what ``np.isin`` returns).
+
+    >>> member(np.array([1, 2, 3, 2]), [2, 3]).tolist()
+    [False, True, True, True]
+    """
+    if len(wanted) > _COMPARED:
+        return np.isin(values, wanted)
+    found = np.zeros(values.shape, np.bool_)
+    for value in wanted:
+        found |= values == value
+    return found
