@@ -15,6 +15,7 @@ from .errors import (
     BudgetTooSmall,
     EmbedderMismatch,
     EventNotFound,
+    FactNotFound,
     InvalidFilter,
     InvalidInput,
     InvalidPayload,
@@ -35,6 +36,7 @@ from .errors import (
 )
 from .events import Event, Hit, Session
 from .manager import SessionManager
+from .memory import Fact, RememberResult, Resolution
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 
@@ -48,6 +50,8 @@ __all__ = [
     "EmbedderMismatch",
     "Event",
     "EventNotFound",
+    "Fact",
+    "FactNotFound",
     "HashEmbedder",
     "Hit",
     "InvalidFilter",
@@ -56,7 +60,9 @@ __all__ = [
     "MiniLMEmbedder",
     "ModelNotAvailable",
     "PermissionDenied",
+    "RememberResult",
     "ReportItem",
+    "Resolution",
     "RestoreReport",
     "RestoredContext",
     "SchemaTooNew",

@@ -34,6 +34,7 @@ from ._engine import Health
 from .errors import InvalidInput
 from .events import Event, Hit, Session
 from .manager import SearchMode, SessionManager
+from .memory import Fact, FactResolver, RememberResult
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities
@@ -70,6 +71,7 @@ class AsyncSessionManager:
         auto_summary: int | None = None,
         count_recalls: bool = True,
         read_only: bool = False,
+        fact_resolver: FactResolver | None = None,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -89,6 +91,7 @@ class AsyncSessionManager:
             auto_summary=auto_summary,
             count_recalls=count_recalls,
             read_only=read_only,
+            fact_resolver=fact_resolver,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False
@@ -96,6 +99,7 @@ class AsyncSessionManager:
         self.scope = self._sync.scope
         self.model = self._sync.model
         self.summarizer = self._sync.summarizer
+        self.fact_resolver = self._sync.fact_resolver
         self.url = self._sync.url
         self.db_path = self._sync.db_path
         self.count_recalls = self._sync.count_recalls
@@ -400,6 +404,54 @@ class AsyncSessionManager:
     ) -> Event:
         """Write a rolling ``summary`` event standing in for the session up to ``upto``."""
         return await self._run(self._sync.summarize, session_id, upto, max_tokens, summarizer)
+
+    async def remember(
+        self,
+        user_id: str,
+        text: str,
+        key: str | None = None,
+        kind: str = "fact",
+        source: str | None = None,
+        valid_from: datetime | str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        valid_until: datetime | str | None = None,
+        pool: str | None = None,
+    ) -> RememberResult:
+        """Remember a fact or preference about a user (a keyed one supersedes its key's
+        current value)."""
+        return await self._run(
+            self._sync.remember,
+            user_id,
+            text,
+            key,
+            kind,
+            source,
+            valid_from,
+            importance,
+            metadata,
+            valid_until=valid_until,
+            pool=pool,
+        )
+
+    async def facts(
+        self,
+        user_id: str,
+        key: str | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | str | None = None,
+    ) -> list[Fact]:
+        """The user's current facts, or what was true ``as_of`` a time."""
+        return await self._run(self._sync.facts, user_id, key, include_superseded, as_of)
+
+    async def fact_history(self, user_id: str, key: str | None = None) -> list[Fact]:
+        """Every fact ever remembered about the user, superseded and retracted ones too."""
+        return await self._run(self._sync.fact_history, user_id, key)
+
+    async def retract_fact(self, fact_id: str, reason: str) -> Fact:
+        """Mark a fact as wrong (kept for audit, never current again)."""
+        return await self._run(self._sync.retract_fact, fact_id, reason)
 
     async def flush(self) -> None:
         """Block until every pending event in the store has its embedding."""

@@ -12,6 +12,7 @@ it too, so code written against builtins keeps working::
     │   └── SessionKeyTaken                 start_session(key=...) with a key already in use
     ├── SessionNotFound (KeyError)          unknown id, or a session this agent may not see
     ├── EventNotFound (KeyError)            unknown event id, or one this agent may not see
+    │   └── FactNotFound                    unknown user fact id (retract_fact)
     ├── SessionClosed                       recording into a session that has ended
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
     ├── EmbedderMismatch                    the store's vectors came from another embedder
@@ -34,6 +35,7 @@ __all__ = [
     "BudgetTooSmall",
     "EmbedderMismatch",
     "EventNotFound",
+    "FactNotFound",
     "InvalidFilter",
     "InvalidInput",
     "InvalidPayload",
@@ -86,6 +88,10 @@ class EventNotFound(SessionManagerError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class FactNotFound(EventNotFound):
+    """No user fact has that id, or this agent is not allowed to see it."""
 
 
 class SessionKeyTaken(InvalidInput):

@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from . import _json
-from ._conveniences import Conveniences
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
+from ._user_memory import UserMemory
 from ._validate import identifier as _identifier
 from ._validate import prepare_event
 from ._validate import text as _text
@@ -36,6 +36,7 @@ from .events import (
     SessionRecord,
     validate_kinds,
 )
+from .memory import FactResolver
 from .protocols import Embedder, Summarizer, TokenCounter
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
@@ -46,7 +47,7 @@ __all__ = ["SessionManager"]
 SearchMode = Literal["hybrid", "semantic", "keyword"]
 
 
-class SessionManager(Conveniences):
+class SessionManager(UserMemory):
     """Durable memory for one agent: an event log, a semantic index and budgeted restore.
 
     >>> from session_manager import SessionManager
@@ -87,6 +88,9 @@ class SessionManager(Conveniences):
             :meth:`restore` shows) counts one recall, which ranks it higher in later
             restores. ``False`` for an observer's reads (``asm``, dashboards) that must not
             change what the agent restores.
+        fact_resolver: optional ``(text, similar_facts) -> Resolution`` (e.g. an LLM call)
+            that :meth:`remember` asks what to do with an unkeyed fact's near-duplicates:
+            add, supersede some of them, or skip. Its answer is validated; it never deletes.
     """
 
     def __init__(
@@ -106,8 +110,15 @@ class SessionManager(Conveniences):
         auto_summary: int | None = None,
         count_recalls: bool = True,
         read_only: bool = False,
+        fact_resolver: FactResolver | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
+        if fact_resolver is not None and not callable(fact_resolver):
+            raise InvalidInput(
+                f"fact_resolver must be a callable (text, similar_facts) -> Resolution, got "
+                f"{type(fact_resolver).__name__}."
+            )
+        self.fact_resolver = fact_resolver
         if auto_summary is not None and (
             isinstance(auto_summary, bool)
             or not isinstance(auto_summary, int)

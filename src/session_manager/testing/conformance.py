@@ -56,6 +56,7 @@ from ..errors import (
 )
 from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
+from .memory_conformance import UserMemoryConformance
 
 __all__ = ["AsyncBridge", "BackendConformance", "BackendSpec"]
 
@@ -160,7 +161,7 @@ _CHILD_OPEN = """
 """
 
 
-class BackendConformance:
+class BackendConformance(UserMemoryConformance):
     """The tests every backend passes; subclasses provide the ``backend`` fixture."""
 
     @pytest.fixture
