@@ -43,6 +43,7 @@ __all__ = [
     "MIN_USEFUL_TOKENS",
     "SUMMARY_SHARE",
     "TIMELESS",
+    "UNDATED",
     "Block",
     "Packer",
     "ReportItem",
@@ -67,6 +68,8 @@ SUMMARY_SHARE = 0.5
 #: Sections without time marks: the goal (dated by the opening line) and the summary
 #: (dated by its own text); each holds one event in its own share.
 TIMELESS = ("goal", "earlier")
+#: Sections shown without time marks: those, and the user's facts (each says since when).
+UNDATED = (*TIMELESS, "user")
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
 
 
@@ -173,7 +176,7 @@ class Packer:
     def placement(self, event: Event, section: str) -> int:
         """Tokens of time marks that placing ``event`` in ``section`` adds (approximate)."""
         blocks = self.by_section.get(section, [])
-        if section in TIMELESS:
+        if section in UNDATED:
             return 0 if blocks else self.small_count(f"\n\n{TITLES[section]}\n")
         at = bisect.bisect(blocks, chrono(event), key=lambda b: chrono(b.event))
         before = blocks[at - 1].event if at else None

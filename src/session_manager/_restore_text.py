@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .events import Event, Session
+from .memory import fact_label
 from .summarize import dumps
 
 __all__ = [
@@ -37,6 +38,7 @@ PAYLOAD_PREFIX = "  payload: "
 TITLES = {
     "about": "",
     "goal": "## Goal",
+    "user": "## About the user",
     "pending": "## Pending steps",
     "important": "## Important",
     "earlier": "## Earlier (summarised)",
@@ -138,6 +140,9 @@ def collapse_repeats(lines: Sequence[str]) -> list[str]:
 
 def label_of(event: Event) -> str:
     kind = _oneline(event.kind)
+    about_user = fact_label(event.kind, event.metadata)
+    if about_user is not None:  # a user fact: its kind, key and since when
+        return _oneline(about_user)
     if event.kind in ("step", "tool_output"):
         tool = event.metadata.get("tool")
         if tool is None and isinstance(event.payload, dict):

@@ -24,15 +24,17 @@ from ._summaries import covers
 from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
+from .memory import KEY, MEMORY_SESSION, USER
 from .protocols import Summarizer
 from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
-from .store.base import EventFilter, Store
+from .store.base import EventFilter, SessionFilter, Store
 
 __all__ = ["restore_session"]
 
 IMPORTANCE_THRESHOLD = 0.7
 IMPORTANT_CANDIDATES = 200
 PENDING_CANDIDATES = 500
+USER_FACT_CANDIDATES = 200
 
 
 def recent_candidates(max_tokens: int) -> int:
@@ -160,6 +162,9 @@ def restore_session(
         if hit.event.kind != "summary" and hit.event.id not in excluded
     ]
 
+    user_facts = _about_user(store, searcher, session, text[:2_000])
+    shown_elsewhere = {event.id for event in user_facts}
+    relevant = [(event, score) for event, score in relevant if event.id not in shown_elsewhere]
     covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
     context = pack(
         RestoreCandidates(
@@ -175,6 +180,7 @@ def restore_session(
             covered_count=covered_count,
             open_pending=open_pending,
             other_sessions=other_sessions,
+            user_facts=user_facts,
         ),
         max_tokens,
         tokenizer,
@@ -186,6 +192,48 @@ def restore_session(
         recalled = set(context.report.included_ids("relevant"))
         searcher.count_recalls([event.seq for event, _ in relevant if event.id in recalled])
     return context
+
+
+def _about_user(store: Store, searcher: Searcher, session: Session, text: str) -> list[Event]:
+    """The current facts remembered about the session's user (``SessionManager.remember``),
+    in this agent's scope: keyed ones first (most important first), then the rest by their
+    relevance to ``text`` times their importance. None for a session without a user, or for
+    a user's memory session itself."""
+    user = session.user_id
+    if not user or session.metadata.get("asm") == MEMORY_SESSION:
+        return []
+    memories = [
+        found
+        for found in store.sessions(SessionFilter(searcher.scope, user_id=user), limit=None)
+        if found.metadata.get("asm") == MEMORY_SESSION
+    ]
+    facts: list[Event] = []
+    for memory in memories:
+        facts += store.events(
+            EventFilter(searcher.scope, session_id=memory.id, kinds=("fact",), status="current"),
+            newest_first=True,
+            limit=USER_FACT_CANDIDATES,
+            previews=True,
+        )
+    facts = [event for event in facts if event.metadata.get(USER) == user]
+    keyed = [event for event in facts if event.metadata.get(KEY)]
+    keyed.sort(key=lambda event: (-event.importance, str(event.metadata[KEY])))
+    others = [event for event in facts if not event.metadata.get(KEY)]
+    relevance: dict[str, float] = {}
+    if len(others) > 1:
+        for memory in memories:
+            for hit in searcher.search(
+                text, min(len(others), 50), session_id=memory.id, kinds="fact", count_recall=False
+            ):
+                relevance[hit.event.id] = max(relevance.get(hit.event.id, 0.0), hit.score)
+    others.sort(
+        key=lambda event: (
+            -relevance.get(event.id, 0.0) * event.importance,
+            -event.importance,
+            -event.created_at.timestamp(),
+        )
+    )
+    return keyed + others
 
 
 def _covered(summary: Event | None, events: Iterable[Event]) -> tuple[frozenset[str], int]:

@@ -29,6 +29,7 @@ from .memory import (
     FACT_KINDS,
     KEY,
     KIND,
+    MEMORY_SESSION,
     NORMALIZED,
     RESERVED,
     RETRACTED_AT,
@@ -48,10 +49,8 @@ from .memory import (
 )
 from .store.base import EventFilter, SessionFilter
 
-__all__ = ["MEMORY_SESSION", "UserMemory"]
+__all__ = ["UserMemory"]
 
-#: the ``asm`` metadata value that marks a session as a user's memory
-MEMORY_SESSION = "user-memory"
 #: cosine similarity from which a current fact is reported as ``similar`` (MiniLM: a
 #: restatement scores ~0.8-0.95; "lives in Paris" / "lives in Berlin" ~0.7)
 SIMILAR_COSINE = 0.7

@@ -51,9 +51,11 @@ DIGEST_INLINE_CHARS = PREVIEW_THRESHOLD
 _SAMPLE_CHARS = 4_096
 
 #: The statuses an event of each kind may have; kinds not listed have none (``None``).
-EVENT_STATUSES: Mapping[str, tuple[str, ...]] = {
+EVENT_STATUSES: Mapping[str, tuple[str | None, ...]] = {
     "pending": ("open", "done", "cancelled"),
     "error": ("unresolved", "resolved"),
+    # an ordinary fact has none; a user's (SessionManager.remember) has one of these
+    "fact": (None, "current", "superseded", "retracted"),
 }
 
 

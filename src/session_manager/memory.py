@@ -36,6 +36,7 @@ from .events import Event
 
 __all__ = [
     "FACT_KINDS",
+    "MEMORY_SESSION",
     "Fact",
     "FactResolver",
     "RememberResult",
@@ -45,6 +46,8 @@ __all__ = [
 
 #: what ``remember(kind=...)`` accepts
 FACT_KINDS = ("fact", "preference")
+#: the ``asm`` metadata value that marks a session as a user's memory
+MEMORY_SESSION = "user-memory"
 
 FactStatus = Literal["current", "superseded", "retracted"]
 
@@ -88,6 +91,19 @@ def normalized_fact(text: str) -> str:
     True
     """
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def fact_label(kind: str, metadata: Mapping[str, Any]) -> str | None:
+    """How restore labels a user fact (None: not one): its kind, key and since when.
+
+    >>> fact_label("fact", {USER: "u1", KIND: "preference", KEY: "diet", VALID_FROM: 0})
+    'preference (diet, since 1970-01-01)'
+    """
+    if kind != "fact" or USER not in metadata or VALID_FROM not in metadata:
+        return None
+    since = from_us(int(metadata[VALID_FROM])).strftime("%Y-%m-%d")
+    key = metadata.get(KEY)
+    return f"{metadata.get(KIND, 'fact')} ({f'{key}, ' if key else ''}since {since})"
 
 
 def fact_digest(text: str) -> str:

@@ -9,7 +9,10 @@ and its measurement). After the goal (always kept, summarised if it must be), th
 are filled in this order, each up to its share of what the goal left (:class:`BudgetShares`):
 
 1. **pending** — open pending steps, oldest first; those that do not fit are counted in a
-   ``(+N more pending steps)`` line;
+   ``(+N more pending steps)`` line; then **user** ("About the user") — the current facts
+   the agent remembered about the session's user (``remember``), keyed ones first, then by
+   relevance to the query times importance, each with "since <date>" (none when the
+   session has no user);
 2. **important** — decisions, unresolved errors and other events of importance ≥ 0.7, best
    :func:`rank_score` first (the first of them may take all that is left);
 3. **earlier** — the session's current rolling summary (``SessionManager.summarize``),
@@ -66,6 +69,7 @@ from ._packer import (
     MIN_USEFUL_TOKENS,
     SUMMARY_SHARE,
     TIMELESS,
+    UNDATED,
     Block,
     Packer,
     ReportItem,
@@ -124,6 +128,8 @@ class BudgetShares:
     """
 
     pending: float = 0.25
+    #: what the agent knows about the session's user (:meth:`SessionManager.remember`)
+    user: float = 0.15
     recent_floor: float = 0.1
     recent_floor_events: int = 3
     important: float = 0.25
@@ -163,6 +169,7 @@ class RestoreCandidates:
     covered_count: int = 0  # events the summary covers in all
     open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
     other_sessions: bool = False  # relevant history came from other sessions too
+    user_facts: list[Event] = field(default_factory=list)  # about the user, best first
 
 
 @dataclass(frozen=True)
@@ -349,6 +356,15 @@ def _pack(
             p.notes["pending"] = note
             p.used += cost
 
+    if candidates.user_facts:
+        p.fill(
+            candidates.user_facts,
+            "user",
+            lambda e: "about the user" + (" (keyed)" if e.metadata.get("fact_key") else ""),
+            int(base * shares.user),
+            f"what the agent knows about user {session.user_id}: keyed facts first, then by "
+            f"relevance x importance; up to {shares.user:.0%} of {base:,}",
+        )
     recent = [e for e in candidates.recent if _recent_worthy(e)]
     unworthy = [e for e in candidates.recent if not _recent_worthy(e)]
     unworthy += [e for e, _ in candidates.relevant if not _recent_worthy(e)]
@@ -560,9 +576,11 @@ def _section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozense
     shown = [b for b in blocks if b.event.id not in leave_out]
     if not shown:
         return ""
+    if name == "user":  # in the order they were chosen in: keyed facts first
+        shown.sort(key=lambda block: block.rank)
     # The goal is dated by the opening line, a summary by its own text; Recent says minutes
     # as they change; history sections are dated by day (minutes only where they differ).
-    if name in TIMELESS:
+    if name in UNDATED:
         marks = [("", "")] * len(shown)
     elif name == "recent":
         marks = [
