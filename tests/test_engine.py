@@ -38,8 +38,10 @@ def test_count_recalls_false_leaves_recall_counts_alone(make_manager: Any, db_pa
     observer: SessionManager = make_manager(background=False, count_recalls=False)
     observer.search("PostgreSQL 15", k=5)
     observer.restore(session.id, 300, query="which hosts run PostgreSQL 16?")
+    observer.flush()
     assert recall_total(db_path) == 0
     agent.search("PostgreSQL 15", k=5)  # the agent's own reads still count
+    agent.flush()
     assert recall_total(db_path) == 5
 
 

@@ -179,6 +179,8 @@ def test_search_modes_and_recall_counts(mgr: SessionManager) -> None:
     for mode in ("hybrid", "semantic", "keyword"):
         hits = mgr.search("deploy key rotation", k=1, mode=mode)  # type: ignore[arg-type]
         assert hits[0].event.id == target.id, mode
+    assert mgr.get_event(target.id).recall_count == 0  # counted in memory: a search reads
+    mgr.flush()  # (or a second later, or at close)
     assert mgr.get_event(target.id).recall_count == 3
     assert mgr.search("zzzz qqqq", mode="keyword") == []
 
@@ -323,4 +325,5 @@ def test_restore_can_pull_relevant_history_from_other_sessions(mgr: SessionManag
     context = mgr.restore(new.id, max_tokens=1000, other_sessions=True)
     assert lesson.id in context.report.included_ids("relevant")
     assert "VAT feature flag" in context.text
+    mgr.flush()
     assert mgr.get_event(lesson.id).recall_count == 1

@@ -180,6 +180,8 @@ def test_recall_counts_are_bumped_in_batches(mgr: SessionManager) -> None:
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     store.bump_recall([event.seq, *range(10**6, 10**6 + 2_000)])
     assert mgr.get_event(event.id).recall_count == 1
+    store.bump_recall({event.seq: 4, **dict.fromkeys(range(10**6, 10**6 + 2_000), 2)})
+    assert mgr.get_event(event.id).recall_count == 5
 
 
 # -- driver errors ----------------------------------------------------------------------------

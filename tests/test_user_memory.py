@@ -21,11 +21,14 @@ def test_restore_shows_what_the_agent_knows_about_the_user(mgr: SessionManager) 
     mgr.add_message(session.id, "user", "Can you suggest restaurants near home?")
     ctx = mgr.restore(session.id, 2000, query="cats at home")
     section = ctx.text.split("## About the user\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert section == [
-        "- fact (city, since 2025-01-01): Lives in Zurich",  # keyed first, by key
-        "- preference (diet, since 2024-02-03): Is vegetarian",
-        f"- fact (since {section[2].split('since ')[1][:10]}): Has two cats named Miso and Tofu",
-    ]
+    assert (
+        section
+        == [
+            "- fact (city, since 2025-01-01): Lives in Zurich",  # keyed first, by key
+            "- preference (diet, since 2024-02-03): Is vegetarian",
+            f"- fact (since {section[2].split('since ')[1][:10]}): Has two cats named Miso and Tofu",
+        ]
+    )
     assert "Lisbon" not in ctx.text
     (share,) = [s for s in ctx.report.shares if s.section == "user"]
     assert 0 < share.used <= share.offered

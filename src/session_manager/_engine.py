@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 
 from ._indexer import Indexer
+from ._recalls import RecallCounts
 from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage, open_storage
@@ -122,11 +123,13 @@ class Engine:
         self._loaded: LoadedEmbedder | None = None
         self._indexer: Indexer | None = None
         self._searchers: dict[Scope, Searcher] = {}
+        #: recall counts of every searcher, written in batches (_recalls.py)
+        self.recalls = RecallCounts(self.storage.log)
         self._lock = threading.Lock()
         try:
             if check_embedder:
                 try:
-                    self._indexer = Indexer(self.storage, self.embedder, batch_size=batch_size)
+                    self._indexer = self._new_indexer()
                 except EmbedderMismatch:
                     if not reindex:
                         raise
@@ -140,6 +143,7 @@ class Engine:
     def close(self) -> None:
         """Stop the background worker (if any) and close the store — after the worker's
         last batch, if it is still embedding when close() stops waiting."""
+        self.recalls.flush()
         if self._indexer is not None:
             self._indexer.stop(then=self.storage.close)
         else:
@@ -159,15 +163,28 @@ class Engine:
         """The indexer, its embedder identity checked against the store's on first use."""
         with self._lock:
             if self._indexer is None:
-                self._indexer = Indexer(self.storage, self.embedder, batch_size=self.batch_size)
+                self._indexer = self._new_indexer()
             return self._indexer
+
+    def _new_indexer(self, *, check: bool = True) -> Indexer:
+        """The indexer (its embedder identity checked unless ``check=False``); its idle
+        worker also writes the recall counts due."""
+        indexer = Indexer(self.storage, self.embedder, batch_size=self.batch_size, check=check)
+        indexer.idle_hooks.append(self.recalls.flush_if_due)
+        return indexer
 
     def searcher(self, scope: Scope) -> Searcher:
         """One searcher per scope, so its query-vector cache lives as long as the engine."""
         with self._lock:
             found = self._searchers.get(scope)
         if found is None:
-            found = Searcher(self.storage, self.indexer, scope, writes=not self.read_only)
+            found = Searcher(
+                self.storage,
+                self.indexer,
+                scope,
+                writes=not self.read_only,
+                recalls=self.recalls,
+            )
             with self._lock:
                 found = self._searchers.setdefault(scope, found)
         return found
@@ -192,9 +209,7 @@ class Engine:
         total = self.storage.reindex()
         with self._lock:
             if self._indexer is None:  # the old identity was just dropped: nothing to check
-                self._indexer = Indexer(
-                    self.storage, self.embedder, batch_size=self.batch_size, check=False
-                )
+                self._indexer = self._new_indexer(check=False)
             indexer = self._indexer
         if progress is not None:
             progress(0, total)

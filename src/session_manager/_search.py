@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ._indexer import Indexer
+from ._recalls import RecallCounts
 from ._scope import Scope, partition_of
 from ._storage import Storage
 from ._time import to_us
@@ -81,9 +82,16 @@ def _helpers() -> ThreadPoolExecutor:
 
 class Searcher:
     def __init__(
-        self, storage: Storage, indexer: Indexer, scope: Scope, *, writes: bool = True
+        self,
+        storage: Storage,
+        indexer: Indexer,
+        scope: Scope,
+        *,
+        writes: bool = True,
+        recalls: RecallCounts | None = None,
     ) -> None:
         self.storage = storage
+        self.recalls = recalls if recalls is not None else RecallCounts(storage.log)
         self.store: Store = storage.log
         self.indexer = indexer
         self.scope = scope
@@ -159,13 +167,10 @@ class Searcher:
         return hits
 
     def count_recalls(self, seqs: Sequence[int]) -> None:
-        """One more recall for each event: best effort, never a reason for a read to fail."""
-        if not self.writes:
-            return
-        try:
-            self.store.bump_recall(seqs)
-        except _CANNOT_WRITE as exc:
-            log.info("recall counts not updated (%s)", exc)
+        """One more recall for each event: counted in memory, written in batches
+        (``_recalls.py``); never a reason for a read to fail."""
+        if self.writes:
+            self.recalls.add(seqs)
 
     def _keyword(
         self,

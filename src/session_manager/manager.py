@@ -589,9 +589,12 @@ class SessionManager(UserMemory):
     # -- maintenance -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Block until every pending event in the store has its embedding."""
+        """Block until every pending event in the store has its embedding, and write the
+        recall counts searches made since the last batch (written at most once a second
+        otherwise)."""
         if not self.read_only:  # vectors cannot be stored: nothing to wait for
             self._indexer.flush()
+            self._engine.recalls.flush()
 
     def pending_embeddings(self) -> int:
         """How many events still wait for their embedding (all agents)."""

@@ -11,7 +11,7 @@ written by callers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -505,18 +505,23 @@ class SqlStore:
                 out[int(seq)] = int(created)
         return out
 
-    def bump_recall(self, seqs: Sequence[int]) -> None:
-        if not seqs:
+    def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
+        counts = seqs if isinstance(seqs, Mapping) else dict.fromkeys(seqs, 1)
+        if not counts:
             return
+        by_count: dict[int, list[int]] = {}
+        for seq, count in counts.items():
+            by_count.setdefault(count, []).append(seq)
         # In batches, like every IN list here: a statement may carry only so many variables
         # (999 in SQLite builds before 3.32, 65,535 in PostgreSQL's protocol).
         with self.atomic() as tx:
-            for chunk in batched(list(seqs)):
-                tx.execute(
-                    "UPDATE events SET recall_count = recall_count + 1 "
-                    f"WHERE seq IN ({_marks(chunk)})",
-                    chunk,
-                )
+            for count, seqs_of in sorted(by_count.items()):
+                for chunk in batched(sorted(seqs_of)):
+                    tx.execute(
+                        "UPDATE events SET recall_count = recall_count + ? "
+                        f"WHERE seq IN ({_marks(chunk)})",
+                        [count, *chunk],
+                    )
 
     def vector_partitions(self) -> list[str]:
         """Every partition that holds events (an external index audits each)."""

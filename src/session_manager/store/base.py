@@ -23,7 +23,7 @@ What a backend cannot do it declares in :class:`Capabilities`; the conformance s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -181,7 +181,11 @@ class Store(Protocol):
     def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int: ...
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]: ...
     def event_times(self, seqs: Sequence[int]) -> dict[int, int]: ...
-    def bump_recall(self, seqs: Sequence[int]) -> None: ...
+    def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
+        """Add one recall to each of ``seqs`` (once, however often it is listed), or
+        ``count`` to each ``seq`` of a ``{seq: count}`` mapping: one transaction."""
+        ...
+
     def snapshot(self) -> AbstractContextManager[Tx]:
         """A read transaction: every read given this ``tx`` sees one consistent state."""
         ...

@@ -46,7 +46,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -407,15 +407,19 @@ class PostgresStore(SqlStore):
             cursor = conn.execute(_pg(sql), params)
             return list(cursor.fetchall()) if cursor.description else []
 
-    def bump_recall(self, seqs: Sequence[int]) -> None:
-        """One statement with the seqs as one array parameter, however many there are (the
-        protocol allows 65,535 parameters; the shared version sends batches of 500, a round
-        trip each). Sorted, so that concurrent bumps lock shared rows in the same order."""
-        if not seqs:
+    def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
+        """One statement with the seqs and their counts as two array parameters, however
+        many there are (the protocol allows 65,535 parameters; the shared version sends
+        batches of 500, a round trip each). Sorted, so that concurrent bumps lock shared rows
+        in the same order."""
+        counts = seqs if isinstance(seqs, Mapping) else dict.fromkeys(seqs, 1)
+        if not counts:
             return
+        ordered = sorted(counts.items())
         self._run_alone(
-            "UPDATE events SET recall_count = recall_count + 1 WHERE seq = ANY(?)",
-            (sorted(set(seqs)),),
+            "UPDATE events AS e SET recall_count = e.recall_count + c.n "
+            "FROM unnest(?::bigint[], ?::bigint[]) AS c(seq, n) WHERE e.seq = c.seq",
+            ([seq for seq, _ in ordered], [n for _, n in ordered]),
         )
 
     def maintenance(self) -> None:

@@ -263,6 +263,7 @@ class BackendConformance(UserMemoryConformance):
         for mode in MODES:
             hits = mgr.search("disabled two-factor authentication qa-bot", k=3, mode=mode)
             assert hits and hits[0].event.content == target, mode
+        mgr.flush()  # (recall counts are written in batches)
         assert mgr.get_event(hits[0].event.id).recall_count == 3  # every search counts one
 
     def test_semantic_ranking_matches_brute_force(self, make: ManagerFactory) -> None:
