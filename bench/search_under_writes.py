@@ -4,8 +4,8 @@
 
 Each side (``PYTHONPATH`` at its ``src``; ``--before``: another checkout's, e.g. ``git
 worktree add /tmp/before <commit>``) gets a fresh SQLite store of 5,000 events, then one
-process records events (unindexed: no embedding backlog) without pause while another runs ``--searches`` default (hybrid)
-searches, the default embedder (MiniLM) warmed up first. Reported: the searches' p50 / p95 /
+process records events (unindexed: no embedding backlog) without pause while another runs
+``--searches`` default (hybrid) searches, the default embedder (MiniLM) warmed up first. Reported: the searches' p50 / p95 /
 p99 ms and the writer's records per second meanwhile. A search that writes (recall counts)
 waits for SQLite's write lock behind the writer; one that only reads does not.
 """
@@ -26,8 +26,8 @@ import sys
 from session_manager import SessionManager
 with SessionManager("bench", url="sqlite:///" + sys.argv[1]) as mgr:
     s = mgr.start_session("setup")
-    mgr.record_many(s.id, [{"kind": "fact", "content": f"host {i} runs service {i % 40} in zone {i % 7}"}
-                           for i in range(5000)])
+    facts = [f"host {i} runs service {i % 40} in zone {i % 7}" for i in range(5000)]
+    mgr.record_many(s.id, [{"kind": "fact", "content": text} for text in facts])
     mgr.flush()
 """
 WRITER = """

@@ -26,7 +26,8 @@ def test_restore_shows_what_the_agent_knows_about_the_user(mgr: SessionManager) 
         == [
             "- fact (city, since 2025-01-01): Lives in Zurich",  # keyed first, by key
             "- preference (diet, since 2024-02-03): Is vegetarian",
-            f"- fact (since {section[2].split('since ')[1][:10]}): Has two cats named Miso and Tofu",
+            f"- fact (since {section[2].split('since ')[1][:10]}): Has two cats named Miso and "
+            "Tofu",
         ]
     )
     assert "Lisbon" not in ctx.text
