@@ -6,8 +6,9 @@ Each side (``PYTHONPATH`` at its ``src``; ``--before``: another checkout's, e.g.
 worktree add /tmp/before <commit>``) gets a fresh SQLite store of 5,000 events, then one
 process records events (unindexed: no embedding backlog) without pause while another runs
 ``--searches`` default (hybrid) searches, the default embedder (MiniLM) warmed up first.
-Reported: the searches' p50 / p95 / p99 ms and the writer's records per second meanwhile. A search that writes (recall counts)
-waits for SQLite's write lock behind the writer; one that only reads does not.
+Reported: the searches' p50 / p95 / p99 ms and the writer's records per second meanwhile.
+A search that writes (recall counts) waits for SQLite's write lock behind the writer; one
+that only reads does not.
 """
 
 from __future__ import annotations
