@@ -38,6 +38,7 @@ from .events import Event, Hit, Session
 from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
 from .protocols import Embedder, Summarizer, TokenCounter
+from .recency import Recency
 from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 
 __version__ = "0.1.0"
@@ -60,6 +61,7 @@ __all__ = [
     "MiniLMEmbedder",
     "ModelNotAvailable",
     "PermissionDenied",
+    "Recency",
     "RememberResult",
     "ReportItem",
     "Resolution",

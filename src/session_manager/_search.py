@@ -36,11 +36,12 @@ from ._indexer import Indexer
 from ._recalls import RecallCounts
 from ._scope import Scope, partition_of
 from ._storage import Storage
-from ._time import to_us
+from ._time import now_us, to_us
 from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable
 from .events import Hit, validate_kinds
-from .index.fusion import reciprocal_rank_fusion
+from .index.fusion import reciprocal_rank_fusion, tied_ranks
 from .index.when import time_windows
+from .recency import Recency
 from .store.base import EventFilter, Store
 
 __all__ = ["Searcher"]
@@ -121,6 +122,7 @@ class Searcher:
         count_recall: bool = True,
         exclude: frozenset[int] = frozenset(),
         previews: bool = False,
+        recency: Recency | None = None,
     ) -> list[Hit]:
         if mode not in _MODES:
             raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
@@ -156,7 +158,9 @@ class Searcher:
             finally:
                 rankings.append(keyword.result())
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
-        if mode == "hybrid":
+        if recency is not None:
+            ranked = self._fuse_fresh(query, rankings, k, recency, hybrid=mode == "hybrid")
+        elif mode == "hybrid":
             ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
         else:
             ranked = rankings[0][:k]
@@ -202,24 +206,68 @@ class Searcher:
             return []
         return ranking
 
+    def _fuse_fresh(
+        self,
+        query: str,
+        rankings: list[list[tuple[int, float]]],
+        k: int,
+        recency: Recency,
+        *,
+        hybrid: bool,
+    ) -> list[tuple[int, float]]:
+        """The fusion of ``rankings`` (one mode's, or the hybrid pair, with their in-time
+        list) and their best ``2k`` candidates ranked by freshness (``recency.py``). Equal
+        scores share a rank here, so that freshness decides between memories the query finds
+        alike."""
+        lists = [[seq for seq, _ in ranking] for ranking in rankings]
+        ranks = [tied_ranks([score for _, score in ranking]) for ranking in rankings]
+        weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT] if hybrid else [1.0]
+        inside = self._in_time(query, lists, weights) if hybrid else []
+        if inside:
+            lists.append(inside)
+            ranks.append(list(range(1, len(inside) + 1)))
+            weights.append(_TIME_WEIGHT)
+        # Freshness reorders the best candidates only (twice k of them): over all of them, a
+        # fresh event the query barely matched would climb past the ones it is about.
+        best = reciprocal_rank_fusion(
+            lists, 2 * k, constant=_FUSION_CONSTANT, weights=weights, ranks=ranks
+        )
+        events = self.store.events_by_seq([seq for seq, _ in best], previews=True)
+        now = now_us()
+        freshness = {seq: recency.freshness(events[seq], now) for seq, _ in best if seq in events}
+        fresh = sorted(freshness, key=lambda seq: -freshness[seq])  # (stable: fused order)
+        if fresh:
+            lists.append(fresh)
+            ranks.append(tied_ranks([freshness[seq] for seq in fresh]))
+            weights.append(recency.weight)
+        return reciprocal_rank_fusion(
+            lists, k, constant=_FUSION_CONSTANT, weights=weights, ranks=ranks
+        )
+
+    def _in_time(self, query: str, lists: list[list[int]], weights: list[float]) -> list[int]:
+        """The fused candidates inside the time the query names ("in May 2023"), in fused
+        order (none when it names none)."""
+        windows = time_windows(query) if _TIME_WEIGHT else []
+        if not windows:
+            return []
+        candidates = len({seq for ranking in lists for seq in ranking})
+        fused = reciprocal_rank_fusion(
+            lists, candidates, constant=_FUSION_CONSTANT, weights=weights
+        )
+        times = self.store.event_times([seq for seq, _ in fused])
+        return [
+            seq
+            for seq, _ in fused
+            if seq in times and any(window.contains(times[seq]) for window in windows)
+        ]
+
     def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
         """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
         weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT]
-        windows = time_windows(query) if _TIME_WEIGHT else []
-        if windows:
-            candidates = len({seq for ranking in lists for seq in ranking})
-            fused = reciprocal_rank_fusion(
-                lists, candidates, constant=_FUSION_CONSTANT, weights=weights
-            )
-            times = self.store.event_times([seq for seq, _ in fused])
-            inside = [
-                seq
-                for seq, _ in fused
-                if seq in times and any(window.contains(times[seq]) for window in windows)
-            ]
-            if inside:
-                lists = [*lists, inside]
-                weights.append(_TIME_WEIGHT)
+        inside = self._in_time(query, lists, weights)
+        if inside:
+            lists = [*lists, inside]
+            weights.append(_TIME_WEIGHT)
         return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
 
     def _partitions(self, flt: EventFilter) -> list[tuple[str, bool]]:

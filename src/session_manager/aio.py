@@ -36,6 +36,7 @@ from .events import Event, Hit, Session
 from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
 from .protocols import Embedder, Summarizer, TokenCounter
+from .recency import Recency
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities
 
@@ -349,8 +350,10 @@ class AsyncSessionManager:
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         include_shared: bool = True,
+        recency: Recency | str | None = None,
     ) -> list[Hit]:
-        """Find past events: ``hybrid`` (default), ``semantic`` or ``keyword``."""
+        """Find past events: ``hybrid`` (default), ``semantic`` or ``keyword``; ``recency``
+        also ranks them by freshness."""
         return await self._run(
             self._sync.search,
             query,
@@ -362,6 +365,7 @@ class AsyncSessionManager:
             since=since,
             until=until,
             include_shared=include_shared,
+            recency=recency,
         )
 
     async def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:

@@ -38,6 +38,7 @@ from .events import (
 )
 from .memory import FactResolver
 from .protocols import Embedder, Summarizer, TokenCounter
+from .recency import Recency, recency_of
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
@@ -445,14 +446,21 @@ class SessionManager(UserMemory):
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         include_shared: bool = True,
+        recency: Recency | str | None = None,
     ) -> list[Hit]:
         """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or
         ``keyword``. Every returned event's recall count grows by one (unless the manager
-        was opened with ``count_recalls=False``).
+        was opened with ``count_recalls=False``). ``recency="default"`` (or a
+        :class:`~session_manager.Recency`) also ranks what the query found by freshness —
+        chat turns fade in days, decisions and facts in months, the goal, open pending
+        steps, important events and keyed user facts never (:mod:`session_manager.recency`);
+        ``None`` leaves the ranking exactly as it is without it.
 
         >>> hits = mgr.search("did we turn off 2FA anywhere?", k=3)  # doctest: +SKIP
         >>> hits[0].event.content, round(hits[0].score, 3)  # doctest: +SKIP
+        >>> mgr.search("what did the user ask?", recency="default")  # doctest: +SKIP
         """
+        fading = recency_of(recency)
         if session_id is not None:
             session_id = self.get_session(session_id).id
         return self._searcher.search(
@@ -466,6 +474,7 @@ class SessionManager(UserMemory):
             until=until,
             include_shared=include_shared,
             count_recall=self.count_recalls,
+            recency=fading,
         )
 
     def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
