@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import click
 from rich.progress import (
@@ -84,10 +85,18 @@ def _nothing_deleted(env: Env) -> None:
 )
 @agent_option("Export only this agent's sessions.")
 @click.option("--session", "session_id", metavar="SESSION", help="Export only this session.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "yaml"]),
+    default="jsonl",
+    show_default=True,
+    help="JSON Lines, or YAML (one document per record); `asm import` reads both.",
+)
 @db_option
 @click.pass_obj
-def export(env: Env, output: str | None, session_id: str | None) -> None:
-    """Export sessions and their events as JSON Lines, losslessly.
+def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> None:
+    """Export sessions and their events as JSON Lines (or YAML), losslessly.
 
     The first line is a header; then, oldest session first, each session followed by its
     events. Ids, times (ISO-8601 UTC, microseconds), payloads, importance, tags,
@@ -98,16 +107,28 @@ def export(env: Env, output: str | None, session_id: str | None) -> None:
     \b
     asm export -o backup.jsonl
     asm export --agent researcher | gzip > researcher.jsonl.gz
+    asm export --format yaml -o backup.yaml
     """
     records = env.admin().export(agent=env.agent, session=session_id)
+    encode: Callable[[Mapping[str, Any]], bytes]
+    if fmt == "yaml":
+        from .._yaml_export import yaml_document
+
+        def encode(record: Mapping[str, Any]) -> bytes:
+            return yaml_document(record).encode()
+    else:
+
+        def encode(record: Mapping[str, Any]) -> bytes:
+            return json_line(record).encode() + b"\n"
+
     header = next(records)  # checks --session before any file is touched
     sessions = events = 0
     # Bytes, not text: UTF-8 and "\n" whatever the platform or locale, so the same store
     # always gives the same file. closing(): end the read snapshot even if writing fails.
     with closing(records), open(output, "wb") if output else _stdout() as out:
-        out.write(json_line(header).encode() + b"\n")
+        out.write(encode(header))
         for record in records:
-            out.write(json_line(record).encode() + b"\n")
+            out.write(encode(record))
             sessions += record["type"] == "session"
             events += record["type"] == "event"
     target = output or "stdout"
@@ -147,7 +168,7 @@ def _count_lines(path: str) -> int | None:
 @db_option
 @click.pass_obj
 def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
-    """Import a file written by `asm export` (- reads stdin).
+    """Import a file written by `asm export`, JSON Lines or YAML (- reads stdin).
 
     Sessions and events keep their ids and times; a record whose id is already in the
     database is skipped, so importing the same file twice changes nothing. The database
@@ -159,7 +180,11 @@ def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
     """
     total = None if file == "-" else _count_lines(file)
     verb = "Checking" if dry_run else "Importing"
-    with open(file, "rb") if file != "-" else nullcontext(sys.stdin.buffer) as stream:
+    with open(file, "rb") if file != "-" else nullcontext(sys.stdin.buffer) as raw:
+        # (peekable, to tell YAML from JSON Lines by the first bytes)
+        stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
+        if _is_yaml(stream):
+            total = None  # (records are not lines there)
         path = sqlite_path(env.db)
         if dry_run and path is not None and Path(path).parent.is_dir() and not Path(path).exists():
             # Check against an empty store in memory: a dry run creates no file either.
@@ -169,12 +194,28 @@ def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
             admin = env.admin(must_exist=False)
         with _progress(env, verb, total) as bar:
             result = admin.import_records(
-                _lines(stream),
+                _records(stream),
                 dry_run=dry_run,
                 skip_bad=skip_bad,
                 progress=lambda done, _: bar.update(bar.task_ids[0], completed=done),
             )
     _report_import(env, result)
+
+
+def _is_yaml(stream: IO[bytes]) -> bool:
+    """Whether an export is YAML (``asm export --format yaml``: it starts with ``---``)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(16)[:16] if peek is not None else b""
+    return bool(head.lstrip().startswith((b"---", b"%YAML")))
+
+
+def _records(stream: IO[bytes]) -> Iterator[Any]:
+    """The records of an export: YAML documents, or lines of JSON."""
+    if _is_yaml(stream):
+        from .._yaml_export import yaml_records
+
+        return yaml_records(stream)
+    return _lines(stream)
 
 
 def _lines(stream: IO[bytes]) -> Iterator[str]:
