@@ -21,6 +21,7 @@ ISSUE_COMMANDS = {
     "restore",
     "stats",
     "export",
+    "export-md",
     "import",
     "reindex",
     "delete",
@@ -60,7 +61,7 @@ def test_read_commands_take_json() -> None:
 
 def test_docs_cover_every_command() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    headings = re.findall(r"^### `asm (\w+)`$", text, flags=re.MULTILINE)
+    headings = re.findall(r"^### `asm ([\w-]+)`$", text, flags=re.MULTILINE)
     assert headings == [name for name in COMMAND_ORDER], headings
     assert "ASM_EMBEDDER" in text  # the testing aid is documented here, not in --help
 

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ._engine import Health
+from ._markdown_export import MarkdownExport
 from .errors import InvalidInput
 from .events import Event, Hit, Session
 from .manager import SearchMode, SessionManager
@@ -456,6 +457,12 @@ class AsyncSessionManager:
     async def retract_fact(self, fact_id: str, reason: str) -> Fact:
         """Mark a fact as wrong (kept for audit, never current again)."""
         return await self._run(self._sync.retract_fact, fact_id, reason)
+
+    async def export_markdown(
+        self, directory: str | os.PathLike[str], *, user_id: str | None = None
+    ) -> MarkdownExport:
+        """Write this agent's memory as Markdown: ``MEMORY.md`` and ``memory/DAY.md``."""
+        return await self._run(self._sync.export_markdown, directory, user_id=user_id)
 
     async def flush(self) -> None:
         """Block until every pending event in the store has its embedding."""

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from . import _json
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
+from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
 from ._user_memory import UserMemory
@@ -36,7 +37,7 @@ from .events import (
     SessionRecord,
     validate_kinds,
 )
-from .memory import FactResolver
+from .memory import MEMORY_SESSION, FactResolver
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency, recency_of
 from .restore import BudgetShares, RestoredContext
@@ -476,6 +477,43 @@ class SessionManager(UserMemory):
             count_recall=self.count_recalls,
             recency=fading,
         )
+
+    def export_markdown(
+        self, directory: str | os.PathLike[str], *, user_id: str | None = None
+    ) -> MarkdownExport:
+        """Write this agent's memory as Markdown (``asm export-md``): ``MEMORY.md`` (the
+        current facts about each user, the pinned decisions) and ``memory/YYYY-MM-DD.md``
+        per UTC day (goals, decisions, steps, errors, summaries), generated, atomic, and
+        byte-identical when nothing changed (:mod:`session_manager._markdown_export`).
+        ``user_id``: only that user's sessions and facts. Reads only this agent's own
+        sessions (not its pools').
+
+        >>> mgr.export_markdown("./memory-export").written  # doctest: +SKIP
+        ['MEMORY.md', 'memory/2026-11-24.md']
+        """
+        if user_id is not None:
+            user_id = _identifier(user_id, "user_id")
+        owned = SessionFilter(self.scope, include_shared=False, user_id=user_id)
+        sessions = {s.id: s for s in self._store.sessions(owned, limit=None)}
+        users = sorted(
+            {
+                s.user_id
+                for s in sessions.values()
+                if s.user_id is not None and s.metadata.get("asm") == MEMORY_SESSION
+            }
+        )
+        facts = {
+            user: [fact for fact in self.facts(user) if fact.agent_id == self.agent_id]
+            for user in users
+        }
+        daily = EventFilter(self.scope, include_shared=False, kinds=DAILY_KINDS)
+        events = [
+            event
+            for event in self._store.events(daily, previews=True)
+            if event.session_id in sessions
+            and sessions[event.session_id].metadata.get("asm") != MEMORY_SESSION
+        ]
+        return write_files(directory, memory_files(self.agent_id, facts, events, sessions))
 
     def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
         """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""

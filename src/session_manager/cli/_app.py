@@ -52,6 +52,7 @@ COMMAND_ORDER = (
     "restore",
     "stats",
     "export",
+    "export-md",
     "import",
     "migrate",
     "reindex",

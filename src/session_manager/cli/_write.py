@@ -135,6 +135,35 @@ def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> No
     env.note(f"Exported {sessions:,} session(s) and {events:,} event(s) to {target}.")
 
 
+@cli.command(name="export-md")
+@click.argument("directory", metavar="DIR")
+@agent_option("The agent whose memory to write (required; or ASM_AGENT).")
+@click.option("--user", "user_id", metavar="USER", help="Only this user's sessions and facts.")
+@db_option
+@click.pass_obj
+def export_md(env: Env, directory: str, user_id: str | None) -> None:
+    """Write an agent's memory as Markdown files into DIR.
+
+    MEMORY.md holds what the agent knows now: the current facts about each user (by key)
+    and the pinned decisions, each with its date and a stable anchor. memory/YYYY-MM-DD.md
+    holds each UTC day's goals, decisions, steps, errors and summaries, by session. The
+    files say they are generated; unchanged files are left byte for byte as they were.
+
+    \b
+    asm export-md ./memory --agent assistant
+    asm export-md ./memory --agent assistant --user u1
+    """
+    if env.agent is None:
+        raise click.UsageError(
+            "asm export-md needs --agent AGENT (or ASM_AGENT): the agent whose memory it writes."
+        )
+    result = env.manager(env.agent, read_only=True).export_markdown(directory, user_id=user_id)
+    env.out.print(
+        f"Wrote {len(result.written):,} file(s) to {result.directory}; "
+        f"{len(result.unchanged):,} unchanged, {len(result.removed):,} removed."
+    )
+
+
 @contextmanager
 def _stdout() -> Iterator[IO[bytes]]:
     sys.stdout.flush()
