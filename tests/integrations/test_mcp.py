@@ -32,7 +32,7 @@ from session_manager.integrations.mcp import (  # noqa: E402
     build_server,
 )
 
-READ_TOOLS = {"list_sessions", "search_memory", "restore_context", "get_events"}
+READ_TOOLS = {"list_sessions", "search_memory", "restore_context", "get_events", "user_facts"}
 #: Each tool's required parameters and every parameter's JSON type ("any": no type).
 SCHEMAS: dict[str, tuple[set[str], dict[str, str]]] = {
     "start_session": (
@@ -84,6 +84,25 @@ SCHEMAS: dict[str, tuple[set[str], dict[str, str]]] = {
     "get_events": (
         {"session_id"},
         {"session_id": "string", "kinds": "array?", "limit": "integer"},
+    ),
+    "remember": (
+        {"user_id", "text"},
+        {
+            "user_id": "string",
+            "text": "string",
+            "key": "string?",
+            "kind": "string",
+            "source": "string?",
+        },
+    ),
+    "user_facts": (
+        {"user_id"},
+        {
+            "user_id": "string",
+            "key": "string?",
+            "as_of": "string?",
+            "include_superseded": "boolean",
+        },
     ),
 }
 
@@ -337,6 +356,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("start_session", {"goal": ""}, "goal is empty"),
     ("record", {"session_id": "{sid}", "kind": "fact"}, "content"),  # missing argument
     ("no_such_tool", {}, "no_such_tool"),
+    ("remember", {"user_id": "u1", "text": "  "}, "text is empty"),
+    ("remember", {"user_id": "u1", "text": "x", "kind": "opinion"}, "kind"),
+    ("user_facts", {"user_id": "u1", "as_of": "someday"}, "as_of"),
 ]
 
 
@@ -363,6 +385,30 @@ def test_bad_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> None:
 
     _run(test)
     assert _counts(db) == before
+
+
+def test_what_the_agent_knows_about_a_user(tmp_path: Path) -> None:
+    async def test() -> None:
+        async with _manager(tmp_path / "s.db") as mgr, _connected(mgr) as client:
+            first = await _ok(client, "remember", user_id="u1", text="Lives in Oslo", key="city")
+            assert first["status"] == "added" and first["fact"]["status"] == "current"
+            moved = await _ok(client, "remember", user_id="u1", text="Lives in Rome", key="city")
+            assert moved["status"] == "superseded"
+            assert [f["text"] for f in moved["superseded"]] == ["Lives in Oslo"]
+            again = await _ok(client, "remember", user_id="u1", text="lives in  ROME", key="city")
+            assert again["status"] == "unchanged" and again["fact"]["seen"] == 2
+            await _ok(client, "remember", user_id="u1", text="Likes tea", kind="preference")
+            now = await _ok(client, "user_facts", user_id="u1")
+            assert [f["text"] for f in now["facts"]] == ["Lives in Rome", "Likes tea"]
+            city = await _ok(
+                client, "user_facts", user_id="u1", key="city", include_superseded=True
+            )
+            assert [f["status"] for f in city["facts"]] == ["superseded", "current"]
+            session = await _ok(client, "start_session", goal="Plan dinner", user_id="u1")
+            text = await _ok(client, "restore_context", session_id=session["id"], max_tokens=500)
+            assert "## About the user" in text and "Lives in Rome" in text
+
+    _run(test)
 
 
 def test_a_closed_session_takes_no_events(tmp_path: Path) -> None:

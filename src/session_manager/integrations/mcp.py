@@ -51,6 +51,8 @@ from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp.types import ToolAnnotations  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
+from ._mcp_users import user_memory_tools  # noqa: E402
+
 __all__ = [
     "DEFAULT_MAX_CHARS",
     "TOOL_NAMES",
@@ -73,7 +75,7 @@ MAX_RESTORE_TOKENS = 200_000
 #: A zero-argument callable that opens the manager the server uses (called when it starts).
 ManagerFactory = Callable[[], AsyncSessionManager]
 
-_READ_TOOLS = ("list_sessions", "search_memory", "restore_context", "get_events")
+_READ_TOOLS = ("list_sessions", "search_memory", "restore_context", "get_events", "user_facts")
 _WRITE_TOOLS = (
     "start_session",
     "end_session",
@@ -82,6 +84,7 @@ _WRITE_TOOLS = (
     "add_message",
     "add_pending",
     "complete_pending",
+    "remember",
 )
 #: Every tool the server offers (``read_only=True`` offers the read ones only).
 TOOL_NAMES: tuple[str, ...] = _WRITE_TOOLS + _READ_TOOLS
@@ -324,7 +327,10 @@ Durable memory for one agent, kept across conversations. Call start_session once
 what you learn and decide as you work (record, record_step, add_message), and add_pending \
 for work left to do. At the start of a new conversation, restore_context(session_id, \
 max_tokens) gives back the goal, open pending steps, important events and relevant history \
-within that token budget; search_memory finds past events by meaning and keywords."""
+within that token budget; search_memory finds past events by meaning and keywords. Use \
+remember for what you learn about the user (with a key such as 'city' when it has one \
+current value) and user_facts to look it up; restore_context shows it for a session started \
+with that user_id."""
 
 
 def _version() -> str:
@@ -545,6 +551,7 @@ def build_server(
         mgr = memory.get()
         return _event_out(await _call(mgr.complete_pending(pending_id, result)), cap)
 
+    user_facts, remember = user_memory_tools(memory.get, _call, cap)
     tools: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (
             list_sessions,
@@ -574,6 +581,14 @@ def build_server(
             "Get events",
             "A session's newest events (optionally of some kinds), returned oldest first "
             f"(at most {MAX_EVENTS}).{cut_note}",
+            read,
+        ),
+        (
+            user_facts,
+            "What you know about a user",
+            "The facts and preferences remembered about a user across all sessions: the "
+            "current ones, what was true as_of a date, or with include_superseded the values "
+            "keys had before.",
             read,
         ),
     ]
@@ -626,6 +641,15 @@ def build_server(
                 "Complete a pending step",
                 "Mark an open pending step done and record the step that did it (with an "
                 "optional result); returns that step.",
+                add,
+            ),
+            (
+                remember,
+                "Remember a fact about a user",
+                "Keep something learnt about the user (a fact or a preference) across "
+                "sessions. With a key ('city', 'diet'), it replaces that key's current value; "
+                "the same fact again is counted, not duplicated; facts close in meaning come "
+                "back as similar. Nothing is ever deleted.",
                 add,
             ),
         ]
