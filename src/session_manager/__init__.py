@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+from ._knowledge import IngestResult
 from .aio import AsyncSessionManager
 from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
 from .errors import (
     BudgetTooSmall,
+    DocumentNotFound,
     EmbedderMismatch,
     EventNotFound,
     FactNotFound,
@@ -47,6 +49,7 @@ __all__ = [
     "AsyncSessionManager",
     "BudgetShares",
     "BudgetTooSmall",
+    "DocumentNotFound",
     "Embedder",
     "EmbedderMismatch",
     "Event",
@@ -55,6 +58,7 @@ __all__ = [
     "FactNotFound",
     "HashEmbedder",
     "Hit",
+    "IngestResult",
     "InvalidFilter",
     "InvalidInput",
     "InvalidPayload",

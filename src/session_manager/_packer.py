@@ -69,7 +69,7 @@ SUMMARY_SHARE = 0.5
 #: (dated by its own text); each holds one event in its own share.
 TIMELESS = ("goal", "earlier")
 #: Sections shown without time marks: those, and the user's facts (each says since when).
-UNDATED = (*TIMELESS, "user")
+UNDATED = (*TIMELESS, "user", "reference")
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
 
 

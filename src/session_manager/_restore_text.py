@@ -42,6 +42,7 @@ TITLES = {
     "pending": "## Pending steps",
     "important": "## Important",
     "earlier": "## Earlier (summarised)",
+    "reference": "## Reference",
     "relevant": "## Relevant history",
     "recent": "## Recent",
 }
@@ -143,6 +144,9 @@ def label_of(event: Event) -> str:
     about_user = fact_label(event.kind, event.metadata)
     if about_user is not None:  # a user fact: its kind, key and since when
         return _oneline(about_user)
+    document = event.metadata.get("document")
+    if event.kind == "knowledge" and document is not None:  # cited as source#chunk
+        return _oneline(f"knowledge ({document}#{event.metadata.get('chunk', '?')})")
     if event.kind in ("step", "tool_output"):
         tool = event.metadata.get("tool")
         if tool is None and isinstance(event.payload, dict):

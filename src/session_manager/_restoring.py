@@ -24,7 +24,7 @@ from ._summaries import covers
 from ._time import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event, Session
-from .memory import KEY, MEMORY_SESSION, USER
+from .memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from .protocols import Summarizer
 from .restore import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
 from .store.base import EventFilter, SessionFilter, Store
@@ -71,6 +71,7 @@ def restore_session(
     count_recall: bool = True,
     exclude_newest: int = 0,
     exclude: Collection[str] = (),
+    knowledge: bool | None = None,
 ) -> RestoredContext:
     """Gather the candidates of one restore of ``session`` (read in ``searcher``'s scope)
     and pack them; see the module docstring."""
@@ -163,7 +164,9 @@ def restore_session(
     ]
 
     user_facts = _about_user(store, searcher, session, text[:2_000])
-    shown_elsewhere = {event.id for event in user_facts}
+    asked = knowledge if knowledge is not None else query is not None
+    references = _references(store, searcher, text[:2_000], depth) if asked else []
+    shown_elsewhere = {event.id for event in user_facts} | {e.id for e, _ in references}
     relevant = [(event, score) for event, score in relevant if event.id not in shown_elsewhere]
     covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
     context = pack(
@@ -181,6 +184,7 @@ def restore_session(
             open_pending=open_pending,
             other_sessions=other_sessions,
             user_facts=user_facts,
+            references=references,
         ),
         max_tokens,
         tokenizer,
@@ -234,6 +238,18 @@ def _about_user(store: Store, searcher: Searcher, session: Session, text: str) -
         )
     )
     return keyed + others
+
+
+def _references(
+    store: Store, searcher: Searcher, text: str, depth: int
+) -> list[tuple[Event, float]]:
+    """Chunks of the documents ingested into this agent's knowledge (or its pools'), best
+    first for ``text``: none when there are no such documents (nothing is searched)."""
+    knowledge = store.sessions(SessionFilter(searcher.scope), limit=None)
+    if not any(s.metadata.get("asm") == KNOWLEDGE_SESSION for s in knowledge):
+        return []
+    hits = searcher.search(text, depth, kinds="knowledge", count_recall=False, previews=True)
+    return [(hit.event, hit.score) for hit in hits]
 
 
 def _covered(summary: Event | None, events: Iterable[Event]) -> tuple[frozenset[str], int]:

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ._engine import Health
+from ._knowledge import Chunker, IngestResult
 from ._markdown_export import MarkdownExport
 from .errors import InvalidInput
 from .events import Event, Hit, Session
@@ -385,6 +386,7 @@ class AsyncSessionManager:
         shares: BudgetShares | None = None,
         exclude_newest: int = 0,
         exclude: Collection[str] = (),
+        knowledge: bool | None = None,
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``."""
         return await self._run(
@@ -398,6 +400,7 @@ class AsyncSessionManager:
             shares=shares,
             exclude_newest=exclude_newest,
             exclude=exclude,
+            knowledge=knowledge,
         )
 
     async def summarize(
@@ -457,6 +460,31 @@ class AsyncSessionManager:
     async def retract_fact(self, fact_id: str, reason: str) -> Fact:
         """Mark a fact as wrong (kept for audit, never current again)."""
         return await self._run(self._sync.retract_fact, fact_id, reason)
+
+    async def ingest(
+        self,
+        source: str | os.PathLike[str] | None = None,
+        text: str | None = None,
+        *,
+        name: str | None = None,
+        pool: str | None = None,
+        chunker: Chunker | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> IngestResult:
+        """Add a document to the agent's knowledge as chunks (again: only what changed)."""
+        return await self._run(
+            self._sync.ingest,
+            source,
+            text,
+            name=name,
+            pool=pool,
+            chunker=chunker,
+            metadata=metadata,
+        )
+
+    async def delete_document(self, document_id: str) -> int:
+        """Delete a knowledge document's chunks everywhere; return how many."""
+        return await self._run(self._sync.delete_document, document_id)
 
     async def export_markdown(
         self, directory: str | os.PathLike[str], *, user_id: str | None = None

@@ -13,6 +13,7 @@ it too, so code written against builtins keeps working::
     ├── SessionNotFound (KeyError)          unknown id, or a session this agent may not see
     ├── EventNotFound (KeyError)            unknown event id, or one this agent may not see
     │   └── FactNotFound                    unknown user fact id (retract_fact)
+    ├── DocumentNotFound (KeyError)         unknown knowledge document id (delete_document)
     ├── SessionClosed                       recording into a session that has ended
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
     ├── EmbedderMismatch                    the store's vectors came from another embedder
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetTooSmall",
+    "DocumentNotFound",
     "EmbedderMismatch",
     "EventNotFound",
     "FactNotFound",
@@ -92,6 +94,13 @@ class EventNotFound(SessionManagerError, KeyError):
 
 class FactNotFound(EventNotFound):
     """No user fact has that id, or this agent is not allowed to see it."""
+
+
+class DocumentNotFound(SessionManagerError, KeyError):
+    """No knowledge document has that id, or this agent is not allowed to see it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class SessionKeyTaken(InvalidInput):

@@ -42,6 +42,7 @@ DEFAULT_IMPORTANCE: Mapping[str, float] = {
     "step": 0.5,
     "tool_output": 0.4,
     "message": 0.3,
+    "knowledge": 0.5,  # a chunk of a document (SessionManager.ingest)
 }
 
 KINDS: frozenset[str] = frozenset(DEFAULT_IMPORTANCE)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from . import _json
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._ids import new_id
+from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
@@ -49,7 +50,7 @@ __all__ = ["SessionManager"]
 SearchMode = Literal["hybrid", "semantic", "keyword"]
 
 
-class SessionManager(UserMemory):
+class SessionManager(UserMemory, KnowledgeMemory):
     """Durable memory for one agent: an event log, a semantic index and budgeted restore.
 
     >>> from session_manager import SessionManager
@@ -531,6 +532,7 @@ class SessionManager(UserMemory):
         shares: BudgetShares | None = None,
         exclude_newest: int = 0,
         exclude: Collection[str] = (),
+        knowledge: bool | None = None,
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``.
 
@@ -543,7 +545,10 @@ class SessionManager(UserMemory):
         the manager's summariser; ``shares`` the default shares. ``exclude_newest=N`` leaves
         out the session's N newest events (the goal always stays): a framework that already
         puts the latest turns in the model's input restores only what it does not have;
-        ``exclude`` leaves out these events (ids), wherever they are.
+        ``exclude`` leaves out these events (ids), wherever they are. ``knowledge``: a
+        *Reference* section of the chunks of ingested documents relevant to the query
+        (``True``: always; ``None``, the default: when a ``query`` is given; ``False``:
+        never).
 
         >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
         >>> context.token_count <= 4000, context.report.sections  # doctest: +SKIP
@@ -563,6 +568,7 @@ class SessionManager(UserMemory):
             count_recall=self.count_recalls,
             exclude_newest=exclude_newest,
             exclude=exclude,
+            knowledge=knowledge,
         )
 
     def summarize(

@@ -36,6 +36,7 @@ from .events import Event
 
 __all__ = [
     "FACT_KINDS",
+    "KNOWLEDGE_SESSION",
     "MEMORY_SESSION",
     "Fact",
     "FactResolver",
@@ -48,6 +49,8 @@ __all__ = [
 FACT_KINDS = ("fact", "preference")
 #: the ``asm`` metadata value that marks a session as a user's memory
 MEMORY_SESSION = "user-memory"
+#: ... and the one that marks an agent's knowledge documents (``SessionManager.ingest``)
+KNOWLEDGE_SESSION = "knowledge"
 
 FactStatus = Literal["current", "superseded", "retracted"]
 

@@ -12,7 +12,8 @@ are filled in this order, each up to its share of what the goal left (:class:`Bu
    ``(+N more pending steps)`` line; then **user** ("About the user") — the current facts
    the agent remembered about the session's user (``remember``), keyed ones first, then by
    relevance to the query times importance, each with "since <date>" (none when the
-   session has no user);
+   session has no user); then **reference** — chunks of ingested documents relevant to the
+   query, cited as ``document#chunk`` (``restore(knowledge=...)``);
 2. **important** — decisions, unresolved errors and other events of importance ≥ 0.7, best
    :func:`rank_score` first (the first of them may take all that is left);
 3. **earlier** — the session's current rolling summary (``SessionManager.summarize``),
@@ -130,6 +131,8 @@ class BudgetShares:
     pending: float = 0.25
     #: what the agent knows about the session's user (:meth:`SessionManager.remember`)
     user: float = 0.15
+    #: chunks of ingested documents relevant to the query (:meth:`SessionManager.ingest`)
+    reference: float = 0.25
     recent_floor: float = 0.1
     recent_floor_events: int = 3
     important: float = 0.25
@@ -170,6 +173,7 @@ class RestoreCandidates:
     open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
     other_sessions: bool = False  # relevant history came from other sessions too
     user_facts: list[Event] = field(default_factory=list)  # about the user, best first
+    references: list[tuple[Event, float]] = field(default_factory=list)  # document chunks
 
 
 @dataclass(frozen=True)
@@ -407,6 +411,17 @@ def _pack(
         contiguous=True,
         whole_only=True,
     )
+    if candidates.references:
+        cited = {e.id: s for e, s in candidates.references}
+        p.fill(
+            [e for e, _ in candidates.references],
+            "reference",
+            lambda e: f"reference (score {cited[e.id]:.2f})",
+            int(base * shares.reference),
+            f"chunks of ingested documents relevant to "
+            f"{'the query' if candidates.query else 'the goal and pending steps'}: up to "
+            f"{shares.reference:.0%} of {base:,}",
+        )
     relevant_share = shares.relevant_query if candidates.query else shares.relevant_default
     scores = {e.id: s for e, s in candidates.relevant}
     relevant = [e for e, _ in candidates.relevant if _recent_worthy(e)]

@@ -180,6 +180,9 @@ class MiniLMEmbedder:
     #: Texts are cut to this many characters before tokenising: the model reads at most
     #: 256 tokens (about 1,000 characters of English), and tokenising megabytes is slow.
     max_chars: int = _DEFAULT_MAX_CHARS
+    #: The word pieces the model reads, its two special tokens included (what a knowledge
+    #: chunk must fit: ``chunking.py``).
+    max_tokens: int = _MAX_TOKENS
 
     def __init__(
         self,
@@ -200,6 +203,7 @@ class MiniLMEmbedder:
         self._fingerprint: str | None = None
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
+        self._counter: Tokenizer | None = None  # the same vocabulary, never truncating
         if model_path is not None:
             # A typo in an explicit path should fail here, not at the first search.
             self._files = _resolve(model_path)
@@ -270,6 +274,18 @@ class MiniLMEmbedder:
                     ) from exc
                 self._tokenizer, self._session = tokenizer, session
             return self._session, self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        """The word pieces of ``text`` without the two special tokens, however long it is
+        (the embedding itself reads the first ``max_tokens - 2``)."""
+        if self._counter is None:
+            from tokenizers import Tokenizer
+
+            counter = Tokenizer.from_file(str(self._locate().tokenizer))
+            counter.no_truncation()
+            counter.no_padding()
+            self._counter = counter
+        return len(self._counter.encode(_scrub(text), add_special_tokens=False).ids)
 
     def warmup(self) -> None:
         """Load the model now instead of on the first call (e.g. in a background thread)."""
