@@ -89,3 +89,20 @@ def test_a_full_store_loses_the_counts_not_the_search(db_path: Path) -> None:
     mgr.flush()
     mgr.close()
     assert total(db_path) == 0
+
+
+def test_a_busy_store_at_close_loses_the_counts_not_the_close(db_path: Path) -> None:
+    from session_manager.errors import StoreBusy
+
+    mgr = SessionManager("a", db_path, embedder=HashEmbedder(), background=False)
+    session = mgr.start_session("recalls")
+    mgr.record_fact(session.id, "the staging database is read-only")
+    mgr.search("staging", k=1)
+
+    def busy(counts: Any) -> None:
+        raise StoreBusy("locked")
+
+    mgr._store.bump_recall = busy  # type: ignore[method-assign]
+    mgr.close()  # the store is still closed properly
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as again:
+        assert again.search("staging", k=1)

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from .errors import StoreFull, StoreReadOnly
+from .errors import StoreError
 from .store.base import Store
 
 __all__ = ["FLUSH_EVENTS", "FLUSH_SECONDS", "RecallCounts"]
@@ -30,7 +30,6 @@ log = logging.getLogger("session_manager.search")
 FLUSH_SECONDS = 1.0
 #: ... or until this many events have some
 FLUSH_EVENTS = 1_024
-_CANNOT_WRITE = (StoreReadOnly, StoreFull)
 
 
 class RecallCounts:
@@ -64,14 +63,16 @@ class RecallCounts:
 
     def flush(self) -> int:
         """Write every pending count (one transaction); return how many events had some.
-        Best effort: a store that cannot take writes now loses them, with a log line."""
+        Best effort: a store that cannot take them now (read-only, full, busy past the
+        retries, unreachable) loses them, with a log line — never a search's or a close()'s
+        failure."""
         with self._lock:
             counts, self._pending, self._since = self._pending, Counter(), None
         if not counts:
             return 0
         try:
             self._store.bump_recall(counts)
-        except _CANNOT_WRITE as exc:
+        except StoreError as exc:
             log.info("recall counts not updated (%s)", exc)
         return len(counts)
 
