@@ -206,11 +206,9 @@ def _about_user(store: Store, searcher: Searcher, session: Session, text: str) -
     user = session.user_id
     if not user or session.metadata.get("asm") == MEMORY_SESSION:
         return []
-    memories = [
-        found
-        for found in store.sessions(SessionFilter(searcher.scope, user_id=user), limit=None)
-        if found.metadata.get("asm") == MEMORY_SESSION
-    ]
+    memories = store.sessions(
+        SessionFilter(searcher.scope, user_id=user, marked=MEMORY_SESSION), limit=None
+    )
     facts: list[Event] = []
     for memory in memories:
         facts += store.events(
@@ -244,9 +242,9 @@ def _references(
     store: Store, searcher: Searcher, text: str, depth: int
 ) -> list[tuple[Event, float]]:
     """Chunks of the documents ingested into this agent's knowledge (or its pools'), best
-    first for ``text``: none when there are no such documents (nothing is searched)."""
-    knowledge = store.sessions(SessionFilter(searcher.scope), limit=None)
-    if not any(s.metadata.get("asm") == KNOWLEDGE_SESSION for s in knowledge):
+    first for ``text``; nothing is searched when there are none (one indexed probe of the
+    sessions: listing them all cost 11 ms at 2,000 sessions, a search of the kind ~3 ms)."""
+    if not store.sessions(SessionFilter(searcher.scope, marked=KNOWLEDGE_SESSION), limit=1):
         return []
     hits = searcher.search(text, depth, kinds="knowledge", count_recall=False, previews=True)
     return [(hit.event, hit.score) for hit in hits]

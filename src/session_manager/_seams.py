@@ -83,6 +83,9 @@ class SessionFilter:
     status: str | None = None
     user_id: str | None = None
     key: str | None = None
+    #: the session's ``asm`` metadata value: what the library keeps in it ("user-memory",
+    #: "knowledge")
+    marked: str | None = None
     since_us: int | None = None  # updated at or after
     before_us: int | None = None  # updated before (prune)
 

@@ -305,8 +305,8 @@ class UserMemory(Conveniences):
 
     def _memory_sessions(self, user_id: str) -> list[Session]:
         """Every memory session of the user this agent may read (its own, its pools')."""
-        sessions = self._store.sessions(SessionFilter(self.scope, user_id=user_id), limit=None)
-        return [s for s in sessions if s.metadata.get("asm") == MEMORY_SESSION]
+        marked = SessionFilter(self.scope, user_id=user_id, marked=MEMORY_SESSION)
+        return self._store.sessions(marked, limit=None)
 
     def _similar(self, user_id: str, text: str, digest: str, key: str | None) -> list[Fact]:
         """Current facts about the user close in meaning to ``text`` (not identical to it,

@@ -146,6 +146,7 @@ class SqlStore:
     dialect = "sqlite"
     #: the column ``where`` filters read (PostgreSQL: a generated ``jsonb`` column)
     metadata_column = "e.metadata"
+    session_metadata = "s.metadata"  # (as compile_where reads it)
     #: appended to the write check's read: PostgreSQL locks the session row
     lock_suffix = ""
     #: where a payload is read from, and the join that brings it (SQLite keeps payloads over
@@ -231,8 +232,7 @@ class SqlStore:
             params.append(flt.session_before_us)
         return " AND ".join(parts) or "TRUE", params
 
-    @staticmethod
-    def session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
+    def session_where(self, flt: SessionFilter) -> tuple[str, list[Any]]:
         parts: list[str] = []
         params: list[Any] = []
         if flt.scope is not None:
@@ -250,6 +250,10 @@ class SqlStore:
             if value is not None:
                 parts.append(column)
                 params.append(value)
+        if flt.marked is not None:
+            sql, marked = compile_where({"asm": flt.marked}, self.session_metadata, self.dialect)
+            parts.append(sql)
+            params.extend(marked)
         return " AND ".join(parts) or "TRUE", params
 
     # -- writes ----------------------------------------------------------------------------

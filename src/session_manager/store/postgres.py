@@ -212,6 +212,7 @@ class PostgresStore(SqlStore):
 
     dialect = "postgres"
     metadata_column = "e.metadata_j"
+    session_metadata = "(s.metadata::jsonb)"
     lock_suffix = " FOR UPDATE"
 
     def __init__(self, url: str) -> None:
