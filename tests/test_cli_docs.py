@@ -22,6 +22,8 @@ ISSUE_COMMANDS = {
     "stats",
     "export",
     "export-md",
+    "facts",
+    "ingest",
     "import",
     "reindex",
     "delete",

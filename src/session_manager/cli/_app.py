@@ -51,6 +51,8 @@ COMMAND_ORDER = (
     "search",
     "restore",
     "stats",
+    "facts",
+    "ingest",
     "export",
     "export-md",
     "import",

@@ -1,0 +1,66 @@
+"""`asm facts` and `asm ingest` on a real SQLite file (hash embedder, ASM_EMBEDDER=hash)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from session_manager import SessionManager
+from session_manager.cli import cli
+from session_manager.testing import HashEmbedder
+
+
+@pytest.fixture(autouse=True)
+def _hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASM_EMBEDDER", "hash")
+
+
+def asm(db: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--db", str(db), *args])
+
+
+def test_facts_now_then_and_history(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("assistant", db, embedder=HashEmbedder(), background=False) as mgr:
+        mgr.remember("u1", "Lives in Oslo", key="city", valid_from="2023-01-01")
+        mgr.remember("u1", "Lives in Rome", key="city", valid_from="2025-01-01")
+        mgr.remember("u1", "Likes tea", kind="preference")
+    now = asm(db, "facts", "u1", "--agent", "assistant")
+    assert now.exit_code == 0, now.output
+    assert "Lives in Rome" in now.output and "Oslo" not in now.output and "city" in now.output
+    then = json.loads(
+        asm(db, "facts", "u1", "--agent", "assistant", "--as-of", "2024-06-01", "--json").output
+    )
+    assert [f["text"] for f in then] == ["Lives in Oslo"]
+    history = json.loads(
+        asm(db, "facts", "u1", "--agent", "assistant", "--history", "--json").output
+    )
+    assert [f["status"] for f in history] == ["superseded", "current", "current"]
+    assert "knows nothing" in asm(db, "facts", "u2", "--agent", "assistant").output
+    missing = asm(db, "facts", "u1")
+    assert missing.exit_code == 2 and "--agent" in missing.output
+
+
+def test_ingest_then_search_then_again(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    doc = tmp_path / "runbook.md"
+    doc.write_text(
+        "# Runbook\n\nRotate the keys every ninety days.\n\n## Deploy\n\nCanary first.\n"
+    )
+    first = asm(db, "ingest", str(doc), "--agent", "assistant", "--name", "runbook")
+    assert first.exit_code == 0, first.output
+    assert "version 1: 2 chunk(s) added" in first.output
+    found = asm(
+        db, "search", "rotate keys", "--agent", "assistant", "--kind", "knowledge", "--json"
+    )
+    assert found.exit_code == 0, found.output
+    assert "ninety" in json.loads(found.output)[0]["content"]
+    again = asm(db, "ingest", str(doc), "--agent", "assistant", "--name", "runbook")
+    assert "0 chunk(s) added, 2 unchanged" in again.output
+    latin = tmp_path / "latin.md"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    bad = asm(db, "ingest", str(latin), "--agent", "assistant")
+    assert bad.exit_code == 1 and "not UTF-8" in bad.output
