@@ -466,6 +466,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--url", help="run the library on this store URL (e.g. postgresql://...?schema=locomo)"
     )
     parser.add_argument("--index", help="and keep its vectors here (e.g. chroma:///dir)")
+    parser.add_argument(
+        "--recency", action="store_true", help='search with recency="default" (episodic decay)'
+    )
     args = parser.parse_args(argv)
     if not args.path.is_file():
         sys.exit(f"{args.path} is not a file; pass the path of a LoCoMo JSON file.")
@@ -476,6 +479,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.embed_cache,
         baselines=not args.no_baselines,
         store=store,
+        search=(lambda mgr, query, k: mgr.search(query, k=k, recency="default"))
+        if args.recency
+        else None,
     )
     report(result, args.out, "locomo", markdown)
 
