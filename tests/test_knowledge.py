@@ -138,9 +138,20 @@ def test_shared_through_a_pool_only(make_manager) -> None:  # type: ignore[no-un
     owner = make_manager("owner")
     reader = make_manager("reader", subscribe=["team"])
     stranger = make_manager("stranger")
-    owner.ingest(text=RUNBOOK, name="runbook", pool="team")
+    shared = owner.ingest(text=RUNBOOK, name="runbook", pool="team")
+    owner.ingest(text="Private notes about the vault.", name="notes")
     assert reader.search("canary", k=1, kinds="knowledge")
     assert stranger.search("canary", k=1, kinds="knowledge") == []
+    listed = owner.documents()
+    assert [(d.name, d.version, d.chunks, d.pool) for d in listed] == [
+        ("notes", 1, 1, None),
+        ("runbook", 1, 3, "team"),
+    ]
+    assert [d.document_id for d in reader.documents()] == [shared.document_id]
+    assert stranger.documents() == []
+    owner.ingest(text=RUNBOOK.replace("canary", "blue-green"), name="runbook", pool="team")
+    (runbook,) = [d for d in owner.documents() if d.name == "runbook"]
+    assert (runbook.version, runbook.chunks) == (2, 3)
 
 
 def test_bad_input_writes_nothing(mgr: SessionManager, tmp_path: Path) -> None:

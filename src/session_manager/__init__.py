@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from ._knowledge import IngestResult
+from ._knowledge import DocumentInfo, IngestResult
 from .aio import AsyncSessionManager
 from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
 from .errors import (
@@ -49,6 +49,7 @@ __all__ = [
     "AsyncSessionManager",
     "BudgetShares",
     "BudgetTooSmall",
+    "DocumentInfo",
     "DocumentNotFound",
     "Embedder",
     "EmbedderMismatch",

@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,28 @@ from ._conveniences import Conveniences
 from ._validate import identifier, prepare_event
 from .chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
 from .errors import DocumentNotFound, InvalidInput
-from .events import Session
+from .events import Event, Session
 from .memory import KNOWLEDGE_SESSION
-from .store.base import EventFilter
+from .store.base import EventFilter, SessionFilter
 
-__all__ = ["KNOWLEDGE_SESSION", "IngestResult", "KnowledgeMemory"]
+__all__ = ["DocumentInfo", "IngestResult", "KnowledgeMemory"]
 
 #: the most a document may hold, in characters (a larger one is refused, not truncated)
 MAX_DOCUMENT_CHARS = 50_000_000
 
 Chunker = Callable[[str], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """One document of the agent's knowledge (:meth:`KnowledgeMemory.documents`)."""
+
+    document_id: str
+    name: str
+    version: int
+    chunks: int
+    pool: str | None
+    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,28 @@ class KnowledgeMemory(Conveniences):
         return IngestResult(
             document_id, name, version, len(new), len(digests) - len(new), len(gone)
         )
+
+    def documents(self) -> list[DocumentInfo]:
+        """The documents in this agent's knowledge and its subscribed pools', by name."""
+        found: dict[str, list[Event]] = {}
+        marked = SessionFilter(self.scope, marked=KNOWLEDGE_SESSION)
+        pools = {s.id: s.shared_pool for s in self._store.sessions(marked, limit=None)}
+        for session_id in pools:
+            chunks = EventFilter(self.scope, session_id=session_id, kinds=("knowledge",))
+            for event in self._store.events(chunks, previews=True):
+                found.setdefault(str(event.metadata.get("doc_id")), []).append(event)
+        infos = [
+            DocumentInfo(
+                document_id=doc_id,
+                name=str(events[0].metadata.get("document")),
+                version=max(int(e.metadata.get("doc_version", 1)) for e in events),
+                chunks=len(events),
+                pool=pools[events[0].session_id],
+                updated_at=max(e.created_at for e in events),
+            )
+            for doc_id, events in found.items()
+        ]
+        return sorted(infos, key=lambda info: (info.name, info.document_id))
 
     def delete_document(self, document_id: str) -> int:
         """Delete a document's chunks from the log and every index; return how many."""

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ._engine import Health
-from ._knowledge import Chunker, IngestResult
+from ._knowledge import Chunker, DocumentInfo, IngestResult
 from ._markdown_export import MarkdownExport
 from .errors import InvalidInput
 from .events import Event, Hit, Session
@@ -481,6 +481,10 @@ class AsyncSessionManager:
             chunker=chunker,
             metadata=metadata,
         )
+
+    async def documents(self) -> list[DocumentInfo]:
+        """The documents in this agent's knowledge and its subscribed pools'."""
+        return await self._run(self._sync.documents)
 
     async def delete_document(self, document_id: str) -> int:
         """Delete a knowledge document's chunks everywhere; return how many."""
