@@ -48,6 +48,11 @@ def test_memory_and_daily_files(mgr: SessionManager, tmp_path: Path) -> None:
     day1 = (out / "memory/2026-03-01.md").read_text(encoding="utf-8")
     assert "- 09:30 step (web): searched trains" in day1
     assert "chat turns" not in "".join(p.read_text() for p in (out / "memory").iterdir())
+    # the sessions the library keeps (a user's memory, knowledge documents) are not tasks
+    mgr.ingest(text="# Notes\n\nThe vault key is rotated yearly.", name="notes")
+    mgr.export_markdown(out)
+    days = "".join(p.read_text(encoding="utf-8") for p in (out / "memory").iterdir())
+    assert "Knowledge documents of agent" not in days and "knows about user" not in days
     # nothing user-written makes structure: every heading, anchor and list item is ours
     for path in [out / "MEMORY.md", *(out / "memory").iterdir()]:
         text = path.read_text(encoding="utf-8")

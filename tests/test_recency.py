@@ -79,3 +79,20 @@ def test_half_lives_per_kind_and_bad_values() -> None:
 def test_search_refuses_an_unknown_recency(mgr: SessionManager) -> None:
     with pytest.raises(InvalidInput, match="recency"):
         mgr.search("x", recency="fresh")
+
+
+def test_what_never_fades() -> None:
+    from session_manager._time import from_us
+    from session_manager.events import Event
+    from session_manager.recency import lasting
+
+    def event(kind: str, importance: float = 0.5, **extra: object) -> Event:
+        return Event("id", "s", "a", kind, "x", from_us(0), importance=importance, **extra)  # type: ignore[arg-type]
+
+    assert lasting(event("goal"))
+    assert lasting(event("pending", status="open")) and not lasting(event("pending", status="done"))
+    assert lasting(event("message", importance=0.8)) and not lasting(event("message"))
+    assert lasting(event("fact", metadata={"fact_user": "u", "fact_key": "city"}))
+    assert not lasting(event("fact", metadata={"fact_user": "u"}))
+    old = event("message")
+    assert Recency().freshness(old, 3 * 86_400_000_000) == pytest.approx(0.5)  # 3 days: half

@@ -496,23 +496,21 @@ class SessionManager(UserMemory, KnowledgeMemory):
             user_id = _identifier(user_id, "user_id")
         owned = SessionFilter(self.scope, include_shared=False, user_id=user_id)
         sessions = {s.id: s for s in self._store.sessions(owned, limit=None)}
-        users = sorted(
-            {
-                s.user_id
-                for s in sessions.values()
-                if s.user_id is not None and s.metadata.get("asm") == MEMORY_SESSION
-            }
+        memories = SessionFilter(
+            self.scope, include_shared=False, user_id=user_id, marked=MEMORY_SESSION
         )
+        users = sorted({s.user_id for s in self._store.sessions(memories, limit=None) if s.user_id})
         facts = {
             user: [fact for fact in self.facts(user) if fact.agent_id == self.agent_id]
             for user in users
         }
+        # the daily files hold the agent's tasks, not the sessions the library keeps for it
+        # (a user's memory, its knowledge documents: marked in their metadata)
         daily = EventFilter(self.scope, include_shared=False, kinds=DAILY_KINDS)
         events = [
             event
             for event in self._store.events(daily, previews=True)
-            if event.session_id in sessions
-            and sessions[event.session_id].metadata.get("asm") != MEMORY_SESSION
+            if event.session_id in sessions and "asm" not in sessions[event.session_id].metadata
         ]
         return write_files(directory, memory_files(self.agent_id, facts, events, sessions))
 

@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from ._keyword import KEYWORD_WEIGHTS
 from ._keyword_postings import Counts, IntArray
-from ._keyword_scoped import DocumentFrequencies, Neighbourhood, frequencies_at
+from ._keyword_scoped import DocumentFrequencies, Neighbourhood, ScopedPartition, frequencies_at
 
 __all__ = ["Query", "document_frequency", "matches", "rank"]
 
@@ -67,11 +67,10 @@ class _Postings(Protocol):
     def get(self, term: int) -> tuple[IntArray, Counts]: ...
 
 
-class Partition(Protocol):
-    """What the ranking reads of a keyword cache partition (``_keyword_cache._Partition``)."""
+class Partition(ScopedPartition, Protocol):
+    """What the ranking reads of a keyword cache partition (``_keyword_cache._Partition``),
+    beyond what the scoped lookups read."""
 
-    @property
-    def size(self) -> int: ...
     @property
     def sizes(self) -> FloatArray: ...
     @property
@@ -84,10 +83,8 @@ class Partition(Protocol):
     def far(self) -> _Postings: ...
     @property
     def frequencies(self) -> DocumentFrequencies: ...
-    def neighbours(self) -> tuple[IntArray, ...]: ...
     def postings(self, term: int) -> tuple[IntArray, Counts]: ...
     def date_rows(self, stem: str) -> IntArray | None: ...
-    def date_match(self, stem: str, rows: IntArray) -> Mask | None: ...
     def scratch(self, count: int = 1) -> AbstractContextManager[list[FloatArray]]: ...
 
 

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from ._arrays import distinct
 
-__all__ = ["DocumentFrequencies", "Neighbourhood", "frequencies_at"]
+__all__ = ["DocumentFrequencies", "Neighbourhood", "ScopedPartition", "frequencies_at"]
 
 IntArray = npt.NDArray[np.int32]
 FloatArray = npt.NDArray[np.float64]
@@ -42,8 +42,8 @@ class _Postings(Protocol):
     def segments(self) -> Sequence[_Segment]: ...
 
 
-class _Partition(Protocol):
-    """What this module reads of a keyword cache partition (``_keyword_cache._Partition``)."""
+class ScopedPartition(Protocol):
+    """What this module reads of a keyword cache partition (``_keyword_cache.ScopedPartition``)."""
 
     @property
     def size(self) -> int: ...
@@ -98,7 +98,7 @@ class Neighbourhood:
     far: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]  # two places before / after
 
     @classmethod
-    def of(cls, part: _Partition, rows: IntArray, *, upto: int | None = None) -> Neighbourhood:
+    def of(cls, part: ScopedPartition, rows: IntArray, *, upto: int | None = None) -> Neighbourhood:
         """``rows`` (ascending, distinct) of ``part``; with ``upto``, as they were when the
         partition held only its first ``upto`` rows (later neighbours left out)."""
         prev1, prev2, next1, next2 = part.neighbours()
@@ -118,7 +118,7 @@ class Neighbourhood:
 
 
 def frequencies_at(
-    part: _Partition,
+    part: ScopedPartition,
     area: Neighbourhood,
     term: int,
     stem: str,
@@ -164,7 +164,7 @@ class DocumentFrequencies:
     def remember(self, term: int, matched: int, size: int) -> None:
         self._counted[term] = (matched, size)
 
-    def get(self, part: _Partition, term: int, stem: str, context_weight: float) -> int | None:
+    def get(self, part: ScopedPartition, term: int, stem: str, context_weight: float) -> int | None:
         """The term's count at the partition's current size, or None when it was never
         counted or too many rows arrived since (the caller counts it by walking postings)."""
         counted = self._counted.get(term)
