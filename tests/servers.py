@@ -135,3 +135,59 @@ def chroma_server() -> Iterator[str]:
             proc.kill()
             proc.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+class RedisServer:
+    """A throw-away `redis-server` (Debian's package) on a free loopback port: ``url``; it
+    can be stopped and started again on the same port (the outage tests)."""
+
+    def __init__(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("apt-get install -y redis-server (the tests start one)")
+        self.binary = binary
+        self.root = Path(tempfile.mkdtemp(prefix="asm-redis-"))
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.root / "log", "ab")  # noqa: SIM115  (the server writes it while it runs)
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.root), "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.5),
+            ):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError((self.root / "log").read_text())
+            time.sleep(0.05)
+        raise RuntimeError(
+            "redis-server did not start within 20 s: " + (self.root / "log").read_text()
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    """Start `redis-server` on 127.0.0.1 and yield it; stop it afterwards."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)

@@ -66,7 +66,8 @@ class Health:
     the outbox empty; 0 when it is empty, ``None`` without a worker): searches still find
     the waiting events, embedding them first. ``worker_running`` says whether this
     process's background worker is alive; ``last_error`` is its most recent failure
-    (``None`` once a batch succeeds again).
+    (``None`` once a batch succeeds again). ``buffer_error`` says why the Redis working
+    buffer cannot answer now (the log answers meanwhile).
     """
 
     backlog: int
@@ -76,11 +77,13 @@ class Health:
     embedder: str
     store: str
     index_error: str | None = None
+    buffer_error: str | None = None
 
     @property
     def ok(self) -> bool:
-        """No worker or index error (a backlog alone is normal: it drains in the background)."""
-        return self.last_error is None and self.index_error is None
+        """No worker, index or buffer error (a backlog alone is normal: it drains in the
+        background)."""
+        return self.last_error is None and self.index_error is None and self.buffer_error is None
 
 
 class Engine:
@@ -168,9 +171,10 @@ class Engine:
 
     def _new_indexer(self, *, check: bool = True) -> Indexer:
         """The indexer (its embedder identity checked unless ``check=False``); its idle
-        worker also writes the recall counts due."""
+        worker also writes the recall counts due and sweeps expired events."""
         indexer = Indexer(self.storage, self.embedder, batch_size=self.batch_size, check=check)
         indexer.idle_hooks.append(self.recalls.flush_if_due)
+        indexer.idle_hooks.append(self.storage.sweep_expired)
         return indexer
 
     def searcher(self, scope: Scope) -> Searcher:

@@ -93,7 +93,7 @@ class Indexer:
         self._exit_lock = threading.Lock()
         self._exited = False  # the worker has taken its exit hooks (set under _exit_lock)
         #: run by the background worker after each drain of the outbox (auto-summaries)
-        self.idle_hooks: list[Callable[[], None]] = []
+        self.idle_hooks: list[Callable[[], object]] = []
         #: counts a deferred event's tokens (the manager sets its model's counter)
         self.count_tokens: Callable[[str], int] = tokenizer_for("gpt-4o").count
         # the worker's embedding runs at idle priority from its second batch (_idle.py)

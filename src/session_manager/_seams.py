@@ -51,6 +51,10 @@ class EventFilter:
     # operator filters (prune): the event's session
     session_status: str | None = None
     session_before_us: int | None = None  # the session's last activity is before this
+    #: only the events expired at this moment (the sweep); otherwise reads never see them
+    expired_by_us: int | None = None
+    #: only events that never expire (summaries do not carry short-term memory on)
+    lasting: bool = False
 
     @property
     def needs_log(self) -> bool:
@@ -69,6 +73,8 @@ class EventFilter:
             or self.min_importance is not None
             or self.session_status
             or self.session_before_us is not None
+            or self.expired_by_us is not None
+            or self.lasting
         )
 
 

@@ -137,8 +137,14 @@ class Searcher:
             until_us=None if until is None else to_us(until, "until"),
             where=where,
         )
-        depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         partitions = self._partitions(flt)
+        # Expired short-term memory is invisible at once, though the sweep deletes it later:
+        # every ranking (the caches, pgvector, Chroma) leaves it out here, with the depth to
+        # still fill k (the partial index makes this read cost nothing while none waits).
+        expired = self.store.expired_seqs([name for name, _ in partitions], now_us())
+        if expired:
+            exclude = exclude | frozenset(expired)
+        depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
         if mode == "semantic":  # asked for vectors: an index that is down is an error
             rankings.append(self._semantic(query, depth, flt, partitions))

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._seams import EventFilter, OutboxRow, Tx, VectorIndex, Vectors
+from ._time import now_us
 from .errors import StoreError
 from .index import open_index
 from .store import open_store, sqlite_path
@@ -44,6 +45,8 @@ log = logging.getLogger("session_manager.storage")
 PENDING_DELETES = "index_pending_deletes"
 #: how often the worker compares an external index with the log (a lost or partial index)
 AUDIT_SECONDS = 60.0
+#: expired events deleted per transaction by :meth:`Storage.sweep_expired`
+SWEEP_BATCH = 500
 
 
 def open_storage(
@@ -165,9 +168,24 @@ class Storage:
         self._forget_after_commit(tx, seqs)
         return count
 
+    def sweep_expired(self, now: int | None = None) -> dict[str, int]:
+        """Delete the events expired at ``now`` (short-term memory, ``record(ttl=...)``)
+        with their vectors and keyword rows, :data:`SWEEP_BATCH` per transaction so that
+        no writer waits long; return the counts by kind. Reads stopped seeing them at their
+        expiry already: this frees their space."""
+        now = now_us() if now is None else now
+        swept: dict[str, int] = {}
+        while (cutoff := self.log.expiry_cutoff(now, SWEEP_BATCH)) is not None:
+            doomed = EventFilter(None, expired_by_us=cutoff)
+            with self.log.atomic() as tx:
+                for kind, count in self.log.kind_counts(doomed, tx).items():
+                    swept[kind] = swept.get(kind, 0) + count
+                self.delete_events(tx, doomed)
+        return swept
+
     def _doomed(self, flt: EventFilter) -> list[int]:
         # a transactional index loses its rows with the events (foreign keys)
-        return self.log.select_seqs(flt) if self.external else []
+        return self.log.select_seqs(flt, live=False) if self.external else []
 
     def _forget_after_commit(self, tx: Tx, seqs: list[int]) -> None:
         if seqs:

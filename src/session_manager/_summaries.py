@@ -184,7 +184,8 @@ def _current_summary(searcher: Searcher, session_id: str) -> Event | None:
 def _span(searcher: Searcher, session: Session, upto: str | datetime | None) -> _Span | None:
     store = searcher.store
     # EventFilter.until_us is exclusive: "+ 1" makes each end below inclusive.
-    base = EventFilter(searcher.scope, session_id=session.id, exclude_kinds=_EXCLUDED)
+    # Short-term memory (record(ttl=...)) is left out: a summary would outlive it.
+    base = EventFilter(searcher.scope, session_id=session.id, exclude_kinds=_EXCLUDED, lasting=True)
     end_flt = base
     if upto is not None:
         end_flt = replace(base, until_us=_upto_us(searcher, session, upto) + 1)
@@ -249,6 +250,7 @@ def _span_filter(scope: Scope, span: _Span, **narrow: Any) -> EventFilter:
         exclude_kinds=_EXCLUDED,
         since_us=span.after[0] if span.after else None,
         until_us=to_us(span.last.created_at) + 1,  # until_us is exclusive
+        lasting=True,
         **narrow,
     )
 

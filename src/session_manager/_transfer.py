@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from . import _json
-from ._time import to_us
+from ._time import now_us, to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
 from .events import SESSION_STATUSES, Event, Session, SessionRecord
@@ -75,6 +75,7 @@ _EVENT_FIELDS = frozenset(
         "token_count",
         "recall_count",
         "indexed",
+        "expires_at",
     }
 )
 
@@ -121,6 +122,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         "token_count": event.token_count,
         "recall_count": event.recall_count,
         **({} if event.indexed else {"indexed": False}),
+        **({} if event.expires_at is None else {"expires_at": format_time(event.expires_at)}),
     }
 
 
@@ -155,6 +157,8 @@ class ImportResult:
     sessions_skipped: int = 0
     events_inserted: int = 0
     events_skipped: int = 0
+    #: events whose ``expires_at`` had passed: invisible at once, so never written
+    events_expired: int = 0
     bad: list[BadRecord] = field(default_factory=list)
     dry_run: bool = False
 
@@ -171,7 +175,11 @@ class ImportResult:
         return {
             "dry_run": self.dry_run,
             "sessions": {"inserted": self.sessions_inserted, "skipped": self.sessions_skipped},
-            "events": {"inserted": self.events_inserted, "skipped": self.events_skipped},
+            "events": {
+                "inserted": self.events_inserted,
+                "skipped": self.events_skipped,
+                "expired": self.events_expired,
+            },
             "bad": [{"line": bad.line, "message": bad.message} for bad in self.bad],
         }
 
@@ -417,6 +425,15 @@ class _Import:
         indexed = record.get("indexed", True)
         if not isinstance(indexed, bool):
             raise Reject(f"indexed must be true or false, got {indexed!r}.")
+        expires = record.get("expires_at")
+        if expires is not None:
+            expires_us = to_us(expires, "expires_at")
+            if expires_us <= now_us():  # it would be invisible at once: the sweep's anyway
+                self.result.events_expired += 1
+                return
+            if kind in ("goal", "pending"):
+                raise Reject(f"a {kind} event cannot expire; leave out expires_at.")
+            prepared = replace(prepared, expires_us=expires_us)
         if self.dry_run:
             exists = event_id in self.seen_events or self.store.event_exists(event_id)
             self.seen_events.add(event_id)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import _json
 from ._scope import partition_of
 from ._searchable import needs_whole_text
-from ._time import now_us, to_us
+from ._time import from_us, now_us, to_us
 from .errors import InvalidInput, InvalidPayload
 from .events import CUSTOM_KIND_IMPORTANCE, DEFAULT_IMPORTANCE, EventRecord, validate_kind
 from .summarize import PREVIEW_THRESHOLD, payload_digest
@@ -25,8 +25,10 @@ __all__ = [
     "DIGEST_INLINE_CHARS",
     "EVENT_STATUSES",
     "MAX_EVENT_CHARS",
+    "MAX_TTL",
     "PreparedEvent",
     "estimate_tokens",
+    "expiry_us",
     "identifier",
     "prepare_event",
     "text",
@@ -81,6 +83,8 @@ class PreparedEvent:
     #: the background worker still owes this event its exact token count, its payload
     #: preview and its keyword text (see :data:`DIGEST_INLINE_CHARS`)
     deferred: bool = False
+    #: when the event stops being visible (:func:`expiry_us`); None: never
+    expires_us: int | None = None
 
     def record(
         self,
@@ -114,6 +118,7 @@ class PreparedEvent:
             payload_preview=self.payload_preview,
             indexed=indexed,
             deferred=self.deferred,
+            expires_us=self.expires_us,
         )
 
 
@@ -212,6 +217,73 @@ def prepare_event(
         kind, content, payload_json, float(importance), tag_tuple, meta, when, tokens,
         chars, preview, None if serialized is None else serialized.value, deferred,
     )  # fmt: skip
+
+
+#: The longest time to live an event may have. Short-term memory is meant to go; a longer
+#: ``ttl`` is almost certainly a unit mistake (milliseconds given as seconds).
+MAX_TTL = timedelta(days=3653)
+
+#: Kinds that never expire: a session needs its goal, and a to-do must not silently vanish.
+_LASTING_KINDS = ("goal", "pending")
+
+
+def expiry_us(
+    kind: str,
+    ttl: timedelta | float | None,
+    expires_at: datetime | str | None,
+    now: int | None = None,
+) -> int | None:
+    """When an event recorded ``now`` with this ``ttl`` (a timedelta or seconds) or
+    ``expires_at`` stops being visible, in microseconds; None: never. A TTL counts from
+    now, not from the event's ``created_at``.
+
+    >>> expiry_us("message", timedelta(seconds=2), None, now=1_000_000)
+    3000000
+    >>> expiry_us("message", None, None) is None
+    True
+    """
+    if ttl is None and expires_at is None:
+        return None
+    if ttl is not None and expires_at is not None:
+        raise InvalidInput("Give ttl or expires_at, not both: ttl counts from now.")
+    if kind in _LASTING_KINDS:
+        raise InvalidInput(
+            f"A {kind} event cannot expire: a session needs its goal, and an open to-do must "
+            "not silently vanish. Leave out ttl/expires_at (cancel_pending when it is moot)."
+        )
+    now = now_us() if now is None else now
+    limit = now + _micros(MAX_TTL)
+    if ttl is not None:
+        if isinstance(ttl, timedelta):
+            micros = _micros(ttl)
+        elif isinstance(ttl, int | float) and not isinstance(ttl, bool) and math.isfinite(ttl):
+            micros = round(ttl * 1_000_000)
+        else:
+            raise InvalidInput(
+                f"ttl must be a timedelta or a number of seconds, got {ttl!r}; e.g. "
+                "ttl=timedelta(hours=1)."
+            )
+        if micros <= 0 or micros > _micros(MAX_TTL):
+            raise InvalidInput(
+                f"ttl must be more than zero and at most {MAX_TTL.days} days, got {ttl!r}."
+            )
+        return now + micros
+    when = to_us(expires_at, "expires_at")  # type: ignore[arg-type]
+    if when <= now:
+        raise InvalidInput(
+            f"expires_at {from_us(when).isoformat()} has already passed (now is "
+            f"{from_us(now).isoformat()}); give a future time, or do not record the event."
+        )
+    if when > limit:
+        raise InvalidInput(
+            f"expires_at {from_us(when).isoformat()} is more than {MAX_TTL.days} days away; "
+            "an event that should stay needs no expiry."
+        )
+    return when
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def estimate_tokens(text: str, count: Callable[[str], int]) -> int:

@@ -8,8 +8,8 @@ its own so that the façade stays readable. Not part of the public API.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from ._engine import session_not_found
@@ -19,7 +19,8 @@ from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage
 from ._time import from_us, now_us
-from ._validate import PreparedEvent, prepare_event
+from ._validate import PreparedEvent, expiry_us, prepare_event
+from .buffer import RedisBuffer, live
 from .errors import (
     EventNotFound,
     InvalidInput,
@@ -40,6 +41,9 @@ from .tokens import tokenizer_for
 
 __all__ = ["DEFAULT_STATUS", "Inserted", "WritePath"]
 
+# (record()'s ``replace`` argument shadows dataclasses.replace inside it)
+_replace = replace
+
 #: the status an event of these kinds starts with
 DEFAULT_STATUS = {"pending": "open", "error": "unresolved"}
 
@@ -56,6 +60,7 @@ class WritePath:
     _storage: Storage
     _indexer: Indexer
     _searcher: Searcher
+    _buffer: RedisBuffer | None
 
     def get_session(self, session_id: str) -> Session:
         """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
@@ -117,6 +122,8 @@ class WritePath:
         created_at: datetime | str | None = None,
         index: bool = True,
         replace: Mapping[str, Any] | None = None,
+        ttl: timedelta | float | None = None,
+        expires_at: datetime | str | None = None,
     ) -> Event:
         """Append one event to a session's log: the single write path.
 
@@ -133,12 +140,21 @@ class WritePath:
         payload preview and its keyword text are made by the background worker or
         ``flush()``; at most 16 Mi characters (``InvalidPayload`` beyond).
 
+        Short-term memory: ``ttl`` (a ``timedelta`` or seconds, counted from now, not from
+        ``created_at``) or ``expires_at`` makes the event invisible to every read from that
+        moment (search, restore, events, export); the background worker or ``asm prune
+        --expired`` then deletes it with its vectors and keyword rows. A goal or pending step
+        cannot expire.
+
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         # Validated, serialised, counted and previewed before the write lock is taken.
         prepared = prepare_event(
             kind, content, payload, importance, tags, metadata, created_at, self._counter
         )
+        expires = expiry_us(prepared.kind, ttl, expires_at)
+        if expires is not None:
+            prepared = _replace(prepared, expires_us=expires)
         if not isinstance(index, bool):
             raise InvalidInput(f"index must be True or False, got {index!r}.")
         if replace is not None and (not isinstance(replace, Mapping) or not replace):
@@ -156,16 +172,21 @@ class WritePath:
             inserted = self._insert(
                 tx, session_id, pool, prepared, DEFAULT_STATUS.get(kind), indexed=index
             )
+            if replace is not None:
+                self._unbuffer(tx, session_id)
         if index:
             self._indexer.notify()
-        return inserted.event()
+        event = inserted.event()
+        self._pass_on(session_id, [event])
+        return event
 
     def record_many(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> list[Event]:
         """Append several events to a session in one transaction: all or none.
 
         Each item holds :meth:`record`'s arguments by name (``kind`` and ``content``
         required; ``payload``, ``importance``, ``tags``, ``metadata``, ``created_at``,
-        ``index``), and a ``message`` may give its ``role`` as :meth:`add_message` does. Every
+        ``index``, ``ttl``, ``expires_at``), and a ``message`` may give its ``role`` as
+        :meth:`add_message` does. Every
         item is validated before anything is written; a bad one raises naming its position.
 
         >>> mgr.record_many(sid, [{"kind": "message", "role": "user", "content": "Hi"},
@@ -188,7 +209,9 @@ class WritePath:
                 for item, kind, index in prepared
             ]
         self._indexer.notify()
-        return [each.event() for each in inserted]
+        written = [each.event() for each in inserted]
+        self._pass_on(session_id, written)
+        return written
 
     def _prepared_item(self, item: Any) -> tuple[PreparedEvent, str, bool]:
         """One record_many item, validated: its prepared event, kind and index flag."""
@@ -224,6 +247,9 @@ class WritePath:
             item.get("created_at"),
             self._counter,
         )
+        expires = expiry_us(prepared.kind, item.get("ttl"), item.get("expires_at"))
+        if expires is not None:
+            prepared = _replace(prepared, expires_us=expires)
         return prepared, prepared.kind, index
 
     def _insert(
@@ -242,6 +268,57 @@ class WritePath:
         if seq and indexed:  # (if the transaction rolls back, the seq is never pending)
             self._indexer.recorded(seq)
         return Inserted(record, seq or 0, prepared)
+
+    # -- the working buffer (buffer.py) ---------------------------------------------------
+
+    def recent_messages(self, session_id: str, limit: int = 20) -> list[Event]:
+        """The session's newest ``limit`` messages (at most 10,000), oldest first: what a
+        chat agent puts before its next turn. With ``SessionManager(buffer=...)`` they come
+        from Redis when it holds them, else from the log, which then fills the buffer.
+
+        >>> [m.content for m in mgr.recent_messages(session.id, limit=2)]  # doctest: +SKIP
+        ['What changed?', 'The staging key was rotated.']
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidInput(f"limit must be a whole number from 1 to 10,000, got {limit!r}.")
+        buffer = self._buffer
+        if buffer is not None and limit <= buffer.size and isinstance(session_id, str):
+            found = buffer.read(session_id)
+            if found is not None and self.scope.can_read(found.owner, found.pool):
+                messages = live(found.messages)
+                if len(messages) >= limit or found.complete:
+                    return messages[-limit:]
+        session = self.get_session(session_id)  # (isolation, and a key becomes the id)
+        # the version before the log is read: a writer that commits meanwhile moves it, and
+        # this fill, which may miss that write, is refused (buffer.py)
+        version = None if buffer is None else buffer.version(session.id)
+        window = limit if buffer is None else max(limit, buffer.size)
+        flt = EventFilter(self.scope, session_id=session.id, kinds=("message",))
+        newest = self._store.events(flt, newest_first=True, limit=window)
+        newest.reverse()
+        if buffer is not None and version is not None:
+            buffer.fill(
+                session.id,
+                version,
+                session.agent_id,
+                session.shared_pool,
+                newest,
+                complete=len(newest) < window,
+            )
+        return newest[-limit:]
+
+    def _pass_on(self, session_id: str, events: Sequence[Event]) -> None:
+        """Committed messages go on to the working buffer (after the log: it is the truth)."""
+        if self._buffer is not None:
+            messages = [event for event in events if event.kind == "message"]
+            if messages:
+                self._buffer.append(session_id, messages)
+
+    def _unbuffer(self, tx: Any, session_id: str) -> None:
+        """The session loses events in ``tx``: drop its buffered messages once it commits."""
+        buffer = self._buffer
+        if buffer is not None:
+            tx.on_commit(lambda: buffer.forget(session_id))
 
     def _write(self) -> Any:
         """A write transaction, unless this manager is read-only (then nothing is touched)."""
@@ -274,8 +351,11 @@ class WritePath:
 
 #: what a record_many item may hold: record()'s arguments, and a message's role
 _RECORD_FIELDS = frozenset(
-    {"kind", "content", "payload", "importance", "tags", "metadata", "created_at", "index", "role"}
-)
+    {
+        "kind", "content", "payload", "importance", "tags", "metadata", "created_at", "index",
+        "role", "ttl", "expires_at",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -305,4 +385,5 @@ class Inserted:
             seq=self.seq,
             indexed=record.indexed,
             payload_chars=record.payload_chars,
+            expires_at=None if record.expires_us is None else from_us(record.expires_us),
         )

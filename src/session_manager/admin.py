@@ -544,6 +544,23 @@ class StoreAdmin:
                 self._storage.delete_events(tx, flt)
             return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
 
+    def prune_expired(self, dry_run: bool = False) -> PruneResult:
+        """Delete the events whose time to live has passed (``record(ttl=...)``), with their
+        vectors and keyword rows, in every agent's sessions; ``cutoff`` is now.
+
+        Reads stopped seeing them when they expired; a manager's background worker sweeps
+        them within about a second too, so this is for stores no worker keeps (``asm prune
+        --expired`` from cron). ``dry_run`` counts them and deletes nothing.
+        """
+        now = now_us()
+        expired = EventFilter(None, expired_by_us=now)
+        with self._store.snapshot() as tx:
+            by_kind = self._store.kind_counts(expired, tx)
+            touched = self._store.sessions_touched(expired, tx)
+        if not dry_run:
+            by_kind = dict(sorted(self._storage.sweep_expired(now).items()))
+        return PruneResult(from_us(now), [], sum(by_kind.values()), by_kind, touched, dry_run)
+
     def _prune_sessions(
         self, tx: Any, cutoff: int, status: str | None, dry_run: bool
     ) -> PruneResult:

@@ -27,12 +27,13 @@ import functools
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ._engine import Health
 from ._knowledge import Chunker, DocumentInfo, IngestResult
 from ._markdown_export import MarkdownExport
+from .buffer import RedisBuffer
 from .errors import InvalidInput
 from .events import Event, Hit, Session
 from .manager import SearchMode, SessionManager
@@ -75,6 +76,7 @@ class AsyncSessionManager:
         count_recalls: bool = True,
         read_only: bool = False,
         fact_resolver: FactResolver | None = None,
+        buffer: str | RedisBuffer | None = None,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -95,6 +97,7 @@ class AsyncSessionManager:
             count_recalls=count_recalls,
             read_only=read_only,
             fact_resolver=fact_resolver,
+            buffer=buffer,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False
@@ -233,6 +236,8 @@ class AsyncSessionManager:
         created_at: datetime | str | None = None,
         index: bool = True,
         replace: Mapping[str, Any] | None = None,
+        ttl: timedelta | float | None = None,
+        expires_at: datetime | str | None = None,
     ) -> Event:
         """Append one event to a session's log: the single write path."""
         return await self._run(
@@ -247,6 +252,8 @@ class AsyncSessionManager:
             created_at,
             index,
             replace,
+            ttl,
+            expires_at,
         )
 
     async def record_many(
@@ -312,6 +319,11 @@ class AsyncSessionManager:
     async def get_event(self, event_id: str) -> Event:
         """One event by id, if this agent may see it."""
         return await self._run(self._sync.get_event, event_id)
+
+    async def recent_messages(self, session_id: str, limit: int = 20) -> list[Event]:
+        """The session's newest ``limit`` messages, oldest first (from the working buffer
+        when it holds them)."""
+        return await self._run(self._sync.recent_messages, session_id, limit)
 
     async def events(
         self,

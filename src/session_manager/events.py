@@ -173,6 +173,8 @@ class Event:
     #: True when ``payload`` is the bounded preview of a large payload (restore's reads),
     #: not the payload itself; ``get_event`` and ``events`` always give the payload in full
     preview: bool = False
+    #: when the event stops being visible (``record(ttl=...)``); None: it never expires
+    expires_at: datetime | None = None
 
     @property
     def role(self) -> str | None:
@@ -224,6 +226,8 @@ class EventRecord:
     #: True: a large event whose exact token count, payload preview and keyword text the
     #: background worker still owes (``_validate.DIGEST_INLINE_CHARS``)
     deferred: bool = False
+    #: when the event stops being visible, in microseconds since the epoch (None: never)
+    expires_us: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from ._user_memory import UserMemory
 from ._validate import identifier as _identifier
 from ._validate import prepare_event
 from ._validate import text as _text
+from .buffer import RedisBuffer, open_buffer
 from .errors import (
     EventNotFound,
     InvalidInput,
@@ -94,6 +96,11 @@ class SessionManager(UserMemory, KnowledgeMemory):
         fact_resolver: optional ``(text, similar_facts) -> Resolution`` (e.g. an LLM call)
             that :meth:`remember` asks what to do with an unkeyed fact's near-duplicates:
             add, supersede some of them, or skip. Its answer is validated; it never deletes.
+        buffer: a Redis working buffer (``"redis://host:6379/0"`` or a
+            :class:`~session_manager.buffer.RedisBuffer`; the ``[redis]`` extra) that keeps the
+            newest messages of active sessions for :meth:`recent_messages`, shared by every
+            host; the log stays the truth and answers whenever Redis cannot
+            (:mod:`session_manager.buffer`).
     """
 
     def __init__(
@@ -114,6 +121,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         count_recalls: bool = True,
         read_only: bool = False,
         fact_resolver: FactResolver | None = None,
+        buffer: str | RedisBuffer | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         if fact_resolver is not None and not callable(fact_resolver):
@@ -143,6 +151,8 @@ class SessionManager(UserMemory, KnowledgeMemory):
             raise InvalidInput("auto_summary writes summaries, which read_only=True cannot.")
         self.count_recalls = bool(count_recalls) and not self.read_only
         background = background and not self.read_only  # nothing to embed into
+        self._buffer = open_buffer(buffer)
+        self._owns_buffer = isinstance(buffer, str)  # (a RedisBuffer given is the caller's)
         self._engine = Engine(
             resolve_target(db_path, url),
             index,
@@ -171,6 +181,8 @@ class SessionManager(UserMemory, KnowledgeMemory):
     def close(self) -> None:
         """Stop the background worker and close the database (pending embeddings stay queued)."""
         self._engine.close()
+        if self._buffer is not None and self._owns_buffer:
+            self._buffer.close()
 
     def __enter__(self) -> SessionManager:
         return self
@@ -200,7 +212,10 @@ class SessionManager(UserMemory, KnowledgeMemory):
         >>> mgr.health().backlog, mgr.health().last_error  # doctest: +SKIP
         (0, None)
         """
-        return self._engine.health()
+        health = self._engine.health()
+        if self._buffer is not None and self._buffer.error is not None:
+            health = replace(health, buffer_error=self._buffer.error)
+        return health
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -341,6 +356,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         """Delete a session and its events from the log and every index; return the count."""
         with self._write() as tx:
             session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
+            self._unbuffer(tx, session_id)
             return self._storage.delete_session(tx, session_id)
 
     def delete_event(self, event_id: str) -> Event:
@@ -351,6 +367,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         event = self.get_event(event_id)
         with self._write() as tx:
             self._owned(tx, event.session_id, allow_closed=True)
+            self._unbuffer(tx, event.session_id)
             if not self._storage.delete_events(tx, EventFilter(None, event_id=event.id)):
                 raise EventNotFound(f"Event {event_id!r} was deleted meanwhile.")
         return event
@@ -374,6 +391,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
             )
             if not newest:
                 return None
+            self._unbuffer(tx, session_id)
             self._storage.delete_events(tx, EventFilter(None, event_id=newest[0].id))
         return newest[0]
 
@@ -387,6 +405,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         with self._write() as tx:
             session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
             flt = EventFilter(None, session_id=session_id, kinds=wanted)
+            self._unbuffer(tx, session_id)
             return self._storage.delete_events(tx, flt)
 
     # -- the write path --------------------------------------------------------------------
@@ -505,8 +524,9 @@ class SessionManager(UserMemory, KnowledgeMemory):
             for user in users
         }
         # the daily files hold the agent's tasks, not the sessions the library keeps for it
-        # (a user's memory, its knowledge documents: marked in their metadata)
-        daily = EventFilter(self.scope, include_shared=False, kinds=DAILY_KINDS)
+        # (a user's memory, its knowledge documents: marked in their metadata), and no
+        # short-term memory (record(ttl=...)): a file would outlive it
+        daily = EventFilter(self.scope, include_shared=False, kinds=DAILY_KINDS, lasting=True)
         events = [
             event
             for event in self._store.events(daily, previews=True)

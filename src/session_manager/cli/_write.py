@@ -260,6 +260,8 @@ def _report_import(env: Env, result: ImportResult) -> None:
         f"{would} {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
         f"event(s); {result.skipped:,} record(s) already in the database were skipped."
     )
+    if result.events_expired:
+        env.note(f"{result.events_expired:,} event(s) had expired (expires_at): not imported.")
     if result.events_inserted and not result.dry_run:
         env.note(
             f"{result.events_inserted:,} new event(s) wait for embedding: the next search (or "
@@ -414,10 +416,14 @@ def delete(env: Env, session_id: str, yes: bool) -> None:
 @cli.command()
 @click.option(
     "--older-than",
-    required=True,
     type=AGE,
     metavar="AGE",
     help="An age (90d, 12h, 2w) or an ISO-8601 time; what is older goes.",
+)
+@click.option(
+    "--expired",
+    is_flag=True,
+    help="Delete the events whose time to live has passed (record(ttl=...)) instead.",
 )
 @click.option(
     "--kind",
@@ -432,20 +438,38 @@ def delete(env: Env, session_id: str, yes: bool) -> None:
 @db_option
 @click.pass_obj
 def prune(
-    env: Env, older_than: str, kind: str | None, status: str | None, dry_run: bool, yes: bool
+    env: Env,
+    older_than: str | None,
+    expired: bool,
+    kind: str | None,
+    status: str | None,
+    dry_run: bool,
+    yes: bool,
 ) -> None:
     """Delete old data, of every agent.
 
     Without --kind: whole sessions whose last activity is older than --older-than (a
     session still in use is never cut in half). With --kind: only events of that kind
     created before the cutoff, in any session; the sessions stay. --status limits either
-    to sessions with that status. Asks first unless --yes or --dry-run (a script, with no
-    terminal to answer on, must pass one of them).
+    to sessions with that status. --expired instead deletes the short-term memory whose
+    time to live has passed (a running manager's worker does it too). Asks first unless
+    --yes or --dry-run (a script, with no terminal to answer on, must pass one of them).
 
     \b
     asm prune --older-than 90d --status completed
     asm prune --older-than 30d --kind tool_output --dry-run
+    asm prune --expired --yes
     """
+    if expired:
+        if older_than is not None or kind is not None or status is not None:
+            raise click.UsageError(
+                "--expired deletes every expired event; it takes no --older-than, --kind "
+                "or --status."
+            )
+        _prune_expired(env, dry_run, yes)
+        return
+    if older_than is None:
+        raise click.UsageError("Say what to delete: --older-than AGE, or --expired.")
     admin = env.admin()
     plan = admin.prune(older_than, kind=kind, status=status, dry_run=True)
     if not plan.events and not plan.sessions:
@@ -461,6 +485,31 @@ def prune(
         return
     done = admin.prune(plan.cutoff, kind=kind, status=status)
     _describe_prune(env, done)
+
+
+def _prune_expired(env: Env, dry_run: bool, yes: bool) -> None:
+    admin = env.admin()
+    plan = admin.prune_expired(dry_run=True)
+    if not plan.events:
+        env.out.print("No event has expired; nothing to prune.")
+        return
+    _describe_expired(env, plan)
+    if dry_run:
+        env.note("Dry run: nothing was deleted.")
+        return
+    if not _confirmed("Delete them? This cannot be undone.", yes, instead=", or --dry-run"):
+        _nothing_deleted(env)
+        return
+    _describe_expired(env, admin.prune_expired())
+
+
+def _describe_expired(env: Env, result: PruneResult) -> None:
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    env.out.print(
+        f"{verb} {result.events:,} expired event(s) ({kinds}) from "
+        f"{result.sessions_touched:,} session(s)."
+    )
 
 
 def _describe_prune(env: Env, result: PruneResult) -> None:

@@ -183,6 +183,16 @@ CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors BEGIN
 END;
 """
 
+# Short-term memory (``record(ttl=...)``): the moment an event stops being visible, NULL for
+# events that never expire. Reads filter on it (``SqlStore.event_where``); the partial index
+# holds only the expiring rows, so finding the expired ones (the searches' exclusion, the
+# background sweep) reads only those.
+_EXPIRY = """
+        ALTER TABLE events ADD COLUMN expires_us INTEGER;
+        CREATE INDEX events_expiring ON events (expires_us, partition)
+            WHERE expires_us IS NOT NULL;
+        """
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -256,4 +266,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0006_events_by_partition", _EVENTS_BY_PARTITION),
     ("0007_deferred_digests", _DEFERRED_DIGESTS),
     ("0008_deletion_log", _DELETION_LOG),
+    ("0009_expiry", _EXPIRY),
 )

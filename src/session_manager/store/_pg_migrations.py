@@ -275,6 +275,13 @@ END $$;
 UPDATE events SET deferred = TRUE WHERE indexed AND asm_whole_text(content, metadata);
 """
 
+# Short-term memory, as in SQLite's migration of the same name: the moment an event stops being
+# visible (NULL: never), and a partial index of the expiring rows only.
+_EXPIRY = """
+ALTER TABLE events ADD COLUMN expires_us BIGINT;
+CREATE INDEX events_expiring ON events (expires_us, partition) WHERE expires_us IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -283,4 +290,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0005_unindexed_events", _UNINDEXED_EVENTS),
     ("0006_commit_order", _COMMIT_ORDER),
     ("0007_deferred_digests", _DEFERRED_DIGESTS),
+    ("0008_expiry", _EXPIRY),
 )

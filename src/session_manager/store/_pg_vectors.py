@@ -37,7 +37,7 @@ class _Log(Protocol):
     def atomic(self) -> AbstractContextManager[Tx]: ...
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
     def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
-    def event_where(self, flt: EventFilter) -> tuple[str, list[Any]]: ...
+    def event_where(self, flt: EventFilter, *, live: bool = True) -> tuple[str, list[Any]]: ...
 
 
 class PgVectors(VectorTable):
@@ -112,7 +112,8 @@ class PgVectors(VectorTable):
         if dim is None or dim != len(query):
             return []
         store = self._store
-        rest, _ = store.event_where(replace(flt, scope=None, include_shared=True))
+        # (the searcher leaves expired events out of every ranking itself)
+        rest, _ = store.event_where(replace(flt, scope=None, include_shared=True), live=False)
         if rest == "TRUE":
             # only the scope: read the vectors table alone, by partition (measured: 2x faster
             # than through the events at 100k rows; docs/backends.md)
@@ -122,7 +123,7 @@ class PgVectors(VectorTable):
             # filters too: start from the events they select (their indexes), scope by SQL
             source = "vectors v JOIN events e ON e.seq = v.seq "
             source += "JOIN sessions s ON s.id = e.session_id"
-            where, params = store.event_where(flt)
+            where, params = store.event_where(flt, live=False)
         if self.kind == "hnsw":
             distance = f"(v.embedding::vector({dim})) <=> ?::vector({dim})"
         else:

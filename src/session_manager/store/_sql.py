@@ -19,7 +19,7 @@ from .. import _json
 from .._filters import compile_where
 from .._scope import Scope
 from .._seams import Cursor
-from .._time import from_us
+from .._time import from_us, now_us
 from ..events import Event, EventRecord, Session, SessionRecord
 from ..summarize import PREVIEW_THRESHOLD
 from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
@@ -36,7 +36,8 @@ __all__ = [
 
 _EVENT_COLUMNS = (
     "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, {payload}, e.importance, "
-    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, e.indexed"
+    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, e.indexed, "
+    "e.expires_us"
 )
 # The same columns for reads that take a large payload's preview instead of the payload
 # (restore): the preview stands in for it, and the last two columns say so. CASE evaluates
@@ -45,7 +46,8 @@ _PREVIEW_COLUMNS = (
     "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
     "CASE WHEN e.payload_preview IS NULL THEN {payload} ELSE e.payload_preview END, "
     "e.importance, e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, "
-    "e.indexed, e.payload_chars, CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
+    "e.indexed, e.expires_us, e.payload_chars, "
+    "CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
 )
 #: every column of an event, the payload read in place (see SqlStore.payload_sql)
 EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
@@ -53,13 +55,15 @@ SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
     "s.created_us, s.updated_us, s.key"
 )
+#: an event that has not expired (one parameter: now, in microseconds)
+LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
 #: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
 EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
 _INSERT_EVENT = (
     "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
     "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
-    "payload_preview, indexed, deferred) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "payload_preview, indexed, deferred, expires_us) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING RETURNING seq"
 )
 
@@ -81,8 +85,9 @@ def row_to_event(row: Sequence[Any]) -> Event:
         token_count=int(row[12]),
         recall_count=int(row[13]),
         indexed=bool(row[14]),
-        payload_chars=None if len(row) < 16 or row[15] is None else int(row[15]),
-        preview=len(row) > 16 and bool(row[16]),
+        expires_at=None if row[15] is None else from_us(row[15]),
+        payload_chars=None if len(row) < 17 or row[16] is None else int(row[16]),
+        preview=len(row) > 17 and bool(row[17]),
     )
 
 
@@ -189,13 +194,23 @@ class SqlStore:
 
     # -- filters ---------------------------------------------------------------------------
 
-    def event_where(self, flt: EventFilter) -> tuple[str, list[Any]]:
-        """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``)."""
+    def event_where(self, flt: EventFilter, *, live: bool = True) -> tuple[str, list[Any]]:
+        """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``): never an expired
+        event, unless the filter asks for exactly those (the sweep), or ``live=False`` (a
+        ranking whose caller leaves the expired out itself: ``Searcher``)."""
         parts: list[str] = []
         params: list[Any] = []
         if flt.scope is not None:
             clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
             parts.append(clause)
+        if flt.expired_by_us is not None:
+            parts.append("e.expires_us <= ?")
+            params.append(flt.expired_by_us)
+        elif live:
+            parts.append(LIVE)
+            params.append(now_us())
+        if flt.lasting:
+            parts.append("e.expires_us IS NULL")
         if flt.session_id is not None:
             parts.append("e.session_id = ?")
             params.append(flt.session_id)
@@ -312,6 +327,7 @@ class SqlStore:
             record.payload_preview,
             record.indexed,
             record.deferred,
+            record.expires_us,
         )
         found = tx.execute(_INSERT_EVENT, values).fetchone()
         if found is None:
@@ -355,7 +371,7 @@ class SqlStore:
         return int(count)
 
     def delete_events(self, tx: Tx, flt: EventFilter) -> int:
-        where, params = self.event_where(flt)
+        where, params = self.event_where(flt, live=False)
         cursor = tx.execute(
             f"DELETE FROM events WHERE seq IN (SELECT e.seq {EVENTS_JOIN} WHERE {where})",
             params,
@@ -427,13 +443,14 @@ class SqlStore:
         return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
 
     def event(self, event_id: str, scope: Scope | None) -> Event | None:
-        params: list[Any] = [event_id]
+        params: list[Any] = [event_id, now_us()]
         clause = "TRUE"
         if scope is not None:
             clause, scope_params = scope.sql("s")
             params.extend(scope_params)
         rows = self._read(
-            f"SELECT {self.columns()} {EVENTS_JOIN}{self.payload_join} WHERE e.id = ? AND {clause}",
+            f"SELECT {self.columns()} {EVENTS_JOIN}{self.payload_join} "
+            f"WHERE e.id = ? AND {LIVE} AND {clause}",
             params,
         )
         return row_to_event(rows[0]) if rows else None
@@ -481,8 +498,8 @@ class SqlStore:
         )
         return int(rows[0][0])
 
-    def select_seqs(self, flt: EventFilter) -> list[int]:
-        where, params = self.event_where(flt)
+    def select_seqs(self, flt: EventFilter, *, live: bool = True) -> list[int]:
+        where, params = self.event_where(flt, live=live)
         return [
             int(row[0]) for row in self._read(f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
         ]
@@ -490,11 +507,12 @@ class SqlStore:
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]:
         out: dict[int, Event] = {}
         columns = self.columns(previews=previews)
+        now = now_us()
         for chunk in batched(list(seqs)):
             for row in self._read(
                 f"SELECT {columns} FROM events e{self.payload_join} "
-                f"WHERE e.seq IN ({_marks(chunk)})",
-                chunk,
+                f"WHERE e.seq IN ({_marks(chunk)}) AND {LIVE}",
+                [*chunk, now],
             ):
                 event = row_to_event(row)
                 out[event.seq] = event
@@ -504,10 +522,35 @@ class SqlStore:
         out: dict[int, int] = {}
         for chunk in batched(list(seqs)):
             for seq, created in self._read(
-                f"SELECT seq, created_us FROM events WHERE seq IN ({_marks(chunk)})", chunk
+                f"SELECT e.seq, e.created_us FROM events e WHERE e.seq IN ({_marks(chunk)})",
+                chunk,
             ):
                 out[int(seq)] = int(created)
         return out
+
+    def expired_seqs(self, partitions: Sequence[str], now: int) -> list[int]:
+        """The events of these partitions that have expired but are still stored (the sweep
+        has not reached them): what a search leaves out of its rankings."""
+        if not partitions:
+            return []
+        return [
+            int(row[0])
+            for row in self._read(
+                "SELECT seq FROM events WHERE expires_us IS NOT NULL AND expires_us <= ? "
+                f"AND partition IN ({_marks(partitions)})",
+                [now, *partitions],
+            )
+        ]
+
+    def expiry_cutoff(self, now: int, batch: int) -> int | None:
+        """An expiry time at or before ``now`` up to which about ``batch`` expired events lie
+        (the sweep deletes them a batch per transaction); None when none has expired."""
+        rows = self._read(
+            "SELECT max(expires_us) FROM (SELECT expires_us FROM events "
+            "WHERE expires_us IS NOT NULL AND expires_us <= ? ORDER BY expires_us LIMIT ?) b",
+            (now, batch),
+        )
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
         counts = seqs if isinstance(seqs, Mapping) else dict.fromkeys(seqs, 1)

@@ -663,7 +663,7 @@ class PostgresStore(SqlStore):
         return super().delete_session(tx, session_id)
 
     def delete_events(self, tx: Tx, flt: EventFilter) -> int:
-        where, params = self.event_where(flt)
+        where, params = self.event_where(flt, live=False)
         self._lock_outbox(tx, f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
         return super().delete_events(tx, flt)
 

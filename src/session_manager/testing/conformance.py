@@ -56,6 +56,7 @@ from ..errors import (
 )
 from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
+from .expiry_conformance import ShortTermMemoryConformance
 from .memory_conformance import UserMemoryConformance
 
 __all__ = ["AsyncBridge", "BackendConformance", "BackendSpec"]
@@ -161,7 +162,7 @@ _CHILD_OPEN = """
 """
 
 
-class BackendConformance(UserMemoryConformance):
+class BackendConformance(UserMemoryConformance, ShortTermMemoryConformance):
     """The tests every backend passes; subclasses provide the ``backend`` fixture."""
 
     @pytest.fixture
