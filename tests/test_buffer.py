@@ -154,6 +154,7 @@ def test_expired_messages_leave_the_buffered_answer(host: Callable[..., SessionM
     assert brief.expires_at is not None
     time.sleep(max(0.0, (brief.expires_at - datetime.now(timezone.utc)).total_seconds()) + 0.05)
     assert _contents(mgr.recent_messages(session.id)) == ["kept"]
+    assert _contents(mgr.recent_messages(session.id, limit=1)) == ["kept"]  # the newest expired
 
 
 def test_the_buffer_keeps_agents_apart(host: Callable[..., SessionManager]) -> None:
@@ -198,9 +199,9 @@ def test_a_fill_that_raced_a_write_is_refused(server: RedisServer, raw: Any) -> 
         event = Event("e1", "s1", "a", "message", "late", from_us(1), seq=1)
         buffer.append("s1", [event])  # a writer committed after the reader's log read
         assert not buffer.fill("s1", version, "a", None, [], complete=True)
-        assert buffer.read("s1") is None
+        assert buffer.read("s1", 10) is None
         assert buffer.fill("s1", buffer.version("s1") or "", "a", None, [event], complete=True)
-        found = buffer.read("s1")
+        found = buffer.read("s1", 10)
         assert found is not None and [e.content for e in found.messages] == ["late"]
     finally:
         buffer.close()

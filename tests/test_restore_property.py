@@ -98,3 +98,57 @@ def test_restore_fits_every_budget(
             json.loads(fragment)
         reported = [item.event_id for item in context.report.items]
         assert len(reported) == len(set(reported))
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(
+    goal=text,
+    events=st.lists(event, max_size=15),
+    facts=st.lists(st.tuples(text, st.sampled_from([None, "city", "diet", "team"])), max_size=6),
+    documents=st.lists(st.lists(text, min_size=1, max_size=8), max_size=2),
+    short_lived=st.lists(text, max_size=4),
+    budget=st.integers(20, 4_000),
+    query=st.none() | text,
+)
+def test_restore_with_every_section_fits_every_budget(
+    tmp_path_factory: pytest.TempPathFactory,
+    goal: str,
+    events: list[tuple[str, str, object]],
+    facts: list[tuple[str, str | None]],
+    documents: list[list[str]],
+    short_lived: list[str],
+    budget: int,
+    query: str | None,
+) -> None:
+    """The sections issue 13 added — About the user, Reference — and short-term memory
+    share the same budget: it still holds, and every event is reported once."""
+    db = Path(tmp_path_factory.mktemp("prop")) / "s.db"
+    with SessionManager("prop", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session(goal, user_id="u1")
+        for fact, key in facts:
+            mgr.remember("u1", fact, key=key)
+        for n, paragraphs in enumerate(documents):
+            mgr.ingest(text="\n\n".join(paragraphs), name=f"doc-{n}.md")
+        for kind, content, payload in events:
+            if kind == "message":
+                mgr.add_message(session.id, "user", content)
+            else:
+                mgr.record(session.id, kind, content, payload=payload)
+        for content in short_lived:
+            mgr.add_message(session.id, "assistant", content, ttl=3600)
+        try:
+            context = mgr.restore(session.id, max_tokens=budget, query=query)
+        except BudgetTooSmall:
+            assert budget < 200, budget
+            return
+        assert tokenizer_for("gpt-4o").count(context.text) == context.token_count <= budget
+        reported = [item.event_id for item in context.report.items]
+        assert len(reported) == len(set(reported))

@@ -283,11 +283,12 @@ class WritePath:
             raise InvalidInput(f"limit must be a whole number from 1 to 10,000, got {limit!r}.")
         buffer = self._buffer
         if buffer is not None and limit <= buffer.size and isinstance(session_id, str):
-            found = buffer.read(session_id)
+            found = buffer.read(session_id, limit)
             if found is not None and self.scope.can_read(found.owner, found.pool):
                 messages = live(found.messages)
-                if len(messages) >= limit or found.complete:
-                    return messages[-limit:]
+                # (some expired and the buffer holds older ones: the log answers instead)
+                if len(messages) == limit or (found.complete and found.held <= limit):
+                    return messages
         session = self.get_session(session_id)  # (isolation, and a key becomes the id)
         # the version before the log is read: a writer that commits meanwhile moves it, and
         # this fill, which may miss that write, is refused (buffer.py)

@@ -91,25 +91,28 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
 
-# Read a session (KEYS: the list, the head): its head and its entries, and keep it alive.
+# Read a session (KEYS: the list, the head; ARGV: ttl in ms, how many of the newest entries):
+# its head, those entries and the list's length, and keep it alive.
 _READ = """
 local head = redis.call('HGETALL', KEYS[2])
 if #head == 0 then return {} end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return {head, redis.call('LRANGE', KEYS[1], 0, -1)}
+return {head, redis.call('LRANGE', KEYS[1], -tonumber(ARGV[2]), -1), redis.call('LLEN', KEYS[1])}
 """
 
 
 @dataclass(frozen=True)
 class Buffered:
     """A session's entry in the buffer: who owns it (for the reader's isolation check),
-    whether it holds every message of the session, and its messages, oldest first."""
+    whether it holds every message of the session, the newest of its messages that were
+    asked for (oldest first), and how many it holds."""
 
     owner: str
     pool: str | None
     complete: bool
     messages: list[Event]
+    held: int
 
 
 def open_buffer(spec: str | RedisBuffer | None) -> RedisBuffer | None:
@@ -185,17 +188,22 @@ class RedisBuffer:
 
     # -- what the manager calls ------------------------------------------------------------
 
-    def read(self, session_id: str) -> Buffered | None:
-        """The session's entry, or None (not buffered, or Redis cannot answer now)."""
-        found = self._call(lambda: self._read(self._keys(session_id), [self._ttl_ms]))
+    def read(self, session_id: str, newest: int) -> Buffered | None:
+        """The session's entry with its ``newest`` messages, or None (not buffered, or
+        Redis cannot answer now)."""
+        args = [self._ttl_ms, newest]
+        found = self._call(lambda: self._read(self._keys(session_id), args))
         if found is _FAILED or not found:
             return None
-        head = dict(zip(found[0][::2], found[0][1::2], strict=True))
+        head = found[0]
+        if isinstance(head, list):  # (RESP2 gives a hash as a flat list)
+            head = dict(zip(head[::2], head[1::2], strict=True))
         return Buffered(
             owner=head["owner"],
             pool=head["pool"] or None,
             complete=head["complete"] == "1",
             messages=[_event(entry) for entry in found[1]],
+            held=int(found[2]),
         )
 
     def version(self, session_id: str) -> str | None:

@@ -50,6 +50,7 @@ SCHEMAS: dict[str, tuple[set[str], dict[str, str]]] = {
             "importance": "number?",
             "tags": "array?",
             "metadata": "object?",
+            "ttl_seconds": "number?",
         },
     ),
     "record_step": (
@@ -235,6 +236,7 @@ def test_full_flow(tmp_path: Path) -> None:
             )
             assert fact["kind"] == "fact" and fact["tags"] == ["ops"]
             assert fact["metadata"] == {"source": "runbook"} and fact["truncated"] is False
+            assert fact["expires_at"] is None
             # the key works wherever a session id does
             await _ok(
                 client,
@@ -300,6 +302,11 @@ def test_full_flow(tmp_path: Path) -> None:
             text = await _ok(client, "restore_context", session_id=sid, max_tokens=budget)
             assert "## Pending steps" not in text  # done: now a step
 
+            brief = await _ok(
+                client, "record", session_id=sid, kind="fact", content="otp 5521", ttl_seconds=60
+            )
+            assert brief["expires_at"] > brief["created_at"]  # (ISO-8601 UTC sorts by time)
+
             ended = await _ok(client, "end_session", session_id=sid, status="completed")
             assert ended["status"] == "completed"
             listed = await _ok(client, "list_sessions", status="completed")
@@ -341,6 +348,16 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("record", {"session_id": "no-such-session", "kind": "fact", "content": "x"}, "does not exist"),
     ("record", {"session_id": "{sid}", "kind": "facts", "content": "x"}, "Unknown event kind"),
     ("record", {"session_id": "{sid}", "kind": "fact", "content": "   "}, "content is empty"),
+    (
+        "record",
+        {"session_id": "{sid}", "kind": "fact", "content": "x", "ttl_seconds": -1},
+        "more than zero",
+    ),
+    (
+        "record",
+        {"session_id": "{sid}", "kind": "pending", "content": "x", "ttl_seconds": 9},
+        "expire",
+    ),
     ("add_pending", {"session_id": "{sid}", "text": ""}, "empty"),
     ("add_message", {"session_id": "{sid}", "role": "usr", "content": "hi"}, "Unknown message"),
     ("restore_context", {"session_id": "{sid}", "max_tokens": 5}, "Raise max_tokens"),

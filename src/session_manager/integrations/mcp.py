@@ -178,6 +178,9 @@ class EventOut(BaseModel):
         default=None, description="Structured detail (a step's result, ...), or its JSON cut."
     )
     truncated: bool = Field(default=False, description="True when a field was cut.")
+    expires_at: str | None = Field(
+        default=None, description="ISO-8601 UTC: when this short-term memory is forgotten."
+    )
 
 
 class SessionList(BaseModel):
@@ -252,6 +255,7 @@ def _event_out(event: Event, limit: int) -> EventOut:
         metadata=metadata,
         payload=payload,
         truncated=cut_content or cut_meta or cut_payload,
+        expires_at=None if event.expires_at is None else event.expires_at.isoformat(),
     )
 
 
@@ -502,11 +506,24 @@ def build_server(
         importance: Importance = None,
         tags: Tags = None,
         metadata: Metadata = None,
+        ttl_seconds: Annotated[
+            float | None,
+            Field(
+                description="Short-term memory: forget the event this many seconds from now "
+                "(not for goals or pending steps). Leave out to keep it."
+            ),
+        ] = None,
     ) -> EventOut:
         mgr = memory.get()
         event = await _call(
             mgr.record(
-                session_id, kind, content, importance=importance, tags=tags, metadata=metadata
+                session_id,
+                kind,
+                content,
+                importance=importance,
+                tags=tags,
+                metadata=metadata,
+                ttl=ttl_seconds,
             )
         )
         return _event_out(event, cap)
