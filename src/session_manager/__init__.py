@@ -23,6 +23,7 @@ from .errors import (
     InvalidPayload,
     ModelNotAvailable,
     PermissionDenied,
+    RedactionFailed,
     SchemaTooNew,
     SessionClosed,
     SessionKeyTaken,
@@ -41,6 +42,7 @@ from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency
+from .redaction import PiiRedactor, Redaction, Redactor, Span
 from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 
 __version__ = "0.1.0"
@@ -66,7 +68,11 @@ __all__ = [
     "MiniLMEmbedder",
     "ModelNotAvailable",
     "PermissionDenied",
+    "PiiRedactor",
     "Recency",
+    "Redaction",
+    "RedactionFailed",
+    "Redactor",
     "RememberResult",
     "ReportItem",
     "Resolution",
@@ -81,6 +87,7 @@ __all__ = [
     "SessionManager",
     "SessionManagerError",
     "SessionNotFound",
+    "Span",
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",

@@ -114,8 +114,9 @@ class Conveniences(WritePath):
         pending = self._pending(pending_id)
         payload = {"pending_id": pending.id, **({"result": result} if result is not None else {})}
         prepared = prepare_event(
-            "step", pending.content, payload, None, None, None, None, self._counter
-        )
+            "step", pending.content, payload, None, None, None, None, self._counter,
+            redaction=self._redaction(),
+        )  # fmt: skip
         with self._write() as tx:
             _, _, pool = self._owned(tx, pending.session_id)
             if not self._claim_status(tx, pending, "done"):
@@ -133,7 +134,11 @@ class Conveniences(WritePath):
             if not self._claim_status(tx, pending, "cancelled"):
                 raise InvalidInput(f"Pending step {pending_id!r} is no longer open.")
             if reason:
-                self._merge_metadata(tx, pending, {"cancel_reason": _text(reason, "reason")})
+                reason = _text(reason, "reason")
+                redaction = self._redaction()
+                if redaction is not None:  # (the pending step's own counts stay as they were)
+                    reason = redaction.text(reason)
+                self._merge_metadata(tx, pending, {"cancel_reason": reason})
         return self.get_event(pending_id)
 
     def _pending(self, pending_id: str) -> Event:

@@ -92,6 +92,11 @@ class KnowledgeMemory(Conveniences):
             pool = identifier(pool, "pool")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
+        # redacted whole, before it is cut: one numbering for the document, and the chunks'
+        # digests (what re-ingesting compares) are of what is stored
+        redaction = self._redaction()
+        if redaction is not None:
+            body = redaction.text(body)
         chunks = self._chunks(body, chunker)
         document_id = hashlib.sha256(json.dumps([pool, name]).encode()).hexdigest()[:24]
         digests = _digests(chunks)
@@ -120,8 +125,9 @@ class KnowledgeMemory(Conveniences):
                     "doc_version": version,
                 }
                 prepared = prepare_event(
-                    "knowledge", chunk.embedded, None, None, None, meta, None, self._counter
-                )
+                    "knowledge", chunk.embedded, None, None, None, meta, None, self._counter,
+                    redaction=redaction,
+                )  # fmt: skip
                 self._insert(tx, session_id, shared, prepared, None)
             for position, digest in enumerate(digests):  # kept chunks may have moved
                 event = known.get(digest)

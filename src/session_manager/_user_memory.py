@@ -100,6 +100,10 @@ class UserMemory(Conveniences):
         """
         user_id = identifier(user_id, "user_id")
         text = _text(text, "text")
+        # redacted first: what is compared, digested and stored is the redacted fact
+        redaction = self._redaction()
+        if redaction is not None:
+            text = redaction.text(text)
         if key is not None:
             key = identifier(key, "key")
         if kind not in FACT_KINDS:
@@ -133,7 +137,10 @@ class UserMemory(Conveniences):
 
         def prepare(extra: Mapping[str, Any]) -> PreparedEvent:
             meta = {**(metadata or {}), **own, **extra}
-            return prepare_event("fact", text, None, importance, None, meta, None, self._counter)
+            return prepare_event(
+                "fact", text, None, importance, None, meta, None, self._counter,
+                redaction=redaction,
+            )  # fmt: skip
 
         prepare({})  # validated, serialised and counted before any lock is taken
         session = self._memory_session(user_id, pool)

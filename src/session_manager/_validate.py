@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import _json
+from ._redacting import RecordRedaction
 from ._scope import partition_of
 from ._searchable import needs_whole_text
 from ._time import from_us, now_us, to_us
@@ -167,9 +168,13 @@ def prepare_event(
     metadata: Mapping[str, Any] | None,
     created_at: datetime | str | None,
     count: Callable[[str], int] | None = None,
+    *,
+    redaction: RecordRedaction | None = None,
 ) -> PreparedEvent:
     """Validate one event's fields and return their stored form (:class:`PreparedEvent`);
     ``count`` (a token counter) gives its token count, content and payload JSON together.
+    ``redaction`` replaces what the manager's redactor finds in the content, payload, tags
+    and metadata values (``redaction.py``), before anything is counted or stored.
 
     >>> e = prepare_event("fact", "x", {"b": 1}, None, ["t"], None, "2026-01-01T00:00:00Z")
     >>> e.kind, e.payload_json, e.importance, e.tags, e.created_us
@@ -178,7 +183,11 @@ def prepare_event(
     validate_kind(kind)
     content = text(content, "content")
     _check_size(len(content), "its content")
+    if redaction is not None:
+        content = redaction.text(content)
     serialized = None if payload is None else _json.serialize(payload, "payload")
+    if redaction is not None and serialized is not None:
+        serialized = _json.serialize(redaction.json(serialized.value), "payload")
     payload_json = None if serialized is None else serialized.text
     if payload_json is not None:
         _check_size(len(content) + len(payload_json), "its content and payload JSON")
@@ -197,7 +206,10 @@ def prepare_event(
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
     meta = dict(metadata or {})
-    _json.dumps(meta, "metadata")
+    meta_json = _json.dumps(meta, "metadata")
+    if redaction is not None:
+        tag_tuple = tuple(redaction.text(tag) for tag in tag_tuple)
+        meta = redaction.with_counts(redaction.json(_json.loads(meta_json)))
     when = now_us() if created_at is None else to_us(created_at)
     size = len(content) + (0 if payload_json is None else len(payload_json))
     heavy = size > DIGEST_INLINE_CHARS

@@ -15,6 +15,7 @@ from typing import Any
 from ._engine import session_not_found
 from ._ids import new_id
 from ._indexer import Indexer
+from ._redacting import RecordRedaction
 from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage
@@ -36,6 +37,7 @@ from .events import (
     is_message_role,
 )
 from .protocols import TokenCounter
+from .redaction import Redactor
 from .store.base import EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 
@@ -61,6 +63,7 @@ class WritePath:
     _indexer: Indexer
     _searcher: Searcher
     _buffer: RedisBuffer | None
+    _redactor: Redactor | None
 
     def get_session(self, session_id: str) -> Session:
         """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
@@ -150,8 +153,9 @@ class WritePath:
         """
         # Validated, serialised, counted and previewed before the write lock is taken.
         prepared = prepare_event(
-            kind, content, payload, importance, tags, metadata, created_at, self._counter
-        )
+            kind, content, payload, importance, tags, metadata, created_at, self._counter,
+            redaction=self._redaction(),
+        )  # fmt: skip
         expires = expiry_us(prepared.kind, ttl, expires_at)
         if expires is not None:
             prepared = _replace(prepared, expires_us=expires)
@@ -246,6 +250,7 @@ class WritePath:
             metadata,
             item.get("created_at"),
             self._counter,
+            redaction=self._redaction(),
         )
         expires = expiry_us(prepared.kind, item.get("ttl"), item.get("expires_at"))
         if expires is not None:
@@ -320,6 +325,10 @@ class WritePath:
         buffer = self._buffer
         if buffer is not None:
             tx.on_commit(lambda: buffer.forget(session_id))
+
+    def _redaction(self) -> RecordRedaction | None:
+        """A fresh numbering of placeholders for one record, if this manager redacts."""
+        return None if self._redactor is None else RecordRedaction(self._redactor)
 
     def _write(self) -> Any:
         """A write transaction, unless this manager is read-only (then nothing is touched)."""

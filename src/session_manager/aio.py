@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ._engine import Health
 from ._knowledge import Chunker, DocumentInfo, IngestResult
@@ -40,6 +40,7 @@ from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency
+from .redaction import Redactor
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities
 
@@ -77,6 +78,7 @@ class AsyncSessionManager:
         read_only: bool = False,
         fact_resolver: FactResolver | None = None,
         buffer: str | RedisBuffer | None = None,
+        redactor: Redactor | Literal["default"] | None = None,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -98,6 +100,7 @@ class AsyncSessionManager:
             read_only=read_only,
             fact_resolver=fact_resolver,
             buffer=buffer,
+            redactor=redactor,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False

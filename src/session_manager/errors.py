@@ -16,6 +16,7 @@ it too, so code written against builtins keeps working::
     ├── DocumentNotFound (KeyError)         unknown knowledge document id (delete_document)
     ├── SessionClosed                       recording into a session that has ended
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
+    ├── RedactionFailed                     the redactor raised or answered nonsense: nothing stored
     ├── EmbedderMismatch                    the store's vectors came from another embedder
     ├── ModelNotAvailable                   the embedding model's weights cannot be found
     ├── StoreError                          the store failed; each subclass says how to fix it
@@ -43,6 +44,7 @@ __all__ = [
     "InvalidPayload",
     "ModelNotAvailable",
     "PermissionDenied",
+    "RedactionFailed",
     "SchemaTooNew",
     "SessionClosed",
     "SessionKeyTaken",
@@ -113,6 +115,11 @@ class SessionClosed(SessionManagerError):
 
 class PermissionDenied(SessionManagerError, PermissionError):
     """The session belongs to another agent; agents may read shared pools, never write them."""
+
+
+class RedactionFailed(SessionManagerError):
+    """The manager's redactor raised or returned spans that do not fit the text: the write
+    was refused, and nothing of it was stored (redaction fails closed)."""
 
 
 class EmbedderMismatch(SessionManagerError):

@@ -43,6 +43,7 @@ from .events import (
 from .memory import MEMORY_SESSION, FactResolver
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency, recency_of
+from .redaction import Redactor, redactor_of
 from .restore import BudgetShares, RestoredContext
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
@@ -96,6 +97,12 @@ class SessionManager(UserMemory, KnowledgeMemory):
         fact_resolver: optional ``(text, similar_facts) -> Resolution`` (e.g. an LLM call)
             that :meth:`remember` asks what to do with an unkeyed fact's near-duplicates:
             add, supersede some of them, or skip. Its answer is validated; it never deletes.
+        redactor: what to remove from everything written before it is stored: ``"default"``
+            for :class:`~session_manager.redaction.PiiRedactor` (e-mail addresses, card
+            numbers, IBANs, IPs, SSNs, phone numbers, API keys and tokens; not names), or any
+            :class:`~session_manager.redaction.Redactor`; values become placeholders such as
+            ``[EMAIL_1]`` (:mod:`session_manager.redaction`). None (the default) stores text as
+            given.
         buffer: a Redis working buffer (``"redis://host:6379/0"`` or a
             :class:`~session_manager.buffer.RedisBuffer`; the ``[redis]`` extra) that keeps the
             newest messages of active sessions for :meth:`recent_messages`, shared by every
@@ -122,8 +129,10 @@ class SessionManager(UserMemory, KnowledgeMemory):
         read_only: bool = False,
         fact_resolver: FactResolver | None = None,
         buffer: str | RedisBuffer | None = None,
+        redactor: Redactor | Literal["default"] | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
+        self._redactor = redactor_of(redactor)
         if fact_resolver is not None and not callable(fact_resolver):
             raise InvalidInput(
                 f"fact_resolver must be a callable (text, similar_facts) -> Resolution, got "
@@ -246,7 +255,14 @@ class SessionManager(UserMemory, KnowledgeMemory):
             key = _identifier(key, "key")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
         session_id, now = new_id(), now_us()
-        prepared = prepare_event("goal", goal, None, 1.0, None, None, from_us(now), self._counter)
+        # one numbering for the session's metadata and goal; the goal event keeps the counts
+        redaction = self._redaction()
+        if redaction is not None:
+            meta_json = _json.dumps(redaction.json(_json.loads(meta_json)), "session metadata")
+        prepared = prepare_event(
+            "goal", goal, None, 1.0, None, None, from_us(now), self._counter, redaction=redaction
+        )
+        goal = prepared.content
         with self._write() as tx:
             inserted = self._store.insert_session(
                 tx,
