@@ -329,3 +329,16 @@ def test_recent_messages_without_a_buffer(make_manager: Callable[..., SessionMan
     assert _contents(mgr.recent_messages(session.id, limit=2)) == ["m1", "m2"]
     with pytest.raises(InvalidInput, match="limit"):
         mgr.recent_messages(session.id, limit=0)
+
+
+def test_erasing_a_user_drops_their_buffered_messages(
+    host: Callable[..., SessionManager], raw: Any
+) -> None:
+    mgr = host()
+    session = mgr.start_session("Chat", user_id="u1")
+    mgr.add_message(session.id, "user", "my plan")
+    mgr.recent_messages(session.id)
+    assert raw.exists(f"asm:{{{session.id}}}:messages")
+    receipt = mgr.erase_user("u1")
+    assert receipt.buffered_sessions == 1
+    assert not raw.exists(f"asm:{{{session.id}}}:messages", f"asm:{{{session.id}}}:head")

@@ -30,6 +30,7 @@ ISSUE_COMMANDS = {
     "prune",
     "demo",
     "migrate",  # issue 5: between any two backends
+    "erase-user",  # issue 14
 }
 
 

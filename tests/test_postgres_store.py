@@ -434,3 +434,53 @@ def test_bump_recall_takes_more_seqs_than_a_statement_has_parameters(postgres_ur
         assert counts == {seqs[0]: 2, seqs[1]: 6}
     finally:
         store.close()
+
+
+# -- erasure of a user (issue 14) --------------------------------------------------------------
+
+
+def test_an_erased_user_is_gone_from_every_table_and_vacuumed(postgres_url: str) -> None:
+    """The canary in every column a user's data reaches (text, JSON, tsvector, vectors'
+    rows), before and after StoreAdmin.erase_user; another user's data stays; the touched
+    tables were vacuumed."""
+    from session_manager.admin import StoreAdmin
+
+    url = store_url(postgres_url)
+    canary, other = "zebracanary7f3q", "okapiwitness9k2"
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        for user, word in (("u-canary", canary), ("u-other", other)):
+            session = mgr.start_session(f"{word} order", user_id=user, metadata={"ref": word})
+            for i in range(20):
+                mgr.add_message(session.id, "user", f"{word} message {i}")
+            mgr.record_step(session.id, "looked up", result={"note": word})
+            mgr.remember(user, f"Prefers the {word} plan", key="plan")
+            mgr.summarize(session.id)
+        mgr.flush()
+    store = StoreAdmin(url=url, embedder=HashEmbedder())
+    try:
+        schema = store.store.read("SELECT current_schema()")[0][0]
+
+        def found(word: str) -> int:
+            like = f"%{word}%"
+            return int(
+                store.store.read(
+                    "SELECT (SELECT count(*) FROM events WHERE content LIKE ? OR payload LIKE ? "
+                    "OR metadata LIKE ? OR search_text::text LIKE ?) + "
+                    "(SELECT count(*) FROM sessions WHERE goal LIKE ? OR metadata LIKE ?)",
+                    (like, like, like, f"%{word[:8]}%", like, like),
+                )[0][0]
+            )
+
+        assert found(canary) > 20 and found(other) > 20
+        receipt = store.erase_user("u-canary")
+        assert receipt.sessions == 2 and receipt.facts == 1
+        assert any("write-ahead log" in note for note in receipt.unreachable)
+        assert found(canary) == 0 and found(other) > 20
+        vacuumed = store.store.read(
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = ? "
+            "AND (last_vacuum IS NOT NULL OR vacuum_count > 0)",
+            (schema,),
+        )
+        assert {"events", "sessions", "vectors", "outbox"} <= {row[0] for row in vacuumed}
+    finally:
+        store.close()

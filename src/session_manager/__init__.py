@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from ._erasure import ErasureReceipt
 from ._knowledge import DocumentInfo, IngestResult
 from .aio import AsyncSessionManager
 from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
@@ -55,6 +56,7 @@ __all__ = [
     "DocumentNotFound",
     "Embedder",
     "EmbedderMismatch",
+    "ErasureReceipt",
     "Event",
     "EventNotFound",
     "Fact",

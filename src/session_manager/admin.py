@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._engine import Engine, resolve_target, session_not_found
+from ._erasure import ErasureReceipt, erase_user
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
 from ._transfer import (
@@ -46,6 +47,7 @@ from ._transfer import (
     session_to_dict,
 )
 from ._validate import identifier, text
+from .buffer import RedisBuffer, open_buffer
 from .embed import LoadedEmbedder
 from .errors import InvalidInput, SessionNotFound
 from .events import Event, Hit, Session, validate_kind
@@ -543,6 +545,22 @@ class StoreAdmin:
             if not dry_run and count:
                 self._storage.delete_events(tx, flt)
             return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
+
+    def erase_user(
+        self, user_id: str, *, buffer: str | RedisBuffer | None = None
+    ) -> ErasureReceipt:
+        """Erase a user from the whole store: every session of every agent with that
+        ``user_id``, as :meth:`SessionManager.erase_user <session_manager.SessionManager.
+        erase_user>` does for one agent (and the copies in ``buffer``, the Redis working
+        buffer the agents use, if given). Safe to run again: it completes an interrupted
+        erasure. Returns the receipt."""
+        user_id = identifier(user_id, "user_id")
+        opened = open_buffer(buffer)
+        try:
+            return erase_user(self._storage, user_id, agent_id=None, buffer=opened)
+        finally:
+            if opened is not None and isinstance(buffer, str):
+                opened.close()
 
     def prune_expired(self, dry_run: bool = False) -> PruneResult:
         """Delete the events whose time to live has passed (``record(ttl=...)``), with their

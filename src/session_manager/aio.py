@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from ._engine import Health
+from ._erasure import ErasureReceipt
 from ._knowledge import Chunker, DocumentInfo, IngestResult
 from ._markdown_export import MarkdownExport
 from .buffer import RedisBuffer
@@ -322,6 +323,10 @@ class AsyncSessionManager:
     async def get_event(self, event_id: str) -> Event:
         """One event by id, if this agent may see it."""
         return await self._run(self._sync.get_event, event_id)
+
+    async def erase_user(self, user_id: str) -> ErasureReceipt:
+        """Erase everything this agent keeps about a user; return the receipt."""
+        return await self._run(self._sync.erase_user, user_id)
 
     async def recent_messages(self, session_id: str, limit: int = 20) -> list[Event]:
         """The session's newest ``limit`` messages, oldest first (from the working buffer

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from . import _json
 from ._engine import Engine, Health, resolve_target, session_not_found
+from ._erasure import ErasureReceipt, erase_user
 from ._ids import new_id
 from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
@@ -374,6 +375,23 @@ class SessionManager(UserMemory, KnowledgeMemory):
             session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
             self._unbuffer(tx, session_id)
             return self._storage.delete_session(tx, session_id)
+
+    def erase_user(self, user_id: str) -> ErasureReceipt:
+        """Erase everything this agent keeps about a user: every session of this agent with
+        that ``user_id`` (their events, vectors, keyword rows, summaries, the facts
+        ``remember`` kept), physically (SQLite overwrites the freed pages, merges the keyword
+        index and truncates its log; PostgreSQL vacuums), and the working buffer's copies.
+        Reads stop seeing the user when its transaction commits; after a crash, calling it
+        again completes it. Returns a receipt: what was erased, and the copies no erasure
+        reaches (backups, earlier exports). Other agents' sessions with the user stay:
+        ``StoreAdmin.erase_user`` erases across agents.
+
+        >>> mgr.erase_user("u1").sessions  # doctest: +SKIP
+        3
+        """
+        user_id = _identifier(user_id, "user_id")
+        self._check_writable()
+        return erase_user(self._storage, user_id, agent_id=self.agent_id, buffer=self._buffer)
 
     def delete_event(self, event_id: str) -> Event:
         """Delete one event from the log and every index; return it as it was.

@@ -60,6 +60,7 @@ COMMAND_ORDER = (
     "reindex",
     "delete",
     "prune",
+    "erase-user",
     "mcp",
     "demo",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -510,6 +511,48 @@ def _describe_expired(env: Env, result: PruneResult) -> None:
         f"{verb} {result.events:,} expired event(s) ({kinds}) from "
         f"{result.sessions_touched:,} session(s)."
     )
+
+
+@cli.command("erase-user")
+@click.argument("user_id", metavar="USER")
+@click.option("--buffer", metavar="URL", help="The agents' Redis working buffer, to erase too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the receipt as JSON.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def erase_user(env: Env, user_id: str, buffer: str | None, as_json: bool, yes: bool) -> None:
+    """Erase a user from the store: every session of every agent with that user id.
+
+    Events, vectors, keyword rows, summaries and the facts agents remembered about the user
+    go, physically (freed pages overwritten, the keyword index merged, the log truncated;
+    PostgreSQL vacuumed). Prints a receipt, with the copies no erasure reaches. Running it
+    again completes an interrupted erasure. Asks first unless --yes.
+
+    \b
+    asm erase-user u-4711 --yes --json > receipt.json
+    """
+    admin = env.admin()
+    found = admin.sessions(user=user_id)
+    events = sum(info.events for info in found)
+    question = (
+        f"Erase user {user_id!r}: {len(found):,} session(s) with {events:,} event(s), of "
+        f"{len({info.session.agent_id for info in found}):,} agent(s)? This cannot be undone."
+    )
+    if not _confirmed(question, yes):
+        _nothing_deleted(env)
+        return
+    receipt = admin.erase_user(user_id, buffer=buffer)
+    if as_json:
+        click.echo(json.dumps(receipt.to_dict(), indent=2))
+        return
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in receipt.events.items()) or "no events"
+    env.out.print(
+        f"Erased user {user_id!r}: {receipt.sessions:,} session(s), {kinds} "
+        f"({receipt.facts:,} fact(s) about them)."
+    )
+    env.out.print("Not reached by this erasure:")
+    for note in receipt.unreachable:
+        env.out.print(f"  - {note}")
 
 
 def _describe_prune(env: Env, result: PruneResult) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "SnapshotFolder",
     "global_codes",
     "local_codes",
+    "partition_digest",
     "read_arrays",
     "replace_file",
     "write_arrays",
@@ -99,6 +100,11 @@ def replace_file(path: Path, meta: dict[str, Any], arrays: dict[str, Any]) -> No
         raise
 
 
+def partition_digest(partition: str) -> str:
+    """What names a partition's snapshot files (of every kind) in the folder."""
+    return hashlib.sha256(partition.encode()).hexdigest()[:24]
+
+
 class SnapshotFolder:
     """One kind of snapshot file of one database: a file per partition, named by a digest of
     the partition with the kind's :attr:`prefix` and :attr:`suffix`."""
@@ -113,8 +119,7 @@ class SnapshotFolder:
         self.writable = writable
 
     def path(self, partition: str) -> Path:
-        digest = hashlib.sha256(partition.encode()).hexdigest()[:24]
-        return self.folder / f"{self.prefix}-{digest}{self.suffix}"
+        return self.folder / f"{self.prefix}-{partition_digest(partition)}{self.suffix}"
 
     def read(self, partition: str) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
         """:func:`read_arrays` of the partition's file; None when there is none."""

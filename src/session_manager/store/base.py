@@ -135,6 +135,17 @@ class Store(Protocol):
         return the count."""
         ...
 
+    def secure_deletes(self) -> AbstractContextManager[None]:
+        """Deletes by this thread meanwhile overwrite the data they free, where the backend
+        can (SQLite's ``secure_delete``)."""
+        ...
+
+    def scrub(self, partitions: Sequence[str]) -> list[str]:
+        """Make committed deletes physical: what lingers after a delete (index segments, the
+        write-ahead log, dead rows, snapshot files of ``partitions``) is merged, truncated,
+        vacuumed or removed; return notes on what could not be reached."""
+        ...
+
     def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
     def set_meta(self, tx: Tx, key: str, value: str) -> None: ...
 

@@ -408,6 +408,24 @@ class PostgresStore(SqlStore):
             cursor = conn.execute(_pg(sql), params)
             return list(cursor.fetchall()) if cursor.description else []
 
+    @contextmanager
+    def secure_deletes(self) -> Iterator[None]:
+        """PostgreSQL has no such switch: a deleted row stays in its page until VACUUM
+        reclaims the space (:meth:`scrub`)."""
+        yield
+
+    def scrub(self, partitions: Sequence[str]) -> list[str]:
+        """After deletes that must leave no trace: VACUUM the tables they touched, so the
+        dead rows' space is reclaimed (the search caches drop the partitions through the
+        deletions feed). Returns what it cannot reach."""
+        for table in ("events", "sessions", "vectors", "outbox", "deletions"):
+            self._run_alone(f"VACUUM (ANALYZE) {table}")
+        return [
+            "PostgreSQL's write-ahead log, its archives and replicas keep the deleted rows "
+            "until they are recycled; a reclaimed page keeps their bytes until it is reused "
+            "(VACUUM FULL rewrites the tables, under an exclusive lock)"
+        ]
+
     def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
         """One statement with the seqs and their counts as two array parameters, however
         many there are (the protocol allows 65,535 parameters; the shared version sends

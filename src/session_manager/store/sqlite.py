@@ -45,6 +45,7 @@ from ._keyword_cache import KeywordCache
 from ._keyword_snapshots import KeywordSnapshots
 from ._lease import held
 from ._migrations import MIGRATIONS
+from ._snapshot_files import partition_digest
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from ._sqlite_keywords import SqliteKeywordIndex
@@ -400,6 +401,40 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             # while the WAL grew by 100 MB).
             with self._queued_for_write():
                 self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+
+    @contextmanager
+    def secure_deletes(self) -> Iterator[None]:
+        """What this thread deletes meanwhile is overwritten with zeros in the file (and the
+        pages written to the WAL), not merely unlinked (``PRAGMA secure_delete``)."""
+        conn = self.connection()
+        with self._mapped_errors():
+            conn.execute("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            with self._mapped_errors():
+                conn.execute("PRAGMA secure_delete = OFF")
+
+    def scrub(self, partitions: Sequence[str]) -> list[str]:
+        """After deletes that must leave no trace: FTS5's segments merged into one (a deleted
+        row's terms otherwise survive in the segments written before), the WAL copied back
+        and truncated (its old frames hold old pages), and the snapshot files of
+        ``partitions`` removed (derived from the text). Returns what could not be done."""
+        notes: list[str] = []
+        conn = self.connection()
+        with self.secure_deletes(), self.atomic() as tx:
+            tx.execute("INSERT INTO events_fts (events_fts) VALUES ('optimize')")
+        with self._mapped_errors(), self._queued_for_write():
+            busy = self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+        if busy and busy[0]:
+            notes.append(
+                "the write-ahead log could not be truncated now (another connection was reading "
+                "an older snapshot): its old pages are overwritten as the log is reused"
+            )
+        for partition in partitions:
+            for path in self.snapshot_folder.glob(f"*-{partition_digest(partition)}.*"):
+                path.unlink(missing_ok=True)
+        return notes
 
     def _wal_bytes(self) -> int:
         try:

@@ -58,6 +58,7 @@ from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
 from .expiry_conformance import ShortTermMemoryConformance
 from .memory_conformance import UserMemoryConformance
+from .privacy_conformance import PrivacyConformance
 
 __all__ = ["AsyncBridge", "BackendConformance", "BackendSpec"]
 
@@ -162,7 +163,7 @@ _CHILD_OPEN = """
 """
 
 
-class BackendConformance(UserMemoryConformance, ShortTermMemoryConformance):
+class BackendConformance(UserMemoryConformance, ShortTermMemoryConformance, PrivacyConformance):
     """The tests every backend passes; subclasses provide the ``backend`` fixture."""
 
     @pytest.fixture
