@@ -31,6 +31,8 @@ ISSUE_COMMANDS = {
     "demo",
     "migrate",  # issue 5: between any two backends
     "erase-user",  # issue 14
+    "retention",
+    "health",
 }
 
 

@@ -45,6 +45,7 @@ from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency
 from .redaction import PiiRedactor, Redaction, Redactor, Span
 from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
+from .retention import RetentionPolicy
 
 __version__ = "0.1.0"
 
@@ -80,6 +81,7 @@ __all__ = [
     "Resolution",
     "RestoreReport",
     "RestoredContext",
+    "RetentionPolicy",
     "SchemaTooNew",
     "SectionShare",
     "SentenceTransformerEmbedder",

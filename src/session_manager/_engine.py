@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
 
-from ._indexer import Indexer
+from ._indexer import LAST_EMBEDDED, Indexer
 from ._recalls import RecallCounts
 from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage, open_storage
+from ._time import from_us
 from ._transfer import Progress
 from .embed import LoadedEmbedder, load_embedder
 from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
@@ -57,6 +60,10 @@ def session_not_found(session_id: object, *, agent: str | None, where: str) -> S
     )
 
 
+#: seconds a backlog may wait for its next stored batch before health() calls it stalled
+STALLED_AFTER = 120.0
+
+
 @dataclass(frozen=True)
 class Health:
     """What the background side of a store is doing (:meth:`SessionManager.health`).
@@ -67,7 +74,11 @@ class Health:
     the waiting events, embedding them first. ``worker_running`` says whether this
     process's background worker is alive; ``last_error`` is its most recent failure
     (``None`` once a batch succeeds again). ``buffer_error`` says why the Redis working
-    buffer cannot answer now (the log answers meanwhile).
+    buffer cannot answer now (the log answers meanwhile). ``last_embedded_at`` is when any
+    process last stored a batch of vectors (within :data:`~session_manager._indexer.
+    BEAT_SECONDS`) or started a worker: with a backlog, an old one (or none) means no worker
+    anywhere is embedding (:attr:`stalled`). ``store_bytes``, ``wal_bytes`` (SQLite's log;
+    None on PostgreSQL) and ``schema`` (the newest migration applied) describe the store.
     """
 
     backlog: int
@@ -78,12 +89,52 @@ class Health:
     store: str
     index_error: str | None = None
     buffer_error: str | None = None
+    last_embedded_at: datetime | None = None
+    store_bytes: int | None = None
+    wal_bytes: int | None = None
+    schema: str | None = None
+
+    @property
+    def stalled(self) -> bool:
+        """A backlog nobody has embedded from for :data:`STALLED_AFTER` seconds (no worker
+        runs on this store, or every one is failing)."""
+        if not self.backlog:
+            return False
+        if self.last_embedded_at is None:
+            return True
+        waited = (datetime.now(timezone.utc) - self.last_embedded_at).total_seconds()
+        return waited > STALLED_AFTER
 
     @property
     def ok(self) -> bool:
-        """No worker, index or buffer error (a backlog alone is normal: it drains in the
-        background)."""
-        return self.last_error is None and self.index_error is None and self.buffer_error is None
+        """No worker, index or buffer error, and no stalled backlog (a backlog alone is
+        normal: it drains in the background)."""
+        return (
+            self.last_error is None
+            and self.index_error is None
+            and self.buffer_error is None
+            and not self.stalled
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "stalled": self.stalled,
+            "backlog": self.backlog,
+            "lag_seconds": self.lag_seconds,
+            "worker_running": self.worker_running,
+            "last_error": self.last_error,
+            "last_embedded_at": None
+            if self.last_embedded_at is None
+            else self.last_embedded_at.isoformat(),
+            "index_error": self.index_error,
+            "buffer_error": self.buffer_error,
+            "embedder": self.embedder,
+            "store": self.store,
+            "store_bytes": self.store_bytes,
+            "wal_bytes": self.wal_bytes,
+            "schema": self.schema,
+        }
 
 
 class Engine:
@@ -231,14 +282,23 @@ class Engine:
         lag: float | None = None
         if indexer is not None and indexer.running:
             lag = indexer.lag_seconds() if backlog else 0.0
+        stored, wal, schema = self.store.footprint()
+        beat = self.store.get_meta(LAST_EMBEDDED)
         return Health(
             backlog=backlog,
             lag_seconds=lag,
             worker_running=lag is not None,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
-            embedder=self.embedder.name,
+            # (an operator's look at health must not load a model: the store names its own)
+            embedder=self._loaded.name
+            if self._loaded is not None
+            else (self.store.get_meta("embedder_name") or "none yet"),
             store=self.url,
             index_error=next(
                 (s.index_error for s in list(self._searchers.values()) if s.index_error), None
             ),
+            last_embedded_at=None if beat is None else from_us(int(beat)),
+            store_bytes=stored,
+            wal_bytes=wal,
+            schema=schema,
         )

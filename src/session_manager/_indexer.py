@@ -21,6 +21,7 @@ import numpy as np
 from ._deferred import digest_deferred
 from ._idle import IdleRunner
 from ._storage import Storage
+from ._time import now_us
 from .embed import LoadedEmbedder
 from .errors import EmbedderMismatch, ModelNotAvailable
 from .tokens import tokenizer_for
@@ -51,6 +52,13 @@ _REINDEX_HINT = (
 
 #: workers still running; stopped at interpreter exit (see _stop_workers_at_exit)
 _RUNNING: weakref.WeakSet[Indexer] = weakref.WeakSet()
+
+#: the meta key holding when (microseconds) any process last stored a batch of vectors, or
+#: started a worker
+LAST_EMBEDDED = "last_embedded_us"
+#: how often a process writes it (at most): one upsert per batch would make every worker's
+#: batch wait on that row while another's commits
+BEAT_SECONDS = 10.0
 
 
 @atexit.register
@@ -99,6 +107,7 @@ class Indexer:
         # the worker's embedding runs at idle priority from its second batch (_idle.py)
         self._idle = IdleRunner()
         self._worker_batches = 0
+        self._beat_at = -BEAT_SECONDS
         if check:
             self.check_identity()
 
@@ -145,6 +154,12 @@ class Indexer:
             self._check(stored, self._mine(self.embedder.dim))
 
     def _register(self, tx: Any, dim: int) -> None:
+        """In the transaction that stores a batch: the embedder's identity (checked, or
+        written by the first batch), and now and then when a batch was last stored
+        (:data:`LAST_EMBEDDED`: ``health()`` tells a stalled worker from a busy one)."""
+        if time.monotonic() - self._beat_at >= BEAT_SECONDS:
+            self.store.set_meta(tx, LAST_EMBEDDED, str(now_us()))
+            self._beat_at = time.monotonic()
         stored = self._stored_identity(lambda key: self.store.get_meta(key, tx))
         mine = self._mine(dim)
         if stored["name"] is None:
@@ -297,6 +312,13 @@ class Indexer:
                 hook()
 
     def _work(self) -> None:
+        # A worker that starts counts as a beat: until its first batch is stored, a backlog
+        # is being worked on, not stalled (health()).
+        try:
+            with self.store.atomic() as tx:
+                self.store.set_meta(tx, LAST_EMBEDDED, str(now_us()))
+        except Exception as exc:  # (a full or busy store: the loop below reports it)
+            log.debug("worker start not noted: %s", exc)
         # Poll even without a wake-up: other processes' events and the leftovers of a crashed
         # process are caught up too (their outbox claims expire).
         while not self._stop.is_set():

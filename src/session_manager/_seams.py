@@ -44,6 +44,8 @@ class EventFilter:
     kinds: tuple[str, ...] | None = None
     exclude_kinds: tuple[str, ...] | None = None
     status: str | None = None
+    #: events with none of these statuses (events without a status pass)
+    exclude_statuses: tuple[str, ...] | None = None
     min_importance: float | None = None
     since_us: int | None = None
     until_us: int | None = None
@@ -70,6 +72,7 @@ class EventFilter:
             self.where
             or self.exclude_kinds
             or self.status
+            or self.exclude_statuses
             or self.min_importance is not None
             or self.session_status
             or self.session_before_us is not None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 
 from .errors import InvalidInput
 
-__all__ = ["from_us", "now_us", "to_us"]
+__all__ = ["age", "from_us", "now_us", "to_us"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -42,3 +43,20 @@ def from_us(value: int) -> datetime:
     """The aware UTC datetime for microseconds since the epoch."""
     seconds, micros = divmod(int(value), 1_000_000)
     return datetime.fromtimestamp(seconds, timezone.utc).replace(microsecond=micros)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$")
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def age(value: str) -> timedelta | None:
+    """An age written as ``"90d"``, ``"12h"``, ``"30min"``, ``"2w"`` (s, m/min, h, d, w); None
+    when ``value`` is not one.
+
+    >>> age("2w"), age("soon")
+    (datetime.timedelta(days=14), None)
+    """
+    match = _DURATION.match(value)
+    if not match:
+        return None
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])

@@ -23,16 +23,16 @@ exporting again gives a byte-identical file.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._engine import Engine, resolve_target, session_not_found
+from ._engine import Engine, Health, resolve_target, session_not_found
 from ._erasure import ErasureReceipt, erase_user
+from ._retention import RetentionResult, apply_retention
 from ._scope import Scope
-from ._time import from_us, now_us, to_us
+from ._time import age, from_us, now_us, to_us
 from ._transfer import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
@@ -52,6 +52,7 @@ from .embed import LoadedEmbedder
 from .errors import InvalidInput, SessionNotFound
 from .events import Event, Hit, Session, validate_kind
 from .protocols import Embedder
+from .retention import RetentionPolicy
 from .store.base import EventFilter, SessionFilter, Store
 
 __all__ = [
@@ -70,8 +71,6 @@ __all__ = [
 ]
 
 _EXPORT_PAGE = 1_000
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$")
-_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
 # ---------------------------------------------------------------------------------------
@@ -92,10 +91,9 @@ def parse_cutoff(value: datetime | timedelta | str, what: str = "older_than") ->
     if isinstance(value, timedelta):
         return now_us() - int(value.total_seconds() * 1_000_000)
     if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            seconds = float(match.group(1)) * _UNITS[match.group(2)]
-            return now_us() - int(seconds * 1_000_000)
+        written = age(value)
+        if written is not None:
+            return now_us() - int(written.total_seconds() * 1_000_000)
         try:
             return to_us(value, what)
         except InvalidInput:
@@ -374,6 +372,13 @@ class StoreAdmin:
         hits.sort(key=lambda hit: (-hit.score, hit.event.id))
         return hits[:k]
 
+    def health(self) -> Health:
+        """The store's health as any process sees it (``asm health``): the embedding backlog
+        and whether anyone is draining it (:attr:`Health.stalled`: no batch stored for two
+        minutes while events wait), the store's and its WAL's size, the schema version. This
+        view runs no worker: ``worker_running`` is False here."""
+        return self._engine.health()
+
     def stats(self) -> StoreStats:
         """Counts by agent, kind and status; file size; the embedder behind the vectors."""
         raw = self._storage.stats()
@@ -561,6 +566,15 @@ class StoreAdmin:
         finally:
             if opened is not None and isinstance(buffer, str):
                 opened.close()
+
+    def apply_retention(self, policy: RetentionPolicy, dry_run: bool = False) -> RetentionResult:
+        """Delete what ``policy`` says the store no longer keeps, in every agent's sessions
+        (``asm retention``): old whole sessions, or old events of some kinds, less the
+        newest ``keep`` (:mod:`session_manager.retention`). Decided and deleted in one
+        transaction; ``dry_run`` counts and deletes nothing."""
+        if not isinstance(policy, RetentionPolicy):
+            raise InvalidInput(f"policy must be a RetentionPolicy, got {type(policy).__name__}.")
+        return apply_retention(self._storage, policy, dry_run=dry_run)
 
     def prune_expired(self, dry_run: bool = False) -> PruneResult:
         """Delete the events whose time to live has passed (``record(ttl=...)``), with their

@@ -34,6 +34,7 @@ from ._engine import Health
 from ._erasure import ErasureReceipt
 from ._knowledge import Chunker, DocumentInfo, IngestResult
 from ._markdown_export import MarkdownExport
+from ._retention import RetentionResult
 from .buffer import RedisBuffer
 from .errors import InvalidInput
 from .events import Event, Hit, Session
@@ -43,6 +44,7 @@ from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency
 from .redaction import Redactor
 from .restore import BudgetShares, RestoredContext
+from .retention import RetentionPolicy
 from .store.base import Capabilities
 
 __all__ = ["AsyncSessionManager"]
@@ -80,6 +82,7 @@ class AsyncSessionManager:
         fact_resolver: FactResolver | None = None,
         buffer: str | RedisBuffer | None = None,
         redactor: Redactor | Literal["default"] | None = None,
+        retention: RetentionPolicy | None = None,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -102,6 +105,7 @@ class AsyncSessionManager:
             fact_resolver=fact_resolver,
             buffer=buffer,
             redactor=redactor,
+            retention=retention,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False
@@ -323,6 +327,12 @@ class AsyncSessionManager:
     async def get_event(self, event_id: str) -> Event:
         """One event by id, if this agent may see it."""
         return await self._run(self._sync.get_event, event_id)
+
+    async def apply_retention(
+        self, policy: RetentionPolicy, dry_run: bool = False
+    ) -> RetentionResult:
+        """Apply ``policy`` to this agent's own sessions now."""
+        return await self._run(self._sync.apply_retention, policy, dry_run)
 
     async def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase everything this agent keeps about a user; return the receipt."""

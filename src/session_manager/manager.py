@@ -20,6 +20,7 @@ from ._erasure import ErasureReceipt, erase_user
 from ._ids import new_id
 from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
+from ._retention import RetentionResult, RetentionSchedule, apply_retention
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
 from ._user_memory import UserMemory
@@ -46,6 +47,7 @@ from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency, recency_of
 from .redaction import Redactor, redactor_of
 from .restore import BudgetShares, RestoredContext
+from .retention import RetentionPolicy
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 
@@ -104,6 +106,8 @@ class SessionManager(UserMemory, KnowledgeMemory):
             :class:`~session_manager.redaction.Redactor`; values become placeholders such as
             ``[EMAIL_1]`` (:mod:`session_manager.redaction`). None (the default) stores text as
             given.
+        retention: a :class:`~session_manager.retention.RetentionPolicy` the background
+            worker applies to this agent's own sessions, once an hour.
         buffer: a Redis working buffer (``"redis://host:6379/0"`` or a
             :class:`~session_manager.buffer.RedisBuffer`; the ``[redis]`` extra) that keeps the
             newest messages of active sessions for :meth:`recent_messages`, shared by every
@@ -131,6 +135,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         fact_resolver: FactResolver | None = None,
         buffer: str | RedisBuffer | None = None,
         redactor: Redactor | Literal["default"] | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         self._redactor = redactor_of(redactor)
@@ -178,6 +183,19 @@ class SessionManager(UserMemory, KnowledgeMemory):
         self._indexer = self._engine.indexer
         self._searcher = self._engine.searcher(self.scope)
         self._indexer.count_tokens = self._counter  # deferred events count under this model
+        if retention is not None:
+            if not isinstance(retention, RetentionPolicy):
+                raise InvalidInput(
+                    f"retention must be a RetentionPolicy, got {type(retention).__name__}."
+                )
+            if not background:
+                raise InvalidInput(
+                    "retention= is applied by the background worker; open the manager with "
+                    "background=True, or call apply_retention() yourself."
+                )
+            self._indexer.idle_hooks.append(
+                RetentionSchedule(self._storage, retention, self.agent_id)
+            )
         if auto_summary is not None:
             from ._summaries import AutoSummary
 
@@ -375,6 +393,21 @@ class SessionManager(UserMemory, KnowledgeMemory):
             session_id, _, _ = self._owned(tx, session_id, allow_closed=True)
             self._unbuffer(tx, session_id)
             return self._storage.delete_session(tx, session_id)
+
+    def apply_retention(self, policy: RetentionPolicy, dry_run: bool = False) -> RetentionResult:
+        """Apply ``policy`` to this agent's own sessions now (``StoreAdmin.apply_retention``
+        for every agent's): :mod:`session_manager.retention` says what it deletes and what
+        never. ``dry_run`` counts and deletes nothing.
+
+        >>> policy = RetentionPolicy("30d", kinds=["tool_output"])  # doctest: +SKIP
+        >>> mgr.apply_retention(policy).events  # doctest: +SKIP
+        12
+        """
+        if not isinstance(policy, RetentionPolicy):
+            raise InvalidInput(f"policy must be a RetentionPolicy, got {type(policy).__name__}.")
+        if not dry_run:
+            self._check_writable()
+        return apply_retention(self._storage, policy, agent_id=self.agent_id, dry_run=dry_run)
 
     def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase everything this agent keeps about a user: every session of this agent with

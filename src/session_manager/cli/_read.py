@@ -14,7 +14,7 @@ from rich.text import Text
 from ..admin import SessionInfo, event_to_dict
 from ..errors import SessionNotFound
 from ..events import SESSION_STATUSES, Hit
-from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
+from ._app import AGE, FAILURE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import (
     STATUS_STYLES,
     ago,
@@ -482,6 +482,51 @@ def restore(
         offered.add_row(share.section, f"{share.offered:,}", f"{share.used:,}", share.why)
     env.out.print(offered)
     env.note(report.note)
+
+
+# -- health -------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@db_option
+@click.pass_obj
+def health(env: Env, as_json: bool) -> None:
+    """Say whether the store is healthy; exit 1 when it is not (for monitoring).
+
+    Not healthy: events wait for embedding and no process has stored a batch for two
+    minutes (no worker runs, or every one is failing), or an index cannot be reached. Also
+    shows the store's size, its WAL's (SQLite) and the schema version.
+    """
+    admin = env.admin()
+    report = admin.health()
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        out = env.out
+        state = ("healthy", "green") if report.ok else ("NOT HEALTHY", "bold red")
+        out.print(Text.assemble(("Health    ", "bold"), state))
+        last = report.last_embedded_at
+        since = "never" if last is None else f"{stamp(last)} UTC"
+        backlog_style = "yellow" if report.backlog else ""
+        out.print(
+            Text.assemble(
+                ("Backlog   ", "bold"),
+                (f"{report.backlog:,} event(s) waiting for embedding", backlog_style),
+                f"; last batch stored {since}",
+                (" (stalled: is a worker running?)", "bold red") if report.stalled else "",
+            )
+        )
+        for label, error in (("Index", report.index_error), ("Worker", report.last_error)):
+            if error:
+                out.print(Text.assemble((f"{label:<10}", "bold"), (error, "red")))
+        size = human_size(report.store_bytes or 0)
+        wal = "" if report.wal_bytes is None else f"; WAL {human_size(report.wal_bytes)}"
+        out.print(Text.assemble(("Store     ", "bold"), f"{report.store} ({size}{wal})"))
+        out.print(Text.assemble(("Schema    ", "bold"), report.schema or "none"))
+        out.print(Text.assemble(("Embedder  ", "bold"), report.embedder))
+    if not report.ok:
+        raise SystemExit(FAILURE)
 
 
 # -- stats --------------------------------------------------------------------------------

@@ -22,8 +22,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._retention import RetentionResult
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
+from ..retention import RetentionPolicy
 from ..store import describe_url, sqlite_path, store_identity
 from ._app import AGE, Env, agent_option, cli, db_option, open_admin
 from ._render import shorten, stamp
@@ -510,6 +512,84 @@ def _describe_expired(env: Env, result: PruneResult) -> None:
     env.out.print(
         f"{verb} {result.events:,} expired event(s) ({kinds}) from "
         f"{result.sessions_touched:,} session(s)."
+    )
+
+
+@cli.command()
+@click.option(
+    "--max-age", required=True, metavar="AGE", help="What is older than this goes (90d, 12h, 2w)."
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only events of this kind (repeatable), keeping the sessions.",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(SESSION_STATUSES),
+    help="Only in sessions with this status (repeatable).",
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Spare the newest this many sessions of each agent (events of each session, with --kind).",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def retention(
+    env: Env,
+    max_age: str,
+    kinds: tuple[str, ...],
+    statuses: tuple[str, ...],
+    keep: int,
+    dry_run: bool,
+    as_json: bool,
+    yes: bool,
+) -> None:
+    """Apply a retention policy to every agent's sessions.
+
+    Without --kind: whole task sessions inactive for longer than --max-age (memory sessions,
+    which hold users' facts and knowledge, stay). With --kind: the events of those kinds
+    older than that. Never deleted: goals, open pending steps, users' current facts,
+    knowledge documents. Decided and deleted in one transaction. Asks first unless --yes or
+    --dry-run.
+
+    \b
+    asm retention --max-age 180d --status completed --status abandoned --dry-run
+    asm retention --max-age 30d --kind tool_output --kind message --keep 50 --yes
+    """
+    policy = RetentionPolicy(max_age, kinds=kinds or None, statuses=statuses or None, keep=keep)
+    admin = env.admin()
+    plan = admin.apply_retention(policy, dry_run=True)
+    if dry_run or not plan.events:
+        _report_retention(env, plan, as_json)
+        return
+    _report_retention(env, plan, False)
+    if not _confirmed("Delete all of that? This cannot be undone.", yes, instead=", or --dry-run"):
+        _nothing_deleted(env)
+        return
+    _report_retention(env, admin.apply_retention(policy), as_json)
+
+
+def _report_retention(env: Env, result: RetentionResult, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    what = f"{len(result.sessions):,} session(s) with " if result.policy.kinds is None else ""
+    env.out.print(
+        f"{verb} {what}{result.events:,} event(s){f' ({kinds})' if kinds else ''} older than "
+        f"{stamp(result.cutoff)} UTC, from {result.sessions_touched:,} session(s)."
     )
 
 

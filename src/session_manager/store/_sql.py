@@ -226,6 +226,9 @@ class SqlStore:
         if flt.status is not None:
             parts.append("e.status = ?")
             params.append(flt.status)
+        if flt.exclude_statuses:
+            parts.append(f"(e.status IS NULL OR e.status NOT IN ({_marks(flt.exclude_statuses)}))")
+            params.extend(flt.exclude_statuses)
         if flt.min_importance is not None:
             parts.append("e.importance >= ?")
             params.append(flt.min_importance)
@@ -491,6 +494,12 @@ class SqlStore:
         )
         return {kind: int(count) for kind, count in rows}
 
+    def event_sessions(self, flt: EventFilter, tx: Tx | None = None) -> list[str]:
+        """The sessions holding events that ``flt`` selects."""
+        where, params = self.event_where(flt)
+        rows = self._read(f"SELECT DISTINCT e.session_id {EVENTS_JOIN} WHERE {where}", params, tx)
+        return sorted(str(row[0]) for row in rows)
+
     def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int:
         where, params = self.event_where(flt)
         rows = self._read(
@@ -625,6 +634,11 @@ class SqlStore:
         ]
 
     # -- operators -------------------------------------------------------------------------
+
+    def schema_version(self) -> str | None:
+        """The newest migration applied (``0009_expiry``): the schema's version."""
+        rows = self._read("SELECT max(name) FROM migrations")
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def base_stats(self) -> dict[str, Any]:
         by_agent: dict[str, dict[str, int]] = {}

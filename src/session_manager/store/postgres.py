@@ -726,14 +726,19 @@ class PostgresStore(SqlStore):
 
     def stats(self) -> dict[str, Any]:
         stats = self.base_stats()
+        stats["size_bytes"] = self.footprint()[0]
+        return stats
+
+    def footprint(self) -> tuple[int, int | None, str | None]:
+        """The store's tables and indexes in bytes, no WAL of its own (the server's is
+        shared), and the schema version."""
         rows = self._read(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = ? AND c.relkind IN ('r', 'm')",
             (self.schema,),
         )
-        stats["size_bytes"] = int(rows[0][0])
-        return stats
+        return int(rows[0][0]), None, self.schema_version()
 
     def drop_schema(self) -> None:
         """Delete this store's schema with everything in it (tests and ``asm``'s tools)."""

@@ -659,12 +659,14 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
     def stats(self) -> dict[str, Any]:
         stats = self.base_stats()
-        stats["size_bytes"] = sum(
-            path.stat().st_size
-            for path in (self.path, Path(str(self.path) + "-wal"))
-            if path.exists()
-        )
+        stats["size_bytes"] = sum(self.footprint()[:2])
         return stats
+
+    def footprint(self) -> tuple[int, int | None, str | None]:
+        """The database file's bytes, its WAL's, and the schema version (cheap: two stats
+        and one row)."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        return size, self._wal_bytes(), self.schema_version()
 
 
 class _ThreadConnection:

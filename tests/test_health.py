@@ -1,0 +1,80 @@
+"""health() and `asm health`: a backlog nobody drains is called stalled (a worker's batches and
+its start are the heartbeat, shared through the store), the store's size, WAL and schema."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from session_manager import SessionManager
+from session_manager._engine import STALLED_AFTER
+from session_manager._indexer import LAST_EMBEDDED
+from session_manager._time import now_us
+from session_manager.admin import StoreAdmin
+from session_manager.testing import HashEmbedder
+
+from .test_cli import asm
+
+Factory = Callable[..., SessionManager]
+
+
+def _beat(db: Path, seconds_ago: float) -> None:
+    moment = now_us() - int(seconds_ago * 1_000_000)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (LAST_EMBEDDED, str(moment)),
+        )
+
+
+def test_a_backlog_nobody_drains_is_stalled(make_manager: Factory, db_path: Path) -> None:
+    mgr = make_manager("a", background=False)
+    session = mgr.start_session("work")
+    mgr.record_fact(session.id, "waits for its vector")
+    report = mgr.health()
+    assert report.backlog == 2 and report.last_embedded_at is None
+    assert report.stalled and not report.ok  # no worker has ever run on this store
+    _beat(db_path, seconds_ago=5)
+    assert not mgr.health().stalled  # a worker started or stored a batch just now
+    _beat(db_path, seconds_ago=STALLED_AFTER + 60)
+    assert mgr.health().stalled
+    mgr.flush()
+    assert mgr.health().backlog == 0 and not mgr.health().stalled  # nothing waits
+    report = mgr.health()
+    assert report.schema == "0009_expiry" and report.wal_bytes is not None
+    assert report.store_bytes and report.store_bytes > 0
+    assert json.loads(json.dumps(report.to_dict()))["ok"] is True
+
+
+def test_a_running_worker_beats(make_manager: Factory) -> None:
+    mgr = make_manager("a")  # background worker on
+    session = mgr.start_session("work")
+    for i in range(10):
+        mgr.record_fact(session.id, f"fact {i}")
+    deadline = time.monotonic() + 15
+    while mgr.health().backlog:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    report = mgr.health()
+    assert report.worker_running and report.last_embedded_at is not None and report.ok
+
+
+def test_asm_health_exits_1_when_not_healthy(make_manager: Factory, db_path: Path) -> None:
+    mgr = make_manager("a", background=False)
+    mgr.record_fact(mgr.start_session("work").id, "waits")
+    mgr.close()
+    sick = asm(db_path, "health")
+    assert sick.exit_code == 1 and "NOT HEALTHY" in sick.output and "stalled" in sick.output
+    as_json = json.loads(asm(db_path, "health", "--json").output)
+    assert as_json["stalled"] is True and as_json["backlog"] == 2
+    admin = StoreAdmin(db_path, embedder=HashEmbedder())
+    try:
+        admin.embed_pending()
+    finally:
+        admin.close()
+    well = asm(db_path, "health")
+    assert well.exit_code == 0 and "healthy" in well.output and "0009_expiry" in well.output
