@@ -21,7 +21,7 @@ $(CORE): pyproject.toml Makefile
 # [postgres] and [chroma] backends, the [redis] buffer + every framework adapter's package and
 # test harness. The tests' Redis is Debian's redis-server (.ci/run installs it).
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,redis,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
+	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,redis,prometheus,otel,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import _json
 from ._conveniences import Conveniences
+from ._observed import observed
 from ._validate import identifier, prepare_event
 from .chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
 from .errors import DocumentNotFound, InvalidInput
@@ -67,6 +68,7 @@ class KnowledgeMemory(Conveniences):
 
     session_for: Callable[..., Session]
 
+    @observed("ingest")
     def ingest(
         self,
         source: str | os.PathLike[str] | None = None,
@@ -139,6 +141,7 @@ class KnowledgeMemory(Conveniences):
                 self._storage.delete_events(tx, replace(mine, where=vanished))
         if new:
             self._indexer.notify()
+            self._count_redactions(redaction)
         return IngestResult(
             document_id, name, version, len(new), len(digests) - len(new), len(gone)
         )

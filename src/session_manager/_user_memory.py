@@ -20,6 +20,7 @@ from typing import Any
 
 from . import _json
 from ._conveniences import Conveniences
+from ._observed import observed
 from ._time import now_us, to_us
 from ._validate import PreparedEvent, identifier, prepare_event
 from ._validate import text as _text
@@ -69,6 +70,7 @@ class UserMemory(Conveniences):
     fact_resolver: FactResolver | None
     session_for: Callable[..., Session]
 
+    @observed("remember")
     def remember(
         self,
         user_id: str,
@@ -182,6 +184,7 @@ class UserMemory(Conveniences):
                 if any(_start(e) > start for e in values):  # before the key's current value
                     history = self._insert_history(tx, session_id, shared, values, start, prepare)
                     self._indexer.notify()
+                    self._count_redactions(redaction)
                     note = f"valid_from is before the current value of key {key!r}: kept as history"
                     return RememberResult("added", history, [], similar, note)
                 targets = [e for e in current if e.metadata.get(KEY) == key]
@@ -195,6 +198,7 @@ class UserMemory(Conveniences):
                 self._supersede(tx, event, inserted.record.id, start) for event in targets
             ]
         self._indexer.notify()
+        self._count_redactions(redaction)
         fact = Fact.from_event(inserted.event())
         if superseded:
             return RememberResult("superseded", fact, superseded, similar, note)

@@ -15,6 +15,7 @@ from typing import Any
 from ._engine import session_not_found
 from ._ids import new_id
 from ._indexer import Indexer
+from ._observed import observed
 from ._redacting import RecordRedaction
 from ._scope import Scope
 from ._search import Searcher
@@ -36,10 +37,12 @@ from .events import (
     Session,
     is_message_role,
 )
+from .metrics import Metrics
 from .protocols import TokenCounter
 from .redaction import Redactor
 from .store.base import EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
+from .tracing import Tracing
 
 __all__ = ["DEFAULT_STATUS", "Inserted", "WritePath"]
 
@@ -64,6 +67,9 @@ class WritePath:
     _searcher: Searcher
     _buffer: RedisBuffer | None
     _redactor: Redactor | None
+    _metrics: Metrics | None
+    _tracing: Tracing | None
+    _backend: str
 
     def get_session(self, session_id: str) -> Session:
         """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
@@ -113,6 +119,7 @@ class WritePath:
             )
         return session_id, status, pool
 
+    @observed("record")
     def record(
         self,
         session_id: str,
@@ -152,9 +159,10 @@ class WritePath:
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         # Validated, serialised, counted and previewed before the write lock is taken.
+        redaction = self._redaction()
         prepared = prepare_event(
             kind, content, payload, importance, tags, metadata, created_at, self._counter,
-            redaction=self._redaction(),
+            redaction=redaction,
         )  # fmt: skip
         expires = expiry_us(prepared.kind, ttl, expires_at)
         if expires is not None:
@@ -180,10 +188,12 @@ class WritePath:
                 self._unbuffer(tx, session_id)
         if index:
             self._indexer.notify()
+        self._count_redactions(redaction)
         event = inserted.event()
         self._pass_on(session_id, [event])
         return event
 
+    @observed("record_many")
     def record_many(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> list[Event]:
         """Append several events to a session in one transaction: all or none.
 
@@ -199,9 +209,11 @@ class WritePath:
         if isinstance(events, Mapping | str | bytes):
             raise InvalidInput("record_many takes a list of events (dicts), not a single one.")
         prepared: list[tuple[PreparedEvent, str, bool]] = []
+        redactions: list[RecordRedaction | None] = []
         for position, item in enumerate(events):
             try:
-                prepared.append(self._prepared_item(item))
+                redactions.append(self._redaction())
+                prepared.append(self._prepared_item(item, redactions[-1]))
             except InvalidInput as exc:
                 raise type(exc)(f"Event {position} of record_many: {exc}") from None
         if not prepared:
@@ -213,11 +225,14 @@ class WritePath:
                 for item, kind, index in prepared
             ]
         self._indexer.notify()
+        self._count_redactions(*redactions)
         written = [each.event() for each in inserted]
         self._pass_on(session_id, written)
         return written
 
-    def _prepared_item(self, item: Any) -> tuple[PreparedEvent, str, bool]:
+    def _prepared_item(
+        self, item: Any, redaction: RecordRedaction | None
+    ) -> tuple[PreparedEvent, str, bool]:
         """One record_many item, validated: its prepared event, kind and index flag."""
         if not isinstance(item, Mapping):
             raise InvalidInput(f"each event must be a dict, got {type(item).__name__}.")
@@ -250,7 +265,7 @@ class WritePath:
             metadata,
             item.get("created_at"),
             self._counter,
-            redaction=self._redaction(),
+            redaction=redaction,
         )
         expires = expiry_us(prepared.kind, item.get("ttl"), item.get("expires_at"))
         if expires is not None:
@@ -329,6 +344,13 @@ class WritePath:
     def _redaction(self) -> RecordRedaction | None:
         """A fresh numbering of placeholders for one record, if this manager redacts."""
         return None if self._redactor is None else RecordRedaction(self._redactor)
+
+    def _count_redactions(self, *redactions: RecordRedaction | None) -> None:
+        """What written records had replaced, for the metrics (kinds and counts only)."""
+        if self._metrics is not None:
+            for redaction in redactions:
+                if redaction is not None:
+                    self._metrics.redacted(redaction.counts)
 
     def _write(self) -> Any:
         """A write transaction, unless this manager is read-only (then nothing is touched)."""

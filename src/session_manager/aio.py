@@ -40,12 +40,14 @@ from .errors import InvalidInput
 from .events import Event, Hit, Session
 from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
+from .metrics import Metrics
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency
 from .redaction import Redactor
 from .restore import BudgetShares, RestoredContext
 from .retention import RetentionPolicy
 from .store.base import Capabilities
+from .tracing import Tracing
 
 __all__ = ["AsyncSessionManager"]
 
@@ -83,6 +85,8 @@ class AsyncSessionManager:
         buffer: str | RedisBuffer | None = None,
         redactor: Redactor | Literal["default"] | None = None,
         retention: RetentionPolicy | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
         max_threads: int = 4,
     ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
@@ -106,6 +110,8 @@ class AsyncSessionManager:
             buffer=buffer,
             redactor=redactor,
             retention=retention,
+            metrics=metrics,
+            tracing=tracing,
         )
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="asm-async")
         self._closed = False

@@ -20,6 +20,7 @@ from ._erasure import ErasureReceipt, erase_user
 from ._ids import new_id
 from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
+from ._observed import observed
 from ._retention import RetentionResult, RetentionSchedule, apply_retention
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
@@ -43,6 +44,7 @@ from .events import (
     validate_kinds,
 )
 from .memory import MEMORY_SESSION, FactResolver
+from .metrics import Metrics
 from .protocols import Embedder, Summarizer, TokenCounter
 from .recency import Recency, recency_of
 from .redaction import Redactor, redactor_of
@@ -50,6 +52,7 @@ from .restore import BudgetShares, RestoredContext
 from .retention import RetentionPolicy
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
+from .tracing import Tracing
 
 __all__ = ["SessionManager"]
 
@@ -106,6 +109,10 @@ class SessionManager(UserMemory, KnowledgeMemory):
             :class:`~session_manager.redaction.Redactor`; values become placeholders such as
             ``[EMAIL_1]`` (:mod:`session_manager.redaction`). None (the default) stores text as
             given.
+        metrics: a :class:`~session_manager.metrics.Metrics` (Prometheus, the ``[prometheus]``
+            extra) that observes this manager's operations; none by default.
+        tracing: a :class:`~session_manager.tracing.Tracing` (OpenTelemetry, the ``[otel]``
+            extra): a span per memory operation; none by default.
         retention: a :class:`~session_manager.retention.RetentionPolicy` the background
             worker applies to this agent's own sessions, once an hour.
         buffer: a Redis working buffer (``"redis://host:6379/0"`` or a
@@ -136,6 +143,8 @@ class SessionManager(UserMemory, KnowledgeMemory):
         buffer: str | RedisBuffer | None = None,
         redactor: Redactor | Literal["default"] | None = None,
         retention: RetentionPolicy | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         self._redactor = redactor_of(redactor)
@@ -168,6 +177,16 @@ class SessionManager(UserMemory, KnowledgeMemory):
         background = background and not self.read_only  # nothing to embed into
         self._buffer = open_buffer(buffer)
         self._owns_buffer = isinstance(buffer, str)  # (a RedisBuffer given is the caller's)
+        if metrics is not None and not isinstance(metrics, Metrics):
+            raise InvalidInput(
+                f"metrics must be a session_manager.metrics.Metrics, got {type(metrics).__name__}."
+            )
+        self._metrics = metrics
+        if tracing is not None and not isinstance(tracing, Tracing):
+            raise InvalidInput(
+                f"tracing must be a session_manager.tracing.Tracing, got {type(tracing).__name__}."
+            )
+        self._tracing = tracing
         self._engine = Engine(
             resolve_target(db_path, url),
             index,
@@ -183,6 +202,9 @@ class SessionManager(UserMemory, KnowledgeMemory):
         self._indexer = self._engine.indexer
         self._searcher = self._engine.searcher(self.scope)
         self._indexer.count_tokens = self._counter  # deferred events count under this model
+        self._backend = self._storage.capabilities.name
+        if metrics is not None:
+            metrics.attach(self._store, self._backend)
         if retention is not None:
             if not isinstance(retention, RetentionPolicy):
                 raise InvalidInput(
@@ -305,6 +327,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
                 )
             self._insert(tx, session_id, shared_pool, prepared, None)
         self._indexer.notify()
+        self._count_redactions(redaction)
         return self.get_session(session_id)
 
     def session_for(
@@ -387,6 +410,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
             self._store.set_session_status(tx, session_id, status, now_us())
         return self.get_session(session_id)
 
+    @observed("delete_session")
     def delete_session(self, session_id: str) -> int:
         """Delete a session and its events from the log and every index; return the count."""
         with self._write() as tx:
@@ -409,6 +433,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
             self._check_writable()
         return apply_retention(self._storage, policy, agent_id=self.agent_id, dry_run=dry_run)
 
+    @observed("erase_user")
     def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase everything this agent keeps about a user: every session of this agent with
         that ``user_id`` (their events, vectors, keyword rows, summaries, the facts
@@ -426,6 +451,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         self._check_writable()
         return erase_user(self._storage, user_id, agent_id=self.agent_id, buffer=self._buffer)
 
+    @observed("delete_event")
     def delete_event(self, event_id: str) -> Event:
         """Delete one event from the log and every index; return it as it was.
 
@@ -462,6 +488,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
             self._storage.delete_events(tx, EventFilter(None, event_id=newest[0].id))
         return newest[0]
 
+    @observed("clear_session")
     def clear_session(self, session_id: str, kinds: str | Sequence[str] | None = None) -> int:
         """Delete a session's events (of ``kinds``, if given) from the log and every index,
         keeping the session itself; return how many were deleted.
@@ -522,6 +549,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         )
         return self._store.events(flt, limit=limit, newest_first=newest_first, offset=offset)
 
+    @observed("search")
     def search(
         self,
         query: str,
@@ -605,6 +633,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
         return self.search(query, k, mode="semantic", **filters)
 
+    @observed("restore")
     def restore(
         self,
         session_id: str,
@@ -640,7 +669,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         """
         from ._restoring import restore_session
 
-        return restore_session(
+        context = restore_session(
             self._store,
             self._searcher,
             self.get_session(session_id),
@@ -655,7 +684,11 @@ class SessionManager(UserMemory, KnowledgeMemory):
             exclude=exclude,
             knowledge=knowledge,
         )
+        if self._metrics is not None:
+            self._metrics.restored(context.report.sections, context.token_count, max_tokens)
+        return context
 
+    @observed("summarize")
     def summarize(
         self,
         session_id: str,

@@ -138,6 +138,8 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 "exist. Create it first (mkdir -p) or choose another db_path."
             )
         self._local = threading.local()
+        #: called at each retry of an operation that found the database locked (metrics)
+        self.on_busy: list[Callable[[], None]] = []
         self._connections = _OpenConnections()
         # Threads of this process queue on a lock rather than on SQLite's busy handler, which
         # polls with sleeps of up to tens of milliseconds: a record() behind the embedding
@@ -238,6 +240,8 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             except sqlite3.OperationalError as exc:
                 if not is_busy(exc) or time.monotonic() > deadline:
                     raise  # _mapped_errors, around every caller, says what it means
+                for hook in self.on_busy:
+                    hook()
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
 
