@@ -55,6 +55,8 @@ SESSION_COLUMNS = (
     "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
     "s.created_us, s.updated_us, s.key"
 )
+#: the expired events still stored (one parameter: now), read through the partial index
+EXPIRED_ROWS = "SELECT seq, partition FROM events WHERE expires_us IS NOT NULL AND expires_us <= ?"
 #: an event that has not expired (one parameter: now, in microseconds)
 LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
 #: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
@@ -542,13 +544,12 @@ class SqlStore:
         has not reached them): what a search leaves out of its rankings."""
         if not partitions:
             return []
+        # The partitions are filtered here, not in SQL: with ``partition IN (...)`` SQLite's
+        # planner walked the partition's index (every row of it: 17 ms at 100k events)
+        # instead of the partial index, which holds only the expiring rows (~0.01 ms).
+        wanted = set(partitions)
         return [
-            int(row[0])
-            for row in self._read(
-                "SELECT seq FROM events WHERE expires_us IS NOT NULL AND expires_us <= ? "
-                f"AND partition IN ({_marks(partitions)})",
-                [now, *partitions],
-            )
+            int(seq) for seq, partition in self._read(EXPIRED_ROWS, (now,)) if partition in wanted
         ]
 
     def expiry_cutoff(self, now: int, batch: int) -> int | None:
