@@ -64,3 +64,9 @@ def test_ingest_then_search_then_again(tmp_path: Path) -> None:
     latin.write_bytes("caf\xe9".encode("latin-1"))
     bad = asm(db, "ingest", str(latin), "--agent", "assistant")
     assert bad.exit_code == 1 and "not UTF-8" in bad.output
+    upload = tmp_path / "upload.md"
+    upload.write_text("# Upload\n\nA contract from the user.\n")
+    theirs = asm(db, "ingest", str(upload), "--agent", "assistant", "--user", "u7")
+    assert theirs.exit_code == 0, theirs.output
+    erased = asm(db, "erase-user", "u7", "--yes", "--json")
+    assert json.loads(erased.output)["events"] == {"knowledge": 1}

@@ -49,6 +49,7 @@ def _plant(mgr: SessionManager, user: str, word: str) -> None:
     mgr.record_tool_output(session.id, {"rows": [f"{word} row {i}" for i in range(3000)]})
     mgr.remember(user, f"Prefers the {word} plan", key="plan")
     mgr.summarize(session.id)
+    mgr.ingest(text=f"# Upload\n\nThe {word} contract, signed.", name=f"{user}.md", user_id=user)
 
 
 def test_an_erased_user_leaves_no_bytes_behind(make_manager: Factory, db_path: Path) -> None:
@@ -75,6 +76,7 @@ def test_an_erased_user_leaves_no_bytes_behind(make_manager: Factory, db_path: P
         assert receipt.sessions == 4  # two task sessions, two memory sessions
         assert receipt.facts == 2 and receipt.events["message"] == 60
         assert receipt.events["summary"] == 2 and receipt.events["tool_output"] == 2
+        assert receipt.events["knowledge"] == 2  # the documents ingested for the user
         assert any("backups" in note for note in receipt.unreachable)
         assert admin.sessions(user="u-canary") == []
         assert admin.store.get_meta(journal_key("u-canary")) is None
@@ -86,6 +88,7 @@ def test_an_erased_user_leaves_no_bytes_behind(make_manager: Factory, db_path: P
         )
         assert mgr.facts("u-canary") == []
     assert [f.text for f in agent_a.facts("u-other")] == [f"Prefers the {OTHER} plan"]
+    assert [d.name for d in agent_a.documents()] == ["u-other.md"]
     agent_a.close()
     agent_b.close()
     raw = _raw(db_path)
@@ -101,8 +104,14 @@ def test_one_agent_erases_only_its_own_sessions(make_manager: Factory) -> None:
         session = mgr.start_session("Chat", user_id="u1")
         mgr.add_message(session.id, "user", "hello")
         mgr.remember("u1", "Likes tea")
+        mgr.ingest(text="# Notes\n\nTea, twice a day.", name="notes.md")
+        mgr.ingest(text="# Notes\n\nTea, twice a day.", name="notes.md", user_id="u1")  # now theirs
+        mgr.ingest(text="# Guide\n\nGeneral advice.", name="guide.md")  # nobody's
     receipt = agent_a.erase_user("u1")
     assert receipt.agent_id == "a" and receipt.sessions == 2 and receipt.facts == 1
+    assert receipt.events["knowledge"] == 1
+    assert [d.name for d in agent_a.documents()] == ["guide.md"]
+    assert sorted(d.name for d in agent_b.documents()) == ["guide.md", "notes.md"]
     assert agent_a.list_sessions(user_id="u1") == [] and agent_a.facts("u1") == []
     assert len(agent_b.list_sessions(user_id="u1")) == 2
     assert [f.text for f in agent_b.facts("u1")] == ["Likes tea"]

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._scope import partition_of
+from ._scope import Scope, partition_of
 from ._storage import Storage
 from ._time import from_us, now_us
 from ._transfer import format_time
 from .buffer import RedisBuffer
-from .memory import MEMORY_SESSION
+from .memory import DOC_USER, MEMORY_SESSION
 from .store.base import EventFilter, SessionFilter
 
 __all__ = ["ErasureReceipt", "erase_user"]
@@ -36,7 +36,8 @@ __all__ = ["ErasureReceipt", "erase_user"]
 _ALWAYS_UNREACHED = (
     "backups and copies of the database made before the erasure",
     "export files written before it (asm export, asm export-md, export_markdown)",
-    "events in sessions without this user that mention them (erasure finds data by user id)",
+    "events in sessions without this user that mention them, and knowledge documents ingested "
+    "without ingest(user_id=) (erasure finds data by user id)",
 )
 
 
@@ -102,7 +103,18 @@ def erase_user(
             if session.metadata.get("asm") == MEMORY_SESSION:
                 facts += kinds.get("fact", 0)
             storage.delete_session(tx, session.id)
-    partitions = sorted({partition_of(s.agent_id, s.shared_pool) for s in doomed})
+        # documents ingested for the user (ingest(user_id=)) live in the knowledge sessions
+        documents = EventFilter(
+            None if agent_id is None else Scope(agent_id, frozenset()),
+            include_shared=False,
+            kinds=("knowledge",),
+            where={DOC_USER: user_id},
+        )
+        holders = [store.session(sid, None) for sid in store.event_sessions(documents, tx)]
+        events.update(store.kind_counts(documents, tx))
+        storage.delete_events(tx, documents)
+    touched = [*doomed, *(s for s in holders if s is not None)]
+    partitions = sorted({partition_of(s.agent_id, s.shared_pool) for s in touched})
     unreachable = list(_ALWAYS_UNREACHED)
     unreachable += store.scrub(partitions)
     if buffer is not None:

@@ -28,7 +28,7 @@ from ._validate import identifier, prepare_event
 from .chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
 from .errors import DocumentNotFound, InvalidInput
 from .events import Event, Session
-from .memory import KNOWLEDGE_SESSION
+from .memory import DOC_USER, KNOWLEDGE_SESSION
 from .store.base import EventFilter, SessionFilter
 
 __all__ = ["DocumentInfo", "IngestResult", "KnowledgeMemory"]
@@ -78,12 +78,15 @@ class KnowledgeMemory(Conveniences):
         pool: str | None = None,
         chunker: Chunker | None = None,
         metadata: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
     ) -> IngestResult:
         """Add a document (a UTF-8 file at ``source``, or ``text`` with a ``name``) to the
         agent's knowledge as chunks that fit the embedder's window; ingesting it again adds
         only what changed. ``name`` identifies the document (default: the file's absolute
         path); ``pool`` shares it; ``chunker(text)`` (chunk texts or
         :class:`~session_manager.chunking.Chunk` s) replaces the Markdown-aware default.
+        ``user_id``: the user the document came from or is about (an upload): erasing that
+        user (:meth:`erase_user`) deletes it too.
 
         >>> mgr.ingest("docs/runbook.md")  # doctest: +SKIP
         IngestResult(document_id='...', name='/srv/docs/runbook.md', version=1, added=14, ...)
@@ -92,6 +95,9 @@ class KnowledgeMemory(Conveniences):
         name, body = _document(source, text, name)
         if pool is not None:
             pool = identifier(pool, "pool")
+        if user_id is not None:
+            user_id = identifier(user_id, "user_id")
+        owner = {} if user_id is None else {DOC_USER: user_id}
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
         # redacted whole, before it is cut: one numbering for the document, and the chunks'
@@ -125,6 +131,7 @@ class KnowledgeMemory(Conveniences):
                     "chunk_digest": digests[position],
                     "headings": list(chunk.headings),
                     "doc_version": version,
+                    **owner,
                 }
                 prepared = prepare_event(
                     "knowledge", chunk.embedded, None, None, None, meta, None, self._counter,
@@ -133,8 +140,10 @@ class KnowledgeMemory(Conveniences):
                 self._insert(tx, session_id, shared, prepared, None)
             for position, digest in enumerate(digests):  # kept chunks may have moved
                 event = known.get(digest)
-                if event is not None and event.metadata.get("chunk") != position:
-                    meta = {**event.metadata, "chunk": position}
+                if event is None:
+                    continue
+                meta = {**event.metadata, "chunk": position, **owner}
+                if meta != event.metadata:  # moved, or now attributed to a user
                     self._store.set_event_metadata(tx, event.id, _json.dumps(meta, "metadata"))
             if gone:  # from the log and every index, in this transaction
                 vanished = {"doc_id": document_id, "chunk_digest": {"$in": gone}}

@@ -506,6 +506,7 @@ class AsyncSessionManager:
         pool: str | None = None,
         chunker: Chunker | None = None,
         metadata: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
     ) -> IngestResult:
         """Add a document to the agent's knowledge as chunks (again: only what changed)."""
         return await self._run(
@@ -516,6 +517,7 @@ class AsyncSessionManager:
             pool=pool,
             chunker=chunker,
             metadata=metadata,
+            user_id=user_id,
         )
 
     async def documents(self) -> list[DocumentInfo]:

@@ -35,6 +35,7 @@ from ._time import from_us
 from .events import Event
 
 __all__ = [
+    "DOC_USER",
     "FACT_KINDS",
     "KNOWLEDGE_SESSION",
     "MEMORY_SESSION",
@@ -49,6 +50,9 @@ __all__ = [
 FACT_KINDS = ("fact", "preference")
 #: the ``asm`` metadata value that marks a session as a user's memory
 MEMORY_SESSION = "user-memory"
+#: the metadata key of a knowledge document's chunks naming the user it came from
+#: (``ingest(user_id=)``): erasing the user deletes them
+DOC_USER = "doc_user"
 #: ... and the one that marks an agent's knowledge documents (``SessionManager.ingest``)
 KNOWLEDGE_SESSION = "knowledge"
 

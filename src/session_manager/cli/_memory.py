@@ -99,9 +99,10 @@ def facts(
 @agent_option("The agent whose knowledge it joins (required; or ASM_AGENT).")
 @click.option("--name", metavar="NAME", help="The document's name (default: its absolute path).")
 @click.option("--pool", metavar="POOL", help="Share it through this pool.")
+@click.option("--user", metavar="USER", help="The user it came from: erasing them deletes it too.")
 @db_option
 @click.pass_obj
-def ingest(env: Env, file: str, name: str | None, pool: str | None) -> None:
+def ingest(env: Env, file: str, name: str | None, pool: str | None, user: str | None) -> None:
     """Add a UTF-8 document (Markdown or text) to an agent's knowledge.
 
     It is cut into chunks the embedder reads whole (headings kept); ingesting the same
@@ -112,7 +113,7 @@ def ingest(env: Env, file: str, name: str | None, pool: str | None) -> None:
     asm search "how often do we rotate keys?" --kind knowledge
     """
     mgr = env.manager(_agent(env, "ingest"))
-    result = mgr.ingest(file, name=name, pool=pool)
+    result = mgr.ingest(file, name=name, pool=pool, user_id=user)
     env.out.print(
         f"Document {result.name} (id {result.document_id}), version {result.version}: "
         f"{result.added:,} chunk(s) added, {result.unchanged:,} unchanged, "
