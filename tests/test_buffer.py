@@ -342,3 +342,18 @@ def test_erasing_a_user_drops_their_buffered_messages(
     receipt = mgr.erase_user("u1")
     assert receipt.buffered_sessions == 1
     assert not raw.exists(f"asm:{{{session.id}}}:messages", f"asm:{{{session.id}}}:head")
+
+
+def test_a_long_read_fills_only_part_of_the_session(host: Callable[..., SessionManager]) -> None:
+    """A read longer than the buffer fills its newest ``size`` messages, which are not the
+    whole session: when one of them expires, the next read goes to the log rather than
+    answering short."""
+    mgr = host(size=4)
+    session = mgr.start_session("Chat")
+    for i in range(5):
+        mgr.add_message(session.id, "user", f"m{i}")
+    brief = mgr.add_message(session.id, "user", "gone soon", ttl=0.4)
+    assert len(mgr.recent_messages(session.id, limit=10)) == 6  # fills m2, m3, m4, gone soon
+    assert brief.expires_at is not None
+    time.sleep(max(0.0, (brief.expires_at - datetime.now(timezone.utc)).total_seconds()) + 0.05)
+    assert _contents(mgr.recent_messages(session.id, limit=4)) == ["m1", "m2", "m3", "m4"]

@@ -231,7 +231,8 @@ class RedisBuffer:
             self._ttl_ms,
             owner,
             pool or "",
-            "1" if complete else "0",
+            # (whole only if it all fits: a longer read fills the newest ``size`` of it)
+            "1" if complete and len(messages) <= self.size else "0",
             to_us(last.created_at) if last else 0,
             last.seq if last else 0,
             *(_entry(event) for event in messages[-self.size :]),
