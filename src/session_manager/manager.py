@@ -50,6 +50,7 @@ from .recency import Recency, recency_of
 from .redaction import Redactor, redactor_of
 from .restore import BudgetShares, RestoredContext
 from .retention import RetentionPolicy
+from .store import store_identity
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
 from .tokens import tokenizer_for
 from .tracing import Tracing
@@ -204,7 +205,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         self._indexer.count_tokens = self._counter  # deferred events count under this model
         self._backend = self._storage.capabilities.name
         if metrics is not None:
-            metrics.attach(self._store, self._backend)
+            metrics.attach(self._store, self._backend, store_identity(self.url) or self.url)
         if retention is not None:
             if not isinstance(retention, RetentionPolicy):
                 raise InvalidInput(

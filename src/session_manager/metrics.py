@@ -14,7 +14,7 @@ pass; several managers may share one :class:`Metrics`.
 
 No label ever carries an agent id, a user id, a session id or text: labels are operation
 names, backend names, section names and redaction kinds, a small fixed set. The gauges sum
-the stores of the managers attached (one store per registry is the usual case).
+the distinct stores of the managers attached (several managers on one store count it once).
 """
 
 from __future__ import annotations
@@ -84,14 +84,16 @@ class Metrics:
             ["backend"],
             registry=registry,
         )
-        self._stores: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        #: the attached stores: their backend and what tells one store from another
+        self._stores: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         registry.register(_StoreGauges(self, namespace))
 
-    def attach(self, store: Any, backend: str) -> None:
-        """Count ``store``'s lock retries and read its gauges at scrape time."""
+    def attach(self, store: Any, backend: str, identity: str) -> None:
+        """Count ``store``'s lock retries and read its gauges at scrape time; ``identity``
+        names the store (managers on one store count it once)."""
         with self._lock:
-            self._stores[store] = backend
+            self._stores[store] = (backend, identity)
         hooks = getattr(store, "on_busy", None)
         if hooks is not None:
             hooks.append(self.lock_retries.labels(backend).inc)
@@ -110,8 +112,13 @@ class Metrics:
             self.redactions.labels(kind).inc(count)
 
     def stores(self) -> list[tuple[Any, str]]:
+        """One open store per identity, with its backend."""
         with self._lock:
-            return list(self._stores.items())
+            attached = list(self._stores.items())
+        distinct: dict[str, tuple[Any, str]] = {}
+        for store, (backend, identity) in attached:
+            distinct.setdefault(identity, (store, backend))
+        return list(distinct.values())
 
 
 class _StoreGauges:
