@@ -294,7 +294,8 @@ class WritePath:
     def recent_messages(self, session_id: str, limit: int = 20) -> list[Event]:
         """The session's newest ``limit`` messages (at most 10,000), oldest first: what a
         chat agent puts before its next turn. With ``SessionManager(buffer=...)`` they come
-        from Redis when it holds them, else from the log, which then fills the buffer.
+        from Redis when it holds them, else from the log, which then fills the buffer. The
+        buffer is keyed by session id: a session key is resolved through the log each call.
 
         >>> [m.content for m in mgr.recent_messages(session.id, limit=2)]  # doctest: +SKIP
         ['What changed?', 'The staging key was rotated.']
