@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -55,15 +56,18 @@ event = st.one_of(
 )
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[
+#: a real store per example: slow, large inputs, the tmp_path_factory fixture reused
+_SLOW_STORE: dict[str, Any] = {
+    "deadline": None,
+    "suppress_health_check": [
         HealthCheck.too_slow,
         HealthCheck.data_too_large,
         HealthCheck.function_scoped_fixture,
     ],
-)
+}
+
+
+@settings(max_examples=80, **_SLOW_STORE)
 @given(
     goal=text,
     events=st.lists(event, max_size=40),
@@ -100,15 +104,7 @@ def test_restore_fits_every_budget(
         assert len(reported) == len(set(reported))
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.function_scoped_fixture,
-    ],
-)
+@settings(max_examples=40, **_SLOW_STORE)
 @given(
     goal=text,
     events=st.lists(event, max_size=15),
