@@ -164,6 +164,7 @@ def test_the_buffer_keeps_agents_apart(host: Callable[..., SessionManager]) -> N
     for session in (private, shared):
         owner.add_message(session.id, "user", "secret plan")
         owner.recent_messages(session.id)  # buffered now
+    owner.grant("team", "member")
     stranger, member = host("stranger"), host("member", subscribe=("team",))
     with pytest.raises(SessionNotFound):
         stranger.recent_messages(private.id)
@@ -172,6 +173,9 @@ def test_the_buffer_keeps_agents_apart(host: Callable[..., SessionManager]) -> N
     with pytest.raises(SessionNotFound):
         member.recent_messages(private.id)
     assert _contents(member.recent_messages(shared.id)) == ["secret plan"]
+    owner.revoke("team", "member")  # the buffer still holds the messages: it must not answer
+    with pytest.raises(SessionNotFound):
+        member.recent_messages(shared.id)
 
 
 def test_the_size_bounds_the_list_and_longer_reads_go_to_the_log(

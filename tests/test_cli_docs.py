@@ -33,6 +33,7 @@ ISSUE_COMMANDS = {
     "erase-user",  # issue 14
     "retention",
     "health",
+    "pool",  # issue 14: who may read and write a shared pool
 }
 
 

@@ -63,7 +63,7 @@ def test_export_pipe_import_round_trip(store: Store, tmp_path: Path) -> None:
     first = asm("--db", str(store.db), "export")
     second = asm("--db", str(fresh), "export")
     assert first.returncode == second.returncode == 0
-    assert first.stdout == second.stdout and first.stdout.count("\n") == 14
+    assert first.stdout == second.stdout and first.stdout.count("\n") == 15  # + the pool's grant
 
 
 def test_restore_explain_json(store: Store) -> None:

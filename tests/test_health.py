@@ -14,9 +14,12 @@ from session_manager._engine import STALLED_AFTER
 from session_manager._indexer import LAST_EMBEDDED
 from session_manager._time import now_us
 from session_manager.admin import StoreAdmin
+from session_manager.store._migrations import MIGRATIONS
 from session_manager.testing import HashEmbedder
 
 from .test_cli import asm
+
+LATEST = MIGRATIONS[-1][0]  # the schema version a fresh store reports
 
 Factory = Callable[..., SessionManager]
 
@@ -45,7 +48,7 @@ def test_a_backlog_nobody_drains_is_stalled(make_manager: Factory, db_path: Path
     mgr.flush()
     assert mgr.health().backlog == 0 and not mgr.health().stalled  # nothing waits
     report = mgr.health()
-    assert report.schema == "0009_expiry" and report.wal_bytes is not None
+    assert report.schema == LATEST and report.wal_bytes is not None
     assert report.store_bytes and report.store_bytes > 0
     assert json.loads(json.dumps(report.to_dict()))["ok"] is True
 
@@ -77,4 +80,4 @@ def test_asm_health_exits_1_when_not_healthy(make_manager: Factory, db_path: Pat
     finally:
         admin.close()
     well = asm(db_path, "health")
-    assert well.exit_code == 0 and "healthy" in well.output and "0009_expiry" in well.output
+    assert well.exit_code == 0 and "healthy" in well.output and LATEST in well.output

@@ -50,6 +50,7 @@ def test_unsubscribed_agent_sees_nothing(make_manager, world) -> None:  # type: 
 
 def test_subscriber_reads_only_that_pool_and_never_writes(make_manager, world) -> None:  # type: ignore[no-untyped-def]
     alice, _, pooled, other_pool = world
+    alice.grant("team", "bob")
     bob = make_manager("bob", subscribe=["team"])
     assert [s.id for s in bob.list_sessions()] == [pooled.id]
     assert bob.list_sessions(include_shared=False) == []
@@ -72,6 +73,8 @@ def test_subscriber_reads_only_that_pool_and_never_writes(make_manager, world) -
 
 def test_pool_members_search_one_another(make_manager, world) -> None:  # type: ignore[no-untyped-def]
     alice, _, pooled, _ = world
+    alice.grant("team", "bob", "write")
+    alice.grant("team", "carol")
     bob = make_manager("bob", subscribe=["team"])
     mine = bob.start_session("bob's pooled notes", shared_pool="team")
     bob.record_fact(mine.id, "quantum widgets need helium")
@@ -173,6 +176,7 @@ def test_no_read_of_an_outsider_reveals_anything(make_manager, secrets) -> None:
 
 def test_a_subscriber_sees_the_pool_and_nothing_private(make_manager, secrets) -> None:  # type: ignore[no-untyped-def]
     alice, _ = secrets
+    alice.grant("team", "bob")
     bob = make_manager("bob", subscribe=["team"])
     pooled = {s.id for s in alice.list_sessions() if s.shared_pool == "team"}
     for mode in ("hybrid", "semantic", "keyword"):

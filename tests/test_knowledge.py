@@ -136,6 +136,8 @@ def test_a_file_and_a_custom_chunker(mgr: SessionManager, tmp_path: Path) -> Non
 
 def test_shared_through_a_pool_only(make_manager) -> None:  # type: ignore[no-untyped-def]
     owner = make_manager("owner")
+    owner.create_pool("team")
+    owner.grant("team", "reader")
     reader = make_manager("reader", subscribe=["team"])
     stranger = make_manager("stranger")
     shared = owner.ingest(text=RUNBOOK, name="runbook", pool="team")

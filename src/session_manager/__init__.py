@@ -24,6 +24,7 @@ from .errors import (
     InvalidPayload,
     ModelNotAvailable,
     PermissionDenied,
+    PoolAccessDenied,
     RedactionFailed,
     SchemaTooNew,
     SessionClosed,
@@ -38,7 +39,7 @@ from .errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from .events import Event, Hit, Session
+from .events import Event, Hit, PoolGrant, Session
 from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -72,6 +73,8 @@ __all__ = [
     "ModelNotAvailable",
     "PermissionDenied",
     "PiiRedactor",
+    "PoolAccessDenied",
+    "PoolGrant",
     "Recency",
     "Redaction",
     "RedactionFailed",

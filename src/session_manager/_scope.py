@@ -1,10 +1,14 @@
 """Isolation, decided in one place.
 
-An agent sees the sessions it owns and every session tagged with a ``shared_pool`` it
-subscribed to; it writes only into sessions it owns. Every read in the storage layer gets
-its restriction from :class:`Scope` — the SQL clause for queries (SQLite and PostgreSQL share
-it: both take ``?`` placeholders here), the partition list for the in-memory vector matrices,
-the collections and ``where`` for Chroma — never from callers building their own ``WHERE``.
+An agent sees the sessions it owns and every session tagged with a ``shared_pool`` it subscribed
+to *and was granted* (``pool_grants``, managed by the pool's owner: ``_pools.py``); it writes
+only into sessions it owns. A subscription is a request, the grant the permission: the SQL below
+checks the grant in the same query, and the partition list is built from the grants read at each
+search, so a revocation holds from the next read of every process. Every read in the storage
+layer gets its restriction from :class:`Scope` — the SQL clause for queries (SQLite and
+PostgreSQL share it: both take ``?`` placeholders here), the partition list for the in-memory
+vector matrices, the collections and ``where`` for Chroma — never from callers building their
+own ``WHERE``.
 
 Vectors are partitioned the same way: an event of a session without a pool lives in the
 partition ``agent:<agent_id>``; an event of a pooled session lives in ``pool:<pool>``, so that
@@ -26,7 +30,8 @@ def partition_of(agent_id: str, shared_pool: str | None) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """What one agent may read: its own sessions plus the pools it subscribed to."""
+    """What one agent may read: its own sessions plus the pools it subscribed to and was
+    granted (the grant is checked at each read, not here: see :meth:`sql`)."""
 
     agent_id: str
     subscriptions: frozenset[str] = frozenset()
@@ -34,27 +39,33 @@ class Scope:
     def sql(self, alias: str = "s", *, include_shared: bool = True) -> tuple[str, list[Any]]:
         """The ``WHERE`` fragment restricting a sessions table (aliased ``alias``) to this scope.
 
-        >>> Scope("a", frozenset({"p"})).sql()
-        ('(s.agent_id = ? OR s.shared_pool IN (?))', ['a', 'p'])
+        >>> Scope("a", frozenset({"p"})).sql()[1]
+        ['a', 'a', 'p']
         """
         params: list[Any] = [self.agent_id]
         pools = sorted(self.subscriptions) if include_shared else []
         if not pools:
             return f"({alias}.agent_id = ?)", params
+        params.append(self.agent_id)
         params.extend(pools)
         marks = ", ".join("?" for _ in pools)
-        return f"({alias}.agent_id = ? OR {alias}.shared_pool IN ({marks}))", params
+        granted = f"SELECT g.pool FROM pool_grants g WHERE g.agent_id = ? AND g.pool IN ({marks})"
+        return f"({alias}.agent_id = ? OR {alias}.shared_pool IN ({granted}))", params
 
     def partitions(
-        self, own_pools: set[str], *, include_shared: bool = True
+        self, own_pools: set[str], granted: set[str], *, include_shared: bool = True
     ) -> list[tuple[str, bool]]:
-        """``(partition, owner_only)`` pairs this agent may search.
+        """``(partition, owner_only)`` pairs this agent may search, given the pools it has
+        sessions in and the pools it holds a grant on now.
 
         ``owner_only`` means: only rows of this agent's own sessions in that partition (a pool
-        the agent writes into without having subscribed to it).
+        the agent writes into without having subscribed to it, or whose grant was revoked).
+
+        >>> Scope("a", frozenset({"p", "q"})).partitions({"r"}, {"p"})
+        [('agent:a', False), ('pool:p', False), ('pool:r', True)]
         """
         parts = [(partition_of(self.agent_id, None), False)]
-        subscribed = self.subscriptions if include_shared else frozenset()
+        subscribed = self.subscriptions & granted if include_shared else frozenset()
         for pool in sorted(own_pools | set(subscribed)):
             parts.append((partition_of(self.agent_id, pool), pool not in subscribed))
         return parts
@@ -91,7 +102,9 @@ class Scope:
         """
         return {"agent": self.agent_id} if owner_only else None
 
-    def can_read(self, owner: str, shared_pool: str | None) -> bool:
+    def can_read(self, owner: str, shared_pool: str | None, granted: set[str]) -> bool:
+        """Whether a session of ``owner`` in ``shared_pool`` is visible, given the pools this
+        agent holds a grant on now."""
         return owner == self.agent_id or (
-            shared_pool is not None and shared_pool in self.subscriptions
+            shared_pool is not None and shared_pool in self.subscriptions and shared_pool in granted
         )

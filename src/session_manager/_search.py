@@ -284,8 +284,9 @@ class Searcher:
             if session is None:
                 return []
             return [(partition_of(session.agent_id, session.shared_pool), False)]
-        own_pools = self.store.own_pools(self.scope.agent_id)
-        return self.scope.partitions(own_pools, include_shared=flt.include_shared)
+        # the grants are read at every search, so a revocation holds from the next one
+        own_pools, granted = self.store.pool_view(self.scope.agent_id)
+        return self.scope.partitions(own_pools, granted, include_shared=flt.include_shared)
 
     def _semantic(
         self, query: str, depth: int, flt: EventFilter, partitions: list[tuple[str, bool]]

@@ -19,7 +19,7 @@ from . import _json
 from ._time import now_us, to_us
 from ._validate import EVENT_STATUSES, identifier, prepare_event, text
 from .errors import InvalidInput, SessionManagerError
-from .events import SESSION_STATUSES, Event, Session, SessionRecord
+from .events import POOL_ACCESS, SESSION_STATUSES, Event, PoolGrant, Session, SessionRecord
 from .store.base import SessionFilter, Store
 from .tokens import tokenizer_for
 
@@ -58,6 +58,7 @@ _SESSION_FIELDS = frozenset(
         "key",
     }
 )
+_GRANT_FIELDS = frozenset({"type", "pool", "agent_id", "access", "granted_at", "granted_by"})
 _EVENT_FIELDS = frozenset(
     {
         "type",
@@ -126,6 +127,17 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     }
 
 
+def grant_to_dict(grant: PoolGrant) -> dict[str, Any]:
+    """A pool grant as an export record's fields (without ``type``)."""
+    return {
+        "pool": grant.pool,
+        "agent_id": grant.agent_id,
+        "access": grant.access,
+        "granted_at": format_time(grant.granted_at),
+        "granted_by": grant.granted_by,
+    }
+
+
 def session_to_dict(session: Session) -> dict[str, Any]:
     return {
         "id": session.id,
@@ -159,6 +171,10 @@ class ImportResult:
     events_skipped: int = 0
     #: events whose ``expires_at`` had passed: invisible at once, so never written
     events_expired: int = 0
+    #: pool grants (``{"type": "grant"}`` records); skipped: the store already had that
+    #: agent's grant on the pool, or another owner
+    grants_inserted: int = 0
+    grants_skipped: int = 0
     bad: list[BadRecord] = field(default_factory=list)
     dry_run: bool = False
 
@@ -180,6 +196,7 @@ class ImportResult:
                 "skipped": self.events_skipped,
                 "expired": self.events_expired,
             },
+            "grants": {"inserted": self.grants_inserted, "skipped": self.grants_skipped},
             "bad": [{"line": bad.line, "message": bad.message} for bad in self.bad],
         }
 
@@ -273,6 +290,12 @@ def check_header(record: Mapping[str, Any]) -> None:
         )
 
 
+def _known_fields(record: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
+    unknown = sorted(set(record) - allowed)
+    if unknown:
+        raise Reject(f"the {what} record has unknown fields {unknown}.")
+
+
 def _field(record: Mapping[str, Any], name: str, what: str) -> Any:
     if name not in record:
         raise Reject(f"the {what} record has no {name!r}.")
@@ -312,9 +335,11 @@ class _Import:
                 self._session(record)
             elif kind == "event":
                 self._event(record)
+            elif kind == "grant":
+                self._grant(record)
             else:
                 raise Reject(
-                    f'unknown record type {kind!r}; expected "session" or "event" '
+                    f'unknown record type {kind!r}; expected "session", "event" or "grant" '
                     "(only the first line is a header)."
                 )
         except SessionManagerError as exc:  # validation of a field: same message as record()
@@ -328,10 +353,22 @@ class _Import:
                 self.sessions[session_id] = found
         return found
 
+    def _grant(self, record: Mapping[str, Any]) -> None:
+        _known_fields(record, _GRANT_FIELDS, "grant")
+        pool = identifier(_field(record, "pool", "grant"), "pool")
+        agent_id = identifier(_field(record, "agent_id", "grant"), "agent_id")
+        access = _field(record, "access", "grant")
+        if access not in POOL_ACCESS:
+            raise Reject(f"the grant's access must be one of {list(POOL_ACCESS)}, not {access!r}.")
+        granted_us = to_us(_field(record, "granted_at", "grant"), "granted_at")
+        by = identifier(_field(record, "granted_by", "grant"), "granted_by")
+        if self.dry_run:
+            self.result.grants_inserted += 1
+            return
+        self.batch.append(("grant", (pool, agent_id, access, granted_us, by)))
+
     def _session(self, record: Mapping[str, Any]) -> None:
-        unknown = sorted(set(record) - _SESSION_FIELDS)
-        if unknown:
-            raise Reject(f"the session record has unknown fields {unknown}.")
+        _known_fields(record, _SESSION_FIELDS, "session")
         session_id = identifier(_field(record, "id", "session"), "session id")
         agent_id = identifier(_field(record, "agent_id", "session"), "agent_id")
         user_id = record.get("user_id")
@@ -379,9 +416,7 @@ class _Import:
         self.batch.append(("session", row))
 
     def _event(self, record: Mapping[str, Any]) -> None:
-        unknown = sorted(set(record) - _EVENT_FIELDS)
-        if unknown:
-            raise Reject(f"the event record has unknown fields {unknown}.")
+        _known_fields(record, _EVENT_FIELDS, "event")
         event_id = identifier(_field(record, "id", "event"), "event id")
         session_id = identifier(_field(record, "session_id", "event"), "session_id")
         owner = self._known(session_id)
@@ -454,12 +489,39 @@ class _Import:
         result = self.result
         with self.store.atomic() as tx:
             for what, row in batch:
-                if what == "session":
+                if what == "grant":
+                    pool, agent_id, access, at_us, by = row
+                    taken = {g.agent_id for g in self.store.pool_grants(pool=pool, tx=tx)}
+                    if agent_id not in taken and self.store.set_pool_access(
+                        tx, pool, agent_id, access, at_us, by
+                    ):
+                        result.grants_inserted += 1
+                    else:
+                        result.grants_skipped += 1
+                elif what == "session":
                     if self.store.insert_session(tx, row):
                         result.sessions_inserted += 1
+                        if row.shared_pool is not None:
+                            _keep_access(self.store, tx, row)
                     else:
                         result.sessions_skipped += 1
                 elif self.store.insert_event(tx, row, touch_us=None) is not None:
                     result.events_inserted += 1
                 else:
                     result.events_skipped += 1
+
+
+def _keep_access(store: Store, tx: Any, session: SessionRecord) -> None:
+    """A pooled session imported without its pool's grants (an export made before grants
+    existed, or of one agent): its agent keeps the access it had, as the migration gave it —
+    the pool's owner when nobody owns it, else ``write``. Exports list the grants before the
+    sessions, so a file's own grants are in place first."""
+    pool, agent_id = session.shared_pool, session.agent_id
+    assert pool is not None
+    grants = store.pool_grants(pool=pool, tx=tx)
+    if any(g.agent_id == agent_id for g in grants):
+        return
+    owned = any(g.access == "owner" for g in grants)
+    store.set_pool_access(
+        tx, pool, agent_id, "write" if owned else "owner", session.created_us, "import"
+    )

@@ -16,6 +16,7 @@ from ._engine import session_not_found
 from ._ids import new_id
 from ._indexer import Indexer
 from ._observed import observed
+from ._pool_access import check_write
 from ._redacting import RecordRedaction
 from ._scope import Scope
 from ._search import Searcher
@@ -91,10 +92,12 @@ class WritePath:
         return found[0] if found else None
 
     def _owned(
-        self, tx: Any, session_id: str, *, allow_closed: bool = False
+        self, tx: Any, session_id: str, *, allow_closed: bool = False, adds: bool | None = None
     ) -> tuple[str, str, str | None]:
         """Check this agent may write the session (an id, or one of its keys); return
-        ``(session id, status, shared_pool)``."""
+        ``(session id, status, shared_pool)``. A write that ``adds`` to a pooled session
+        (by default: every one that needs it active) also needs the pool's ``write`` grant
+        now; closing or deleting one's own sessions never does."""
         found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
         if found is None and isinstance(session_id, str):
             keyed = self._store.sessions(
@@ -103,7 +106,10 @@ class WritePath:
             if keyed:
                 session_id = keyed[0].id
                 found = self._store.owner_of(tx, session_id)
-        if found is None or not self.scope.can_read(found[0], found[2]):
+        if found is None or (
+            found[0] != self.agent_id
+            and not self.scope.can_read(found[0], found[2], self._granted(tx))
+        ):
             raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         owner, status, pool = found
         if owner != self.agent_id:
@@ -117,7 +123,14 @@ class WritePath:
                 f"Session {session_id!r} is {status}; it takes no new events. "
                 "Start a new session for further work."
             )
+        if pool is not None and (not allow_closed if adds is None else adds):
+            check_write(self._store, tx, pool, self.agent_id, create=False)
         return session_id, status, pool
+
+    def _granted(self, tx: Any = None) -> set[str]:
+        """The pools this agent holds a grant on now (read at each call: revocations hold
+        at once)."""
+        return {g.pool for g in self._store.pool_grants(agent_id=self.agent_id, tx=tx)}
 
     @observed("record")
     def record(
@@ -305,7 +318,10 @@ class WritePath:
         buffer = self._buffer
         if buffer is not None and limit <= buffer.size and isinstance(session_id, str):
             found = buffer.read(session_id, limit)
-            if found is not None and self.scope.can_read(found.owner, found.pool):
+            if found is not None and (
+                found.owner == self.agent_id
+                or self.scope.can_read(found.owner, found.pool, self._granted())
+            ):
                 messages = live(found.messages)
                 # (some expired and the buffer holds older ones: the log answers instead)
                 if len(messages) == limit or (found.complete and found.held <= limit):

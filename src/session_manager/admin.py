@@ -10,6 +10,10 @@ whole store (like a database shell), not something to hand to an agent. Agents k
 The export format (JSON Lines, one object per line, UTF-8):
 
 * a header ``{"type": "header", "format": "agent-session-manager/export", "version": 1}``;
+* the pool grants (all of them, or the exported agent's): ``{"type": "grant", "pool",
+  "agent_id", "access", "granted_at", "granted_by"}``, before any session so that an import
+  puts them in place first (an import of sessions from a file without them gives each pooled
+  session's agent the access the migration would: owner of a pool nobody owns, else write);
 * per session, oldest first: a ``{"type": "session", ...}`` record followed by its
   ``{"type": "event", ...}`` records in log order.
 
@@ -30,6 +34,7 @@ from typing import Any
 
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._erasure import ErasureReceipt, erase_user
+from ._pool_access import OPERATOR, change_access, claim
 from ._retention import RetentionResult, apply_retention
 from ._scope import Scope
 from ._time import age, from_us, now_us, to_us
@@ -42,6 +47,7 @@ from ._transfer import (
     check_status,
     event_to_dict,
     format_time,
+    grant_to_dict,
     json_line,
     run_import,
     session_to_dict,
@@ -50,7 +56,7 @@ from ._validate import identifier, text
 from .buffer import RedisBuffer, open_buffer
 from .embed import LoadedEmbedder
 from .errors import InvalidInput, SessionNotFound
-from .events import Event, Hit, Session, validate_kind
+from .events import Event, Hit, PoolGrant, Session, validate_kind
 from .protocols import Embedder
 from .retention import RetentionPolicy
 from .store.base import EventFilter, SessionFilter, Store
@@ -420,6 +426,9 @@ class StoreAdmin:
         # one snapshot for the whole export (writers go on meanwhile); events in pages, so a
         # long session streams instead of loading at once
         with self._store.snapshot() as tx:
+            if session is None:  # (before the sessions: an import sets them first)
+                for grant in self._store.pool_grants(agent_id=agent, tx=tx):
+                    yield {"type": "grant", **grant_to_dict(grant)}
             found = self._store.sessions(
                 SessionFilter(None, session_id=session, agent_id=agent), oldest_first=True, tx=tx
             )
@@ -485,6 +494,7 @@ class StoreAdmin:
         stats = self._storage.stats()
         total = 1 + sum(stats["sessions_by_status"].values())
         total += sum(sum(kinds.values()) for kinds in stats["events_by_agent"].values())
+        total += len(self._store.pool_grants())
 
         def report(done: int, _: int | None) -> None:
             if progress is not None:
@@ -500,6 +510,33 @@ class StoreAdmin:
         """Embed everything waiting in the outbox with this admin's embedder (blocking),
         calling ``progress(done, total)`` after each batch; return how many were embedded."""
         return self._engine.embed_pending(progress)
+
+    # -- pools: who may read and write them ------------------------------------------------
+
+    def pools(self, pool: str | None = None, agent_id: str | None = None) -> list[PoolGrant]:
+        """Every grant in the store (or on ``pool`` / of ``agent_id``), by pool, owner first."""
+        if pool is not None:
+            pool = identifier(pool, "pool")
+        if agent_id is not None:
+            agent_id = identifier(agent_id, "agent_id")
+        return self._store.pool_grants(pool=pool, agent_id=agent_id)
+
+    def grant(self, pool: str, agent_id: str, access: str = "read") -> PoolGrant:
+        """Grant ``access`` on ``pool`` as the operator: ``"read"``, ``"write"``, or ``"owner"``
+        (hand the pool to ``agent_id``, the old owner keeping ``write``; a pool nobody owns
+        yet is created for it). Logged in the owner's pool log with ``by="operator"``."""
+        pool, agent_id = identifier(pool, "pool"), identifier(agent_id, "agent_id")
+        with self._store.atomic() as tx:
+            if not (access == "owner" and claim(self._store, tx, pool, agent_id, OPERATOR)):
+                change_access(self._store, tx, pool, agent_id, access, OPERATOR)
+        return next(g for g in self._store.pool_grants(pool=pool) if g.agent_id == agent_id)
+
+    def revoke(self, pool: str, agent_id: str) -> bool:
+        """Take ``agent_id``'s grant on ``pool`` away as the operator (not the owner's: hand
+        the pool over first); False if it had none."""
+        pool, agent_id = identifier(pool, "pool"), identifier(agent_id, "agent_id")
+        with self._store.atomic() as tx:
+            return change_access(self._store, tx, pool, agent_id, None, OPERATOR)
 
     # -- deleting --------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from ._markdown_export import MarkdownExport
 from ._retention import RetentionResult
 from .buffer import RedisBuffer
 from .errors import InvalidInput
-from .events import Event, Hit, Session
+from .events import Event, Hit, PoolGrant, Session
 from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
 from .metrics import Metrics
@@ -343,6 +343,30 @@ class AsyncSessionManager:
     async def erase_user(self, user_id: str) -> ErasureReceipt:
         """Erase everything this agent keeps about a user; return the receipt."""
         return await self._run(self._sync.erase_user, user_id)
+
+    async def create_pool(self, pool: str) -> PoolGrant:
+        """Create ``pool`` with this agent as its owner."""
+        return await self._run(self._sync.create_pool, pool)
+
+    async def grant(self, pool: str, agent_id: str, access: str = "read") -> PoolGrant:
+        """Let ``agent_id`` read (or write) ``pool``; only its owner may."""
+        return await self._run(self._sync.grant, pool, agent_id, access)
+
+    async def revoke(self, pool: str, agent_id: str) -> bool:
+        """Take ``agent_id``'s access to ``pool`` away; only its owner may."""
+        return await self._run(self._sync.revoke, pool, agent_id)
+
+    async def pools(self) -> list[PoolGrant]:
+        """This agent's grants: the pools it owns, may write or may read."""
+        return await self._run(self._sync.pools)
+
+    async def pool_grants(self, pool: str) -> list[PoolGrant]:
+        """Every grant on ``pool``, owner first; only its owner may list them."""
+        return await self._run(self._sync.pool_grants, pool)
+
+    async def pool_log(self, pool: str) -> list[Event]:
+        """The grants and revocations of ``pool`` recorded while this agent owned it."""
+        return await self._run(self._sync.pool_log, pool)
 
     async def recent_messages(self, session_id: str, limit: int = 20) -> list[Event]:
         """The session's newest ``limit`` messages, oldest first (from the working buffer

@@ -16,6 +16,7 @@ it too, so code written against builtins keeps working::
     ├── DocumentNotFound (KeyError)         unknown knowledge document id (delete_document)
     ├── SessionClosed                       recording into a session that has ended
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
+    │   └── PoolAccessDenied                a pool this agent was not granted (or not its owner)
     ├── RedactionFailed                     the redactor raised or answered nonsense: nothing stored
     ├── EmbedderMismatch                    the store's vectors came from another embedder
     ├── ModelNotAvailable                   the embedding model's weights cannot be found
@@ -44,6 +45,7 @@ __all__ = [
     "InvalidPayload",
     "ModelNotAvailable",
     "PermissionDenied",
+    "PoolAccessDenied",
     "RedactionFailed",
     "SchemaTooNew",
     "SessionClosed",
@@ -115,6 +117,11 @@ class SessionClosed(SessionManagerError):
 
 class PermissionDenied(SessionManagerError, PermissionError):
     """The session belongs to another agent; agents may read shared pools, never write them."""
+
+
+class PoolAccessDenied(PermissionDenied):
+    """The pool's owner has not granted this agent that access (subscribing needs ``read``,
+    starting a session in the pool ``write``), or only the owner may do it (grant, revoke)."""
 
 
 class RedactionFailed(SessionManagerError):

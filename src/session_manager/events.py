@@ -19,10 +19,12 @@ __all__ = [
     "DEFAULT_IMPORTANCE",
     "KINDS",
     "MESSAGE_ROLES",
+    "POOL_ACCESS",
     "SESSION_STATUSES",
     "Event",
     "EventRecord",
     "Hit",
+    "PoolGrant",
     "Session",
     "SessionRecord",
     "is_message_role",
@@ -228,6 +230,26 @@ class EventRecord:
     deferred: bool = False
     #: when the event stops being visible, in microseconds since the epoch (None: never)
     expires_us: int | None = None
+
+
+#: What a grant on a pool allows: ``owner`` (everything, and granting), ``write`` (start
+#: sessions in the pool, and read it), ``read`` (subscribe to it).
+POOL_ACCESS: tuple[str, ...] = ("owner", "write", "read")
+
+
+@dataclass(frozen=True)
+class PoolGrant:
+    """One agent's access to a shared pool, as the pool's owner (or the operator) granted it.
+
+    ``granted_by`` is the agent that granted it, ``"operator"`` (``StoreAdmin`` / ``asm pool``)
+    or ``"migration"`` (pools that existed before grants did: docs/privacy.md).
+    """
+
+    pool: str
+    agent_id: str
+    access: str  # one of POOL_ACCESS
+    granted_at: datetime
+    granted_by: str
 
 
 @dataclass(frozen=True)

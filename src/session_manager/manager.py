@@ -21,6 +21,8 @@ from ._ids import new_id
 from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
 from ._observed import observed
+from ._pool_access import check_write, missing_grant
+from ._pools import PoolSharing
 from ._retention import RetentionResult, RetentionSchedule, apply_retention
 from ._scope import Scope
 from ._time import from_us, now_us, to_us
@@ -60,7 +62,7 @@ __all__ = ["SessionManager"]
 SearchMode = Literal["hybrid", "semantic", "keyword"]
 
 
-class SessionManager(UserMemory, KnowledgeMemory):
+class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
     """Durable memory for one agent: an event log, a semantic index and budgeted restore.
 
     >>> from session_manager import SessionManager
@@ -87,7 +89,10 @@ class SessionManager(UserMemory, KnowledgeMemory):
             ``list[str] -> vectors`` callable.
         model: the model family whose tokenizer counts restore budgets ("gpt-4o", "gpt-4",
             "claude-3-5-sonnet", ...), or a ``str -> int`` token counter.
-        subscribe: shared pools this agent may read.
+        subscribe: shared pools this agent reads; each must have granted it ``read`` (or
+            ``write``) — :meth:`grant` by the pool's owner — else
+            :class:`~session_manager.errors.PoolAccessDenied`. A revocation takes the pool out
+            of this manager's reads at once.
         summarizer: optional ``(text, max_tokens) -> str`` used by restore for oversize events.
         background: embed in a background thread (default); ``False`` embeds only on
             ``flush()`` and before searches.
@@ -199,6 +204,11 @@ class SessionManager(UserMemory, KnowledgeMemory):
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
+        try:
+            self._check_subscriptions()
+        except BaseException:
+            self._engine.close()
+            raise
         self._storage = self._engine.storage  # the log and its vector index
         self._indexer = self._engine.indexer
         self._searcher = self._engine.searcher(self.scope)
@@ -226,6 +236,14 @@ class SessionManager(UserMemory, KnowledgeMemory):
         if background:
             self._indexer.start()
             self._indexer.notify()  # catch up whatever a crashed process left behind
+
+    def _check_subscriptions(self) -> None:
+        """Subscribing is asking to read: each pool must have granted it (at least read)."""
+        if not self.scope.subscriptions:
+            return
+        for pool in sorted(self.scope.subscriptions - self._granted()):
+            owners = [g.agent_id for g in self._store.pool_grants(pool=pool) if g.access == "owner"]
+            raise missing_grant(pool, self.agent_id, "read", owners[0] if owners else None)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -306,6 +324,8 @@ class SessionManager(UserMemory, KnowledgeMemory):
         )
         goal = prepared.content
         with self._write() as tx:
+            if shared_pool is not None:  # (the pool's first session makes this agent its owner)
+                check_write(self._store, tx, shared_pool, self.agent_id, create=True)
             inserted = self._store.insert_session(
                 tx,
                 SessionRecord(
@@ -743,7 +763,7 @@ class SessionManager(UserMemory, KnowledgeMemory):
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
         prepared = prepare_event("summary", text, payload, None, None, None, None, self._counter)
         with self._write() as tx:
-            _, _, pool = self._owned(tx, session_id, allow_closed=True)
+            _, _, pool = self._owned(tx, session_id, allow_closed=True, adds=True)
             current = self._store.events(newest, newest_first=True, limit=1, tx=tx)
             if current and (based_on is None or current[0].id != based_on.id):
                 theirs = covers(current[0])

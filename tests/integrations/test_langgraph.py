@@ -239,6 +239,8 @@ def test_bad_namespaces_ttl_and_embed_are_refused(store: SessionStore, tmp_path:
 def test_namespaces_in_a_pool_are_read_by_subscribers(tmp_path: Path) -> None:
     db = tmp_path / "team.db"
     writer = SessionManager("writer", db, embedder=HashEmbedder(), background=False)
+    writer.create_pool("team")
+    writer.grant("team", "reader")
     reader = SessionManager("reader", db, embedder=HashEmbedder(), subscribe=["team"])
     outsider = SessionManager("outsider", db, embedder=HashEmbedder())
     SessionStore(writer, shared_pool="team").put(("facts",), "office", {"city": "Lyon"})

@@ -63,6 +63,7 @@ COMMAND_ORDER = (
     "prune",
     "retention",
     "erase-user",
+    "pool",
     "mcp",
     "demo",
 )

@@ -95,4 +95,11 @@ def render() -> str:
         command = cli.get_command(root, name)
         assert command is not None
         parts += [f"### `asm {name}`\n", "```text", command_help(command, name, root), "```\n"]
+        if isinstance(command, click.Group):  # (asm pool list, asm pool grant, ...)
+            group = click.Context(command, info_name=name, parent=root)
+            for sub in command.list_commands(group):
+                found = command.get_command(group, sub)
+                assert found is not None
+                help_text = command_help(found, sub, group)
+                parts += [f"#### `asm {name} {sub}`\n", "```text", help_text, "```\n"]
     return "\n".join(parts)

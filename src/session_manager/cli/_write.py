@@ -263,6 +263,12 @@ def _report_import(env: Env, result: ImportResult) -> None:
         f"{would} {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
         f"event(s); {result.skipped:,} record(s) already in the database were skipped."
     )
+    if result.grants_inserted or result.grants_skipped:
+        env.note(
+            f"Pool grants: {result.grants_inserted:,} "
+            f"{'to import' if result.dry_run else 'imported'}, {result.grants_skipped:,} "
+            "skipped (the agent already had a grant there, or the pool another owner)."
+        )
     if result.events_expired:
         env.note(f"{result.events_expired:,} event(s) had expired (expires_at): not imported.")
     if result.events_inserted and not result.dry_run:

@@ -193,6 +193,36 @@ _EXPIRY = """
             WHERE expires_us IS NOT NULL;
         """
 
+# Who may read and write a pool (issue 14): a pool has one owner, who grants ``read`` or
+# ``write`` to named agents. This table is the current state, read by every scoped query (a
+# subquery of ``Scope.sql``), so a revocation is seen by the next read of every process; the
+# grants and revocations themselves are events in the owner's pool log (``_pools.py``). Pools
+# that exist when the migration runs keep working for the agents that wrote into them: the
+# agent of a pool's first session becomes its owner and every other agent with a session in it
+# gets ``write``. Agents that only read a pool (nothing records who subscribed) must be granted
+# ``read`` by the owner (``asm pool grant``).
+POOL_GRANTS = """
+        CREATE TABLE pool_grants (
+            pool        TEXT NOT NULL,
+            agent_id    TEXT NOT NULL,
+            access      TEXT NOT NULL CHECK (access IN ('owner', 'write', 'read')),
+            granted_us  BIGINT NOT NULL,
+            granted_by  TEXT NOT NULL,
+            PRIMARY KEY (pool, agent_id)
+        );
+        CREATE UNIQUE INDEX pool_owners ON pool_grants (pool) WHERE access = 'owner';
+        CREATE INDEX pool_grants_by_agent ON pool_grants (agent_id);
+        INSERT INTO pool_grants (pool, agent_id, access, granted_us, granted_by)
+        SELECT g.shared_pool, g.agent_id,
+            CASE WHEN g.agent_id = (SELECT f.agent_id FROM sessions f
+                                    WHERE f.shared_pool = g.shared_pool
+                                    ORDER BY f.created_us, f.id LIMIT 1)
+                 THEN 'owner' ELSE 'write' END,
+            min(g.created_us), 'migration'
+        FROM sessions g WHERE g.shared_pool IS NOT NULL
+        GROUP BY g.shared_pool, g.agent_id;
+        """
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -267,4 +297,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0007_deferred_digests", _DEFERRED_DIGESTS),
     ("0008_deletion_log", _DELETION_LOG),
     ("0009_expiry", _EXPIRY),
+    ("0010_pool_grants", POOL_GRANTS),
 )

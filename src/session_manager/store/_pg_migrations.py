@@ -27,6 +27,8 @@ index) the projections. Differences:
 
 from __future__ import annotations
 
+from ._migrations import POOL_GRANTS
+
 __all__ = ["MIGRATIONS"]
 
 _INITIAL = r"""
@@ -291,4 +293,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0006_commit_order", _COMMIT_ORDER),
     ("0007_deferred_digests", _DEFERRED_DIGESTS),
     ("0008_expiry", _EXPIRY),
+    # the same table and backfill as SQLite's 0010_pool_grants (the SQL is portable)
+    ("0009_pool_grants", POOL_GRANTS),
 )

@@ -20,7 +20,7 @@ from .._filters import compile_where
 from .._scope import Scope
 from .._seams import Cursor
 from .._time import from_us, now_us
-from ..events import Event, EventRecord, Session, SessionRecord
+from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
 from ..summarize import PREVIEW_THRESHOLD
 from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
 
@@ -447,6 +447,61 @@ class SqlStore:
     def agents(self) -> list[str]:
         return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
 
+    # -- pools: who may read and write them (_pools.py) -----------------------------------
+
+    def pool_view(self, agent_id: str) -> tuple[set[str], set[str]]:
+        # one round trip per search: the pools the agent has sessions in, and its grants now
+        rows = self._read(
+            "SELECT DISTINCT shared_pool, 0 FROM sessions "
+            "WHERE agent_id = ? AND shared_pool IS NOT NULL "
+            "UNION ALL SELECT pool, 1 FROM pool_grants WHERE agent_id = ?",
+            (agent_id, agent_id),
+        )
+        own = {row[0] for row in rows if not row[1]}
+        return own, {row[0] for row in rows if row[1]}
+
+    def pool_grants(
+        self, *, pool: str | None = None, agent_id: str | None = None, tx: Tx | None = None
+    ) -> list[PoolGrant]:
+        parts, params = ["TRUE"], []
+        for column, value in (("pool", pool), ("agent_id", agent_id)):
+            if value is not None:
+                parts.append(f"{column} = ?")
+                params.append(value)
+        rows = self._read(
+            "SELECT pool, agent_id, access, granted_us, granted_by FROM pool_grants "
+            f"WHERE {' AND '.join(parts)} ORDER BY pool, "
+            "CASE access WHEN 'owner' THEN 0 WHEN 'write' THEN 1 ELSE 2 END, agent_id",
+            params,
+            tx,
+        )
+        return [PoolGrant(r[0], r[1], r[2], from_us(int(r[3])), r[4]) for r in rows]
+
+    def set_pool_access(
+        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
+    ) -> bool:
+        if access is None:
+            return bool(
+                tx.execute(
+                    "DELETE FROM pool_grants WHERE pool = ? AND agent_id = ?", (pool, agent_id)
+                ).rowcount
+            )
+        if access == "owner":  # (the unique index of owners turns a second one into a no-op)
+            cursor = tx.execute(
+                "INSERT INTO pool_grants (pool, agent_id, access, granted_us, granted_by) "
+                "VALUES (?, ?, 'owner', ?, ?) ON CONFLICT DO NOTHING",
+                (pool, agent_id, at_us, by),
+            )
+            return bool(cursor.rowcount)
+        cursor = tx.execute(
+            "INSERT INTO pool_grants (pool, agent_id, access, granted_us, granted_by) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (pool, agent_id) DO UPDATE "
+            "SET access = excluded.access, granted_us = excluded.granted_us, "
+            "granted_by = excluded.granted_by WHERE pool_grants.access <> 'owner'",
+            (pool, agent_id, access, at_us, by),
+        )
+        return bool(cursor.rowcount)
+
     def event(self, event_id: str, scope: Scope | None) -> Event | None:
         params: list[Any] = [event_id, now_us()]
         clause = "TRUE"
@@ -637,7 +692,7 @@ class SqlStore:
     # -- operators -------------------------------------------------------------------------
 
     def schema_version(self) -> str | None:
-        """The newest migration applied (``0009_expiry``): the schema's version."""
+        """The newest migration applied (``0010_pool_grants``): the schema's version."""
         rows = self._read("SELECT max(name) FROM migrations")
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from .._scope import Scope
 from .._seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
 from ..errors import SchemaTooNew
-from ..events import Event, EventRecord, Session, SessionRecord
+from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
 
 __all__ = [
     "Capabilities",
@@ -171,6 +171,23 @@ class Store(Protocol):
         ...
 
     def own_pools(self, agent_id: str) -> set[str]: ...
+    def pool_view(self, agent_id: str) -> tuple[set[str], set[str]]:
+        """``(pools the agent has sessions in, pools it holds a grant on)``, read now."""
+        ...
+
+    def pool_grants(
+        self, *, pool: str | None = None, agent_id: str | None = None, tx: Tx | None = None
+    ) -> list[PoolGrant]:
+        """The grants on ``pool`` / of ``agent_id`` (both None: all), by pool, owner first."""
+        ...
+
+    def set_pool_access(
+        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
+    ) -> bool:
+        """Grant ``access`` ("owner", "write", "read"; None revokes); False when nothing
+        changed (a second owner, a grant on the owner, revoking what was not granted)."""
+        ...
+
     def agents(self) -> list[str]: ...
     def event(self, event_id: str, scope: Scope | None) -> Event | None: ...
     def events(

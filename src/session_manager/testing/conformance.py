@@ -58,6 +58,7 @@ from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
 from .expiry_conformance import ShortTermMemoryConformance
 from .memory_conformance import UserMemoryConformance
+from .pool_conformance import PoolConformance
 from .privacy_conformance import PrivacyConformance
 
 __all__ = ["AsyncBridge", "BackendConformance", "BackendSpec"]
@@ -163,7 +164,9 @@ _CHILD_OPEN = """
 """
 
 
-class BackendConformance(UserMemoryConformance, ShortTermMemoryConformance, PrivacyConformance):
+class BackendConformance(
+    UserMemoryConformance, ShortTermMemoryConformance, PrivacyConformance, PoolConformance
+):
     """The tests every backend passes; subclasses provide the ``backend`` fixture."""
 
     @pytest.fixture
@@ -412,6 +415,7 @@ class BackendConformance(UserMemoryConformance, ShortTermMemoryConformance, Priv
         board = alice.start_session("alice board quantum widgets", shared_pool="board")
         alice.record_fact(board.id, "quantum widget budget is confidential")
         bob = make("bob")
+        alice.grant("team", "carol")
         carol = make("carol", subscribe=["team"])
         for mode in MODES:
             assert bob.search("quantum widget", k=20, mode=mode) == []

@@ -149,7 +149,10 @@ class UserMemoryConformance:
     def test_user_memory_is_the_agents_and_shared_only_through_a_pool(
         self, make: ManagerFactory
     ) -> None:
-        owner, reader, stranger = make("owner"), make("reader", subscribe=["team"]), make("x")
+        owner = make("owner")
+        owner.create_pool("team")
+        owner.grant("team", "reader")
+        reader, stranger = make("reader", subscribe=["team"]), make("x")
         owner.remember("u1", "Prefers email", kind="preference", pool="team")
         owner.remember("u1", "Private note about u1")
         assert [f.text for f in reader.facts("u1")] == ["Prefers email"]

@@ -33,7 +33,10 @@ class PrivacyConformance:
     def test_an_erased_user_is_gone_for_every_reader(
         self, make: ManagerFactory, backend: Any
     ) -> None:
-        agents = [make("a"), make("b", subscribe=["team"])]
+        first = make("a")
+        first.create_pool("team")
+        first.grant("team", "b")
+        agents = [first, make("b", subscribe=["team"])]
         for mgr in agents:
             for user, word in (("u-canary", _CANARY), ("u-other", _OTHER)):
                 session = mgr.start_session(

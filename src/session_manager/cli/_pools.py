@@ -1,0 +1,99 @@
+"""``asm pool``: who may read and write each shared pool (the operator's view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich import box
+from rich.table import Table
+
+from ..events import PoolGrant
+from ._app import Env, cli, db_option, emit_json, json_option
+
+
+def grant_to_dict(grant: PoolGrant) -> dict[str, Any]:
+    """A grant as a JSON-able dict with stable field names."""
+    return {
+        "pool": grant.pool,
+        "agent_id": grant.agent_id,
+        "access": grant.access,
+        "granted_at": grant.granted_at.isoformat(),
+        "granted_by": grant.granted_by,
+    }
+
+
+@cli.group()
+def pool() -> None:
+    """Who may read and write each shared pool.
+
+    A pool has an owner (the agent that created it, or started its first session), who
+    grants read or write to named agents; an agent subscribing to a pool it was not granted
+    is refused. These commands are the operator's: they act on every pool in the store.
+
+    \b
+    asm pool list
+    asm pool grant research reviewer             # read
+    asm pool grant research writer --access write
+    asm pool grant research new-owner --access owner
+    asm pool revoke research reviewer
+    """
+
+
+@pool.command("list")
+@click.option("--pool", "name", metavar="POOL", help="Only this pool's grants.")
+@click.option("--agent", "agent_id", metavar="AGENT", help="Only this agent's grants.")
+@json_option
+@db_option
+@click.pass_obj
+def list_(env: Env, name: str | None, agent_id: str | None, as_json: bool) -> None:
+    """List the grants: each pool's owner first, then its writers and readers."""
+    grants = env.admin().pools(name, agent_id)
+    if as_json:
+        emit_json([grant_to_dict(g) for g in grants])
+        return
+    if not grants:
+        env.out.print("No pools here." if name is None else f"No grants on pool {name}.")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for column in ("pool", "agent", "access", "since", "granted by"):
+        table.add_column(column)
+    for g in grants:
+        since = g.granted_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(g.pool, g.agent_id, g.access, since, g.granted_by)
+    env.out.print(table)
+
+
+@pool.command()
+@click.argument("name", metavar="POOL")
+@click.argument("agent_id", metavar="AGENT")
+@click.option(
+    "--access",
+    type=click.Choice(["read", "write", "owner"]),
+    default="read",
+    show_default=True,
+    help="read: subscribe to it; write: also start sessions in it; owner: hand it over.",
+)
+@json_option
+@db_option
+@click.pass_obj
+def grant(env: Env, name: str, agent_id: str, access: str, as_json: bool) -> None:
+    """Grant AGENT access to POOL (logged in the pool's log as the operator's)."""
+    done = env.admin().grant(name, agent_id, access)
+    if as_json:
+        emit_json(grant_to_dict(done))
+        return
+    env.out.print(f"Agent {done.agent_id} has {done.access} access to pool {done.pool}.")
+
+
+@pool.command()
+@click.argument("name", metavar="POOL")
+@click.argument("agent_id", metavar="AGENT")
+@db_option
+@click.pass_obj
+def revoke(env: Env, name: str, agent_id: str) -> None:
+    """Take AGENT's access to POOL away; its next read in any process no longer sees it."""
+    if env.admin().revoke(name, agent_id):
+        env.out.print(f"Revoked agent {agent_id}'s access to pool {name}.")
+    else:
+        env.out.print(f"Agent {agent_id} had no grant on pool {name}; nothing changed.")
