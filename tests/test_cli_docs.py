@@ -34,6 +34,7 @@ ISSUE_COMMANDS = {
     "retention",
     "health",
     "pool",  # issue 14: who may read and write a shared pool
+    "agent-role",  # issue 14: PostgreSQL row-level security, one role per agent
 }
 
 

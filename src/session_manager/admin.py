@@ -538,6 +538,37 @@ class StoreAdmin:
         with self._store.atomic() as tx:
             return change_access(self._store, tx, pool, agent_id, None, OPERATOR)
 
+    def create_agent_role(
+        self, agent_id: str, role: str | None = None, password: str | None = None
+    ) -> str:
+        """PostgreSQL only: give ``agent_id`` a database role of its own, confined by
+        row-level security to what the agent may see — its own sessions, the pools it holds a
+        grant on — and may write; return the role's name (default ``asm_<agent_id>``).
+
+        The first call enables row-level security on the store (idempotent; connections as
+        the schema's owner, like this admin's, are not subject to it). The role is created
+        (``LOGIN``, with ``password`` if given) unless it exists, is granted what an agent
+        needs, and is mapped to the agent. The agent then connects with it::
+
+            SessionManager("bob", url="postgresql://asm_bob:secret@db/agents")
+
+        Opening a manager as another agent with that role is refused. The threat model:
+        docs/privacy.md.
+        """
+        agent_id = identifier(agent_id, "agent_id")
+        role = identifier(role if role is not None else f"asm_{agent_id}", "role")
+        if len(role.encode()) > 63:
+            raise InvalidInput(
+                f"The role name {role!r} is longer than PostgreSQL's 63 bytes; pass role=..."
+            )
+        create = getattr(self._store, "create_agent_role", None)
+        if create is None:
+            raise InvalidInput(
+                f"Row-level security is PostgreSQL's; {self.url!r} is not a PostgreSQL store. "
+                "On SQLite, give agents that do not trust each other separate files."
+            )
+        return str(create(agent_id, role, password))
+
     # -- deleting --------------------------------------------------------------------------
 
     def delete_session(self, session_id: str) -> int:

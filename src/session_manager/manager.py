@@ -36,6 +36,7 @@ from .errors import (
     InvalidInput,
     SessionClosed,
     SessionKeyTaken,
+    StoreMisconfigured,
 )
 from .events import (
     SESSION_STATUSES,
@@ -238,7 +239,18 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
             self._indexer.notify()  # catch up whatever a crashed process left behind
 
     def _check_subscriptions(self) -> None:
-        """Subscribing is asking to read: each pool must have granted it (at least read)."""
+        """Subscribing is asking to read: each pool must have granted it (at least read).
+        A database role confined to an agent (PostgreSQL row-level security) must be this
+        agent's."""
+        confined = self._store.confined_agent
+        if confined is not None and confined != self.agent_id:
+            raise StoreMisconfigured(
+                f"{self.url!r} connects as a database role of agent {confined!r}, which row-level "
+                f"security confines to that agent's rows: agent {self.agent_id!r} would see "
+                f"none of its own. Connect with agent {self.agent_id!r}'s role "
+                "(StoreAdmin.create_agent_role), or open the manager as "
+                f"{confined!r}."
+            )
         if not self.scope.subscriptions:
             return
         for pool in sorted(self.scope.subscriptions - self._granted()):

@@ -64,6 +64,7 @@ COMMAND_ORDER = (
     "retention",
     "erase-user",
     "pool",
+    "agent-role",
     "mcp",
     "demo",
 )

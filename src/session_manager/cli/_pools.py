@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -97,3 +98,33 @@ def revoke(env: Env, name: str, agent_id: str) -> None:
         env.out.print(f"Revoked agent {agent_id}'s access to pool {name}.")
     else:
         env.out.print(f"Agent {agent_id} had no grant on pool {name}; nothing changed.")
+
+
+@cli.command("agent-role")
+@click.argument("agent_id", metavar="AGENT")
+@click.option("--role", metavar="NAME", help="The role's name (default: asm_AGENT).")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the role's password from the first line of stdin (never from the command line).",
+)
+@db_option
+@click.pass_obj
+def agent_role(env: Env, agent_id: str, role: str | None, password_stdin: bool) -> None:
+    """PostgreSQL: give AGENT a database role that row-level security confines to its rows.
+
+    The role sees AGENT's own sessions and the pools it was granted, and writes only its own
+    rows, whatever SQL it sends; the agent connects with it (postgresql://ROLE:...@host/db).
+    The first use enables row-level security on the store; the store's owner (the --db URL
+    here) is not subject to it. Run it as the schema's owner, with the right to create roles.
+
+    \b
+    echo "$SECRET" | asm --db postgresql://owner@db/agents agent-role bob --password-stdin
+    """
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    if password_stdin and not password:
+        raise click.UsageError("--password-stdin read an empty line: give the password on stdin.")
+    made = env.admin().create_agent_role(agent_id, role, password)
+    env.out.print(
+        f"Role {made} is agent {agent_id}'s: it reads and writes only what that agent may."
+    )

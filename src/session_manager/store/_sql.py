@@ -165,6 +165,18 @@ class SqlStore:
 
     # -- provided by the backend -----------------------------------------------------------
 
+    #: the agent a database role confines this connection to (PostgreSQL row-level
+    #: security: store/_pg_row_security.py); None when the store sees every row
+    confined_agent: str | None = None
+
+    def _confined(self, table: str) -> tuple[str, list[Any]]:
+        """``AND <table>.agent_id = ?`` when the connection is confined to one agent: the
+        work done for every agent (the expiry sweep, deferred digests) then selects only
+        the rows this role may change, so it never returns to rows it cannot."""
+        if self.confined_agent is None:
+            return "", []
+        return f" AND {table}.agent_id = ?", [self.confined_agent]
+
     def _read(self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None) -> list[Any]:
         raise NotImplementedError
 
@@ -205,9 +217,10 @@ class SqlStore:
         if flt.scope is not None:
             clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
             parts.append(clause)
-        if flt.expired_by_us is not None:
-            parts.append("e.expires_us <= ?")
-            params.append(flt.expired_by_us)
+        if flt.expired_by_us is not None:  # (the sweep: only what this role may delete)
+            mine, confined = self._confined("e")
+            parts.append("e.expires_us <= ?" + mine)
+            params.extend([flt.expired_by_us, *confined])
         elif live:
             parts.append(LIVE)
             params.append(now_us())
@@ -610,10 +623,12 @@ class SqlStore:
     def expiry_cutoff(self, now: int, batch: int) -> int | None:
         """An expiry time at or before ``now`` up to which about ``batch`` expired events lie
         (the sweep deletes them a batch per transaction); None when none has expired."""
+        mine, params = self._confined("events")
         rows = self._read(
             "SELECT max(expires_us) FROM (SELECT expires_us FROM events "
-            "WHERE expires_us IS NOT NULL AND expires_us <= ? ORDER BY expires_us LIMIT ?) b",
-            (now, batch),
+            f"WHERE expires_us IS NOT NULL AND expires_us <= ?{mine} ORDER BY expires_us "
+            "LIMIT ?) b",
+            (now, *params, batch),
         )
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
@@ -679,10 +694,11 @@ class SqlStore:
     def deferred_events(self, limit: int) -> list[DeferredEvent]:
         """See :meth:`Store.deferred_events <session_manager.store.base.Store.deferred_events>`
         (a partial index holds exactly these rows)."""
+        mine, params = self._confined("e")
         rows = self._read(
             f"SELECT e.seq, e.content, {self.payload_sql}, e.metadata, e.indexed "
-            f"FROM events e{self.payload_join} WHERE e.deferred ORDER BY e.seq LIMIT ?",
-            (limit,),
+            f"FROM events e{self.payload_join} WHERE e.deferred{mine} ORDER BY e.seq LIMIT ?",
+            (*params, limit),
         )
         return [
             DeferredEvent(int(seq), content, payload, metadata, bool(indexed))

@@ -98,6 +98,9 @@ class Store(Protocol):
     capabilities: Capabilities
     #: where the store lives, for messages (a path or a URL without its password)
     location: str
+    #: the agent a database role confines this store's connections to (PostgreSQL
+    #: row-level security); None when the connection sees every row
+    confined_agent: str | None
 
     def close(self) -> None: ...
 

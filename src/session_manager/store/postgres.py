@@ -66,6 +66,7 @@ from ._pg_errors import sentence as _sentence
 from ._pg_errors import store_error
 from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
+from ._pg_row_security import create_agent_role
 from ._pg_vectors import PgVectors
 from ._sql import EVENTS_JOIN, SqlStore, SqlTx
 from .base import Capabilities, EventFilter, refuse_unknown_migrations
@@ -268,6 +269,7 @@ class PostgresStore(SqlStore):
         try:
             with self._mapped_errors():
                 self._pool.wait(timeout=settings.pool_timeout)
+            self.confined_agent = self._confinement()
         except BaseException:
             self._pool.close()
             raise
@@ -353,6 +355,8 @@ class PostgresStore(SqlStore):
                 else:
                     extension_schema = found[0]
                 schema = sql.Identifier(self.schema)
+                if self._up_to_date(conn):  # (nothing to create: a role without CREATE opens)
+                    return str(extension_schema)
                 conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
                 conn.execute(
                     sql.SQL("SET search_path TO {}, {}").format(
@@ -378,6 +382,39 @@ class PostgresStore(SqlStore):
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATE_LOCK,))
         return str(extension_schema)
+
+    def _up_to_date(self, conn: Any) -> bool:
+        """Whether every migration is applied already (read without creating anything)."""
+        found = conn.execute(
+            "SELECT to_regclass(format('%%I.migrations', %s::text)) IS NOT NULL", (self.schema,)
+        ).fetchone()
+        if not found or not found[0]:
+            return False
+        from psycopg import sql
+
+        table = sql.SQL("SELECT name FROM {}.migrations").format(sql.Identifier(self.schema))
+        applied = {row[0] for row in conn.execute(table)}
+        known = {name for name, _ in MIGRATIONS}
+        refuse_unknown_migrations(applied, known, f"{self.location!r} (schema {self.schema!r})")
+        return known <= applied
+
+    def _confinement(self) -> str | None:
+        """The agent this connection's role is confined to by row-level security, if the
+        operator enabled it (``StoreAdmin.create_agent_role``) and mapped this role."""
+        rows = self._read(
+            "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n "
+            "ON n.oid = p.pronamespace WHERE p.proname = 'asm_agent_of' AND n.nspname = ?)",
+            (self.schema,),
+        )
+        if not rows[0][0]:
+            return None
+        found = self._read("SELECT asm_agent_of(current_user::text)")
+        return None if found[0][0] is None else str(found[0][0])
+
+    def create_agent_role(self, agent_id: str, role: str, password: str | None) -> str:
+        """See :meth:`StoreAdmin.create_agent_role` (store/_pg_row_security.py)."""
+        with self._mapped_errors():
+            return create_agent_role(self, agent_id, role, password)
 
     # -- connections and transactions -------------------------------------------------------
 
