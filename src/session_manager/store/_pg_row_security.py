@@ -24,7 +24,10 @@ __all__ = ["ENABLE", "TABLES", "create_agent_role"]
 #: the tables an agent's role reads and writes (row-level security on those with ``policy``)
 TABLES = ("sessions", "events", "outbox", "vectors", "pool_grants", "deletions", "meta")
 
-_ME = "asm_agent_of(current_user::text)"
+# Each helper is wrapped in a scalar subquery: PostgreSQL then evaluates it once per statement
+# (an init plan) instead of once per row checked, and a SECURITY DEFINER function is never
+# inlined. Measured with bench/pool_access.py: docs/benchmarks.md.
+_ME = "(SELECT asm_agent_of(current_user::text))"
 _READABLE = "SELECT asm_pools_of(current_user::text, ARRAY['owner', 'write', 'read'])"
 _WRITABLE = "SELECT asm_pools_of(current_user::text, ARRAY['owner', 'write'])"
 _OWNED = "SELECT asm_pools_of(current_user::text, ARRAY['owner'])"

@@ -449,14 +449,6 @@ class SqlStore:
                 sizes[session_id] = (int(count), int(tokens))
         return sizes
 
-    def own_pools(self, agent_id: str) -> set[str]:
-        rows = self._read(
-            "SELECT DISTINCT shared_pool FROM sessions "
-            "WHERE agent_id = ? AND shared_pool IS NOT NULL",
-            (agent_id,),
-        )
-        return {row[0] for row in rows}
-
     def agents(self) -> list[str]:
         return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
 
