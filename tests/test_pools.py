@@ -96,6 +96,8 @@ def test_export_and_import_carry_the_grants(
         result = target.import_records(json_line(r) for r in records)
         assert (result.grants_inserted, result.grants_skipped) == (3, 0)
         assert [json_line(r) for r in target.export()] == [json_line(r) for r in records]
+        again = target.import_records((json_line(r) for r in records), dry_run=True)
+        assert (again.grants_inserted, again.grants_skipped) == (0, 3)
         again = target.import_records(json_line(r) for r in records)
         assert (again.grants_inserted, again.grants_skipped) == (0, 3)
     bob = SessionManager("bob", fresh, embedder=HashEmbedder(), subscribe=["team"])
@@ -146,5 +148,15 @@ def test_asm_pool_lists_grants_and_revokes(make_manager: Factory, db_path: Path)
     assert "Revoked" in ok(asm(db_path, "pool", "revoke", "team", "bob")).output
     assert "had no grant" in ok(asm(db_path, "pool", "revoke", "team", "bob")).output
     fails(asm(db_path, "pool", "revoke", "team", "alice"), "owns pool 'team'")
+    ok(asm(db_path, "pool", "grant", "team", "carol", "--access", "owner"))
+    logged = json.loads(ok(asm(db_path, "pool", "log", "team", "--json")).output)
+    assert [(e["payload"]["agent"], e["payload"]["access"]) for e in logged] == [
+        ("bob", "write"),  # alice's log
+        ("bob", None),
+        ("alice", "write"),  # carol's, from the hand-over on
+        ("carol", "owner"),
+    ]
+    assert all(e["payload"]["by"] == "operator" for e in logged)
+    assert "revoked" in ok(asm(db_path, "pool", "log", "team")).output
     fails(asm(db_path, "pool", "grant", "nowhere", "bob"), "does not exist")
     fails(asm(db_path, "pool", "grant", "team", "bob", "--access", "admin"), "admin", code=2)

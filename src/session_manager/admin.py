@@ -34,7 +34,7 @@ from typing import Any
 
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._erasure import ErasureReceipt, erase_user
-from ._pool_access import OPERATOR, change_access, claim
+from ._pool_access import GRANT_KIND, OPERATOR, POOL_LOG, change_access, claim
 from ._retention import RetentionResult, apply_retention
 from ._scope import Scope
 from ._time import age, from_us, now_us, to_us
@@ -537,6 +537,19 @@ class StoreAdmin:
         pool, agent_id = identifier(pool, "pool"), identifier(agent_id, "agent_id")
         with self._store.atomic() as tx:
             return change_access(self._store, tx, pool, agent_id, None, OPERATOR)
+
+    def pool_log(self, pool: str) -> list[Event]:
+        """Every grant, revocation and change of owner of ``pool``, oldest first, across its
+        owners' pool logs (an owner's :meth:`SessionManager.pool_log` shows its own)."""
+        pool = identifier(pool, "pool")
+        logs = self._store.sessions(SessionFilter(None, marked=POOL_LOG), limit=None)
+        found: list[Event] = []
+        for log in logs:
+            if log.metadata.get("pool") == pool:
+                found += self._store.events(
+                    EventFilter(None, session_id=log.id, kinds=(GRANT_KIND,)), limit=None
+                )
+        return sorted(found, key=lambda e: (e.created_at, e.seq))
 
     def create_agent_role(
         self, agent_id: str, role: str | None = None, password: str | None = None

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich import box
-from rich.table import Table
 
 from ..memory import Fact
 from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
+from ._render import table_of
 
 
 def _agent(env: Env, command: str) -> str:
@@ -78,9 +77,7 @@ def facts(
     if not found:
         env.out.print(f"Agent {env.agent} knows nothing about user {user_id} here.")
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for column in ("key", "fact", "kind", "since", "status", "seen", "id"):
-        table.add_column(column)
+    table = table_of("key", "fact", "kind", "since", "status", "seen", "id")
     for fact in found:
         table.add_row(
             fact.key or "",

@@ -6,11 +6,11 @@ import sys
 from typing import Any
 
 import click
-from rich import box
-from rich.table import Table
 
+from ..admin import event_to_dict
 from ..events import PoolGrant
 from ._app import Env, cli, db_option, emit_json, json_option
+from ._render import table_of
 
 
 def grant_to_dict(grant: PoolGrant) -> dict[str, Any]:
@@ -38,6 +38,7 @@ def pool() -> None:
     asm pool grant research writer --access write
     asm pool grant research new-owner --access owner
     asm pool revoke research reviewer
+    asm pool log research
     """
 
 
@@ -56,9 +57,7 @@ def list_(env: Env, name: str | None, agent_id: str | None, as_json: bool) -> No
     if not grants:
         env.out.print("No pools here." if name is None else f"No grants on pool {name}.")
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for column in ("pool", "agent", "access", "since", "granted by"):
-        table.add_column(column)
+    table = table_of("pool", "agent", "access", "since", "granted by")
     for g in grants:
         since = g.granted_at.strftime("%Y-%m-%d %H:%M")
         table.add_row(g.pool, g.agent_id, g.access, since, g.granted_by)
@@ -85,6 +84,32 @@ def grant(env: Env, name: str, agent_id: str, access: str, as_json: bool) -> Non
         emit_json(grant_to_dict(done))
         return
     env.out.print(f"Agent {done.agent_id} has {done.access} access to pool {done.pool}.")
+
+
+@pool.command()
+@click.argument("name", metavar="POOL")
+@json_option
+@db_option
+@click.pass_obj
+def log(env: Env, name: str, as_json: bool) -> None:
+    """The audit log of POOL: every grant, revocation and change of owner, oldest first."""
+    events = env.admin().pool_log(name)
+    if as_json:
+        emit_json([event_to_dict(e) for e in events])
+        return
+    if not events:
+        env.out.print(f"No grant of pool {name} was logged (only its creation, if any).")
+        return
+    table = table_of("when (UTC)", "by", "agent", "access")
+    for event in events:
+        change = event.payload if isinstance(event.payload, dict) else {}
+        table.add_row(
+            event.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            str(change.get("by", "")),
+            str(change.get("agent", "")),
+            str(change.get("access") or "revoked"),
+        )
+    env.out.print(table)
 
 
 @pool.command()

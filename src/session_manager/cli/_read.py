@@ -7,7 +7,6 @@ from collections import Counter
 from typing import Any
 
 import click
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -24,16 +23,10 @@ from ._render import (
     shorten,
     snippet,
     stamp,
+    table_of,
 )
 
 _KIND_ORDER = ("goal", "step", "tool_output", "decision", "fact", "pending", "error", "message")
-
-
-def _table(*columns: str) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for name in columns:
-        table.add_column(name)
-    return table
 
 
 # -- sessions -----------------------------------------------------------------------------
@@ -103,7 +96,7 @@ def sessions(
             break
         shown.remove(optional)
     goal_width = max(16, min(60, env.out.width - others()))
-    table = _table(*(headers[i] for i in shown))
+    table = table_of(*(headers[i] for i in shown))
     for column, i in zip(table.columns, shown, strict=True):
         column.no_wrap = True
         column.justify = "right" if i in (5, 6) else "left"
@@ -446,7 +439,7 @@ def restore(
         return
     admin = env.admin()
     contents = {e.id: e.content for e in admin.events(session_id)}
-    table = _table("SECTION", "ACTION", "KIND", "TOKENS", "EVENT", "REASON")
+    table = table_of("SECTION", "ACTION", "KIND", "TOKENS", "EVENT", "REASON")
     table.columns[3].justify = "right"
     table.columns[4].ratio = 1
     table.columns[5].ratio = 1
@@ -463,7 +456,7 @@ def restore(
             item.reason,
         )
     env.out.print(table)
-    budget = _table("SECTION", "TOKENS", "SHARE OF BUDGET")
+    budget = table_of("SECTION", "TOKENS", "SHARE OF BUDGET")
     budget.columns[1].justify = "right"
     budget.columns[2].justify = "right"
     for section, tokens in report.sections.items():
@@ -474,7 +467,7 @@ def restore(
         f"{context.token_count / max_tokens:.0%}",
     )
     env.out.print(budget)
-    offered = _table("SECTION", "OFFERED", "USED", "WHY")
+    offered = table_of("SECTION", "OFFERED", "USED", "WHY")
     offered.columns[1].justify = "right"
     offered.columns[2].justify = "right"
     offered.columns[3].ratio = 1
@@ -595,7 +588,7 @@ def stats(env: Env, as_json: bool) -> None:
             for agent, kinds in st.events_by_agent.items()
             for kind, count in kinds.items()
         ]
-    table = _table(*headers)
+    table = table_of(*headers)
     for col in table.columns[1:]:
         col.justify = "right"
     for row in rows:

@@ -7,6 +7,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from rich import box
+from rich.table import Table
 from rich.text import Text
 
 from ..events import Event
@@ -51,6 +53,14 @@ FOLD_CHARS = 160
 #: How many lines of a content the timeline shows unless --full.
 FOLD_LINES = 4
 _WORD = re.compile(r"\w{3,}")
+
+
+def table_of(*columns: str) -> Table:
+    """A plain table with these column headings (the look every command shares)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name)
+    return table
 
 
 def human_size(size: int) -> str:
