@@ -241,33 +241,23 @@ def test_onnxruntime_copies_external_weights(minilm: MiniLMEmbedder) -> None:
     np.testing.assert_array_equal(session.run(None, feed)[0], before)
 
 
-_BATCH_MEMORY = """
-from session_manager.embed import MiniLMEmbedder
-
-def rss_mb():
-    with open("/proc/self/status") as status:
-        fields = dict(line.split(":", 1) for line in status)
-    return int(fields["VmRSS"].split()[0]) // 1024
-
-embedder = MiniLMEmbedder()
-embedder(["warm up"])
-before = rss_mb()
-for round in range(3):  # what the background worker does all day: batches of long texts
-    embedder([("word%d " % j) * 120 + str(round) for j in range(64)])
-print(rss_mb() - before)
-"""
-
-
 @pytest.mark.real_model
 def test_batches_leave_no_lasting_arena_behind() -> None:
     """onnxruntime's CPU arena kept the largest activations it ever held: three batches of 64
     long texts left the process ~240 MB larger for good. The embedder shrinks it after each
-    run (a fresh process, so nothing else moves its memory)."""
-    grown = subprocess.run(
-        [sys.executable, "-c", _BATCH_MEMORY], capture_output=True, text=True, timeout=300
+    run (bench/embed_memory.py's measurement, in a fresh process: nothing else moves its
+    memory)."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "embed_memory.py"
+    spec = importlib.util.spec_from_file_location("embed_memory", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    child = subprocess.run(
+        [sys.executable, "-c", module.CHILD, "shrink"], capture_output=True, text=True, timeout=300
     )
-    assert grown.returncode == 0, grown.stderr
-    assert int(grown.stdout.strip()) < 120, f"{grown.stdout.strip()} MB kept after the batches"
+    assert child.returncode == 0, child.stderr
+    kept = json.loads(child.stdout)["kept_mb"]
+    assert kept < 120, f"{kept} MB kept after the batches"
 
 
 # -- MiniLMEmbedder: finding the weights ----------------------------------------------------
