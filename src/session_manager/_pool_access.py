@@ -5,10 +5,10 @@ it, and read it) to named agents and revokes them. The current grants are the ta
 ``pool_grants``, which every scoped read consults in the same query (``Scope.sql``) and every
 search reads afresh (``Store.pool_view``): a revocation holds from the next read of every
 process, with nothing cached to expire. Each grant, revocation and change of owner is also an
-event of kind ``asm:grant`` in the owner's **pool log** (a session marked ``{"asm": "pool-
-log"}``, keyed by the pool, neither embedded nor keyword-indexed), written in the same
-transaction: who granted what to whom and when, kept like every other event (exported, imported,
-never rewritten).
+event of kind ``asm:grant`` in the owner's **pool log** (a session marked
+``{"asm": "pool-log"}``, keyed by the pool, neither embedded nor keyword-indexed), written in
+the same transaction: who granted what to whom and when, kept like every other event
+(exported, imported, never rewritten).
 
 The manager's methods (``_pools.py``) and the operator's (``StoreAdmin``) both go through
 :func:`change_access`; the write path asks :func:`check_write` before a pooled session is

@@ -16,7 +16,7 @@ threat model (what this guarantees, what only the database can) in docs/privacy.
 from __future__ import annotations
 
 from ._conveniences import Conveniences
-from ._pool_access import GRANT_KIND, change_access, claim, log_key, missing_grant
+from ._pool_access import GRANT_KIND, change_access, claim, log_key
 from ._validate import identifier
 from .errors import InvalidInput, PoolAccessDenied
 from .events import Event, PoolGrant
@@ -96,7 +96,10 @@ class PoolSharing(Conveniences):
     def _require_owner(self, pool: str, tx: Tx | None = None) -> None:
         owner = self._owner(pool, tx)
         if owner is None:
-            raise missing_grant(pool, self.agent_id, "write", None)
+            raise PoolAccessDenied(
+                f"Pool {pool!r} does not exist: create it first (create_pool({pool!r}), or "
+                "start a session in it), then grant access to it."
+            )
         if owner != self.agent_id:
             raise PoolAccessDenied(
                 f"Only the owner of pool {pool!r}, agent {owner!r}, may grant, revoke or list "
