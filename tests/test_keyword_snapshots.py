@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from session_manager import HashEmbedder, SessionManager
@@ -160,3 +161,39 @@ def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> 
         _, read = built(mgr)
         assert sum(read) <= 2 and rankings(mgr) == expected
     assert snapshot_files(db) == [snapshot] and snapshot.stat().st_mtime_ns == written
+
+
+def test_a_snapshot_with_float_counts_loads_as_16_bit_and_ranks_the_same(tmp_path: Path) -> None:
+    """Snapshots written before own counts were uint16 are converted as they load (no rebuild),
+    and rank as a build from the log does."""
+    from session_manager.store._snapshot_files import read_arrays, replace_file
+
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        built(mgr)
+        expected = rankings(mgr)
+    (snapshot,) = snapshot_files(db)
+    with snapshot.open("rb") as file:
+        meta, arrays = read_arrays(file)
+    own = [name for name in arrays if name.startswith("own") and name.endswith("_counts")]
+    assert own and all(arrays[name].dtype == np.uint16 for name in own)
+    for name in own:  # as the previous version wrote them
+        arrays[name] = arrays[name].astype(np.float32)
+    replace_file(snapshot, meta, arrays)
+    with opened(db) as mgr:
+        store, read = built(mgr)
+        assert sum(read) <= 2  # (loaded, not rebuilt: only the probe)
+        part = store._keywords._partitions["agent:researcher"]
+        assert all(segment.counts.dtype == np.uint16 for segment in part.own.segments)
+        assert rankings(mgr) == expected
+
+
+def test_own_counts_are_16_bit_and_saturate() -> None:
+    from session_manager.store._keyword_postings import count_pairs
+
+    terms = np.array([7] * 70_000 + [3, 3], np.int32)
+    rows = np.array([0] * 70_000 + [1, 1], np.int32)
+    found_terms, found_rows, counts = count_pairs(terms, rows)
+    assert counts.dtype == np.uint16
+    assert list(zip(found_terms, found_rows, counts, strict=True)) == [(7, 0, 65_535), (3, 1, 2)]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ._keyword import Words
-from ._keyword_postings import Postings, Segment
+from ._keyword_postings import Postings, Segment, as_counts
 from ._partition_rows import RowCodes
 from ._snapshot_files import SnapshotFolder, global_codes, local_codes, replace_file
 
@@ -163,6 +163,10 @@ class KeywordSnapshots(SnapshotFolder):
                     Segment(*(saved[f"{kind}{i}_{field}"] for field in _SEGMENT_FIELDS))
                     for i in range(int(meta["segments"][kind]))
                 ]
+                if kind == "own":  # (a snapshot written when own counts were float32)
+                    for segment in postings.segments:
+                        if segment.counts.dtype != np.uint16:
+                            segment.counts = as_counts(segment.counts)
             return part
         except Exception as exc:  # unreadable: the partition is built from the log instead
             log.info("keyword snapshot %s not used: %s", path, exc)
