@@ -149,13 +149,19 @@ def test_a_stale_damaged_or_foreign_snapshot_is_not_used(tmp_path: Path) -> None
         assert sum(read) >= 150  # (what is left, read again)
 
 
-def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def snapshotted(db: Path) -> tuple[list[list[tuple[int, float]]], Path]:
+    """A store of 300 turns whose keyword index was built and saved: its rankings, the file."""
     with opened(db) as mgr:
         add_turns(mgr, 300, seed=1)
         built(mgr)
         expected = rankings(mgr)
     (snapshot,) = snapshot_files(db)
+    return expected, snapshot
+
+
+def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    expected, snapshot = snapshotted(db)
     written = snapshot.stat().st_mtime_ns
     with opened(db, read_only=True) as mgr:
         _, read = built(mgr)
@@ -169,11 +175,7 @@ def test_a_snapshot_with_float_counts_loads_as_16_bit_and_ranks_the_same(tmp_pat
     from session_manager.store._snapshot_files import read_arrays, replace_file
 
     db = tmp_path / "s.db"
-    with opened(db) as mgr:
-        add_turns(mgr, 300, seed=1)
-        built(mgr)
-        expected = rankings(mgr)
-    (snapshot,) = snapshot_files(db)
+    expected, snapshot = snapshotted(db)
     with snapshot.open("rb") as file:
         meta, arrays = read_arrays(file)
     own = [name for name in arrays if name.startswith("own") and name.endswith("_counts")]
