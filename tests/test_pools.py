@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import PoolAccessDenied, SessionManager
+from session_manager import InvalidInput, PoolAccessDenied, SessionManager
 from session_manager.admin import StoreAdmin, json_line
 from session_manager.testing import HashEmbedder
 
@@ -127,7 +127,7 @@ def test_a_bad_grant_record_is_refused_with_its_line(db_path: Path) -> None:
     header = {"type": "header", "format": "agent-session-manager/export", "version": 1}
     bad = {"type": "grant", "pool": "team", "agent_id": "bob", "access": "admin"}
     with StoreAdmin(db_path, embedder=HashEmbedder()) as admin:
-        with pytest.raises(Exception, match=r"Line 2: .*'granted_at'|Line 2: .*access"):
+        with pytest.raises(InvalidInput, match=r"Line 2: .*access"):
             admin.import_records([json_line(header), json_line(bad)])
         assert admin.pools() == []
 

@@ -27,7 +27,7 @@ from ._ids import new_id
 from ._time import now_us
 from ._validate import prepare_event
 from .errors import InvalidInput, PoolAccessDenied
-from .events import POOL_ACCESS, SessionRecord
+from .events import POOL_ACCESS, PoolGrant, SessionRecord
 from .store.base import SessionFilter, Store
 
 __all__ = [
@@ -37,8 +37,10 @@ __all__ = [
     "change_access",
     "check_write",
     "claim",
+    "grant_of",
     "log_key",
     "missing_grant",
+    "pool_owner",
 ]
 
 #: the ``asm`` mark of a pool log session (``SessionFilter(marked=POOL_LOG)``)
@@ -72,6 +74,16 @@ def missing_grant(pool: str, agent_id: str, need: str, owner: str | None) -> Poo
 
 def _verb(need: str) -> str:
     return "subscribe to (read)" if need == "read" else "start or write sessions in"
+
+
+def pool_owner(store: Store, pool: str, tx: Any = None) -> str | None:
+    """The agent that owns ``pool``; None when the pool does not exist."""
+    return _access(store, tx, pool, "")[1]
+
+
+def grant_of(store: Store, pool: str, agent_id: str) -> PoolGrant:
+    """``agent_id``'s grant on ``pool`` (which it holds)."""
+    return next(g for g in store.pool_grants(pool=pool) if g.agent_id == agent_id)
 
 
 def _access(store: Store, tx: Any, pool: str, agent_id: str) -> tuple[str | None, str | None]:

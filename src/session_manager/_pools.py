@@ -16,9 +16,17 @@ threat model (what this guarantees, what only the database can) in docs/privacy.
 from __future__ import annotations
 
 from ._conveniences import Conveniences
-from ._pool_access import GRANT_KIND, change_access, claim, log_key
+from ._pool_access import (
+    GRANT_KIND,
+    change_access,
+    claim,
+    grant_of,
+    log_key,
+    missing_grant,
+    pool_owner,
+)
 from ._validate import identifier
-from .errors import InvalidInput, PoolAccessDenied
+from .errors import InvalidInput, PoolAccessDenied, StoreMisconfigured
 from .events import Event, PoolGrant
 from .store.base import EventFilter, SessionFilter, Tx
 
@@ -35,14 +43,14 @@ class PoolSharing(Conveniences):
         pool = identifier(pool, "pool")
         with self._write() as tx:
             if not claim(self._store, tx, pool, self.agent_id, self.agent_id):
-                owner = self._owner(pool, tx)
+                owner = pool_owner(self._store, pool, tx)
                 if owner != self.agent_id:
                     raise PoolAccessDenied(
                         f"Pool {pool!r} already exists and belongs to agent {owner!r}. Ask it "
                         f"for a grant (mgr.grant({pool!r}, {self.agent_id!r}, 'write')), or "
                         "choose another name."
                     )
-        return self._grant_of(pool, self.agent_id)
+        return grant_of(self._store, pool, self.agent_id)
 
     def grant(self, pool: str, agent_id: str, access: str = "read") -> PoolGrant:
         """Let ``agent_id`` read (``"read"``: subscribe to) or also write (``"write"``: start
@@ -55,7 +63,7 @@ class PoolSharing(Conveniences):
                 "to a new owner: StoreAdmin.grant(pool, agent, 'owner'))."
             )
         self._change(pool, agent_id, access)
-        return self._grant_of(pool, agent_id)
+        return grant_of(self._store, pool, agent_id)
 
     def revoke(self, pool: str, agent_id: str) -> bool:
         """Take ``agent_id``'s access to ``pool`` away; only its owner may. From its next read
@@ -94,7 +102,7 @@ class PoolSharing(Conveniences):
             return change_access(self._store, tx, pool, agent_id, access, self.agent_id)
 
     def _require_owner(self, pool: str, tx: Tx | None = None) -> None:
-        owner = self._owner(pool, tx)
+        owner = pool_owner(self._store, pool, tx)
         if owner is None:
             raise PoolAccessDenied(
                 f"Pool {pool!r} does not exist: create it first (create_pool({pool!r}), or "
@@ -106,11 +114,20 @@ class PoolSharing(Conveniences):
                 f"its access; agent {self.agent_id!r} is not it."
             )
 
-    def _owner(self, pool: str, tx: Tx | None = None) -> str | None:
-        for grant in self._store.pool_grants(pool=pool, tx=tx):
-            if grant.access == "owner":
-                return grant.agent_id
-        return None
-
-    def _grant_of(self, pool: str, agent_id: str) -> PoolGrant:
-        return next(g for g in self._store.pool_grants(pool=pool) if g.agent_id == agent_id)
+    def _check_subscriptions(self) -> None:
+        """Subscribing is asking to read: each pool must have granted it (at least read).
+        A database role confined to an agent (PostgreSQL row-level security) must be this
+        agent's."""
+        confined = self._store.confined_agent
+        if confined is not None and confined != self.agent_id:
+            raise StoreMisconfigured(
+                f"{self.url!r} connects as a database role of agent {confined!r}, which row-level "
+                f"security confines to that agent's rows: agent {self.agent_id!r} would see "
+                f"none of its own. Connect with agent {self.agent_id!r}'s role "
+                "(StoreAdmin.create_agent_role), or open the manager as "
+                f"{confined!r}."
+            )
+        if not self.scope.subscriptions:
+            return
+        for pool in sorted(self.scope.subscriptions - self._granted()):
+            raise missing_grant(pool, self.agent_id, "read", pool_owner(self._store, pool))

@@ -21,7 +21,7 @@ from ._ids import new_id
 from ._knowledge import KnowledgeMemory
 from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
 from ._observed import observed
-from ._pool_access import check_write, missing_grant
+from ._pool_access import check_write
 from ._pools import PoolSharing
 from ._retention import RetentionResult, RetentionSchedule, apply_retention
 from ._scope import Scope
@@ -36,7 +36,6 @@ from .errors import (
     InvalidInput,
     SessionClosed,
     SessionKeyTaken,
-    StoreMisconfigured,
 )
 from .events import (
     SESSION_STATUSES,
@@ -237,25 +236,6 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         if background:
             self._indexer.start()
             self._indexer.notify()  # catch up whatever a crashed process left behind
-
-    def _check_subscriptions(self) -> None:
-        """Subscribing is asking to read: each pool must have granted it (at least read).
-        A database role confined to an agent (PostgreSQL row-level security) must be this
-        agent's."""
-        confined = self._store.confined_agent
-        if confined is not None and confined != self.agent_id:
-            raise StoreMisconfigured(
-                f"{self.url!r} connects as a database role of agent {confined!r}, which row-level "
-                f"security confines to that agent's rows: agent {self.agent_id!r} would see "
-                f"none of its own. Connect with agent {self.agent_id!r}'s role "
-                "(StoreAdmin.create_agent_role), or open the manager as "
-                f"{confined!r}."
-            )
-        if not self.scope.subscriptions:
-            return
-        for pool in sorted(self.scope.subscriptions - self._granted()):
-            owners = [g.agent_id for g in self._store.pool_grants(pool=pool) if g.access == "owner"]
-            raise missing_grant(pool, self.agent_id, "read", owners[0] if owners else None)
 
     # -- lifecycle -------------------------------------------------------------------------
 
