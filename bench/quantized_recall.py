@@ -12,8 +12,11 @@ embedded with MiniLM; the queries are the LoCoMo development questions. For each
 and k, recall = the share of the exact top k found, averaged over queries, for:
 
 - ``8bit``: the 8-bit pass, ``4 k`` candidates (what partitions of 16k+ rows use);
+- ``4bit``: the same with 4-bit codes (what partitions past ``IN_MEMORY_UNDER`` rows keep,
+  for a filtered search of fewer than ``BITS_FROM`` rows);
 - ``1bit xC``: the 1-bit pass (signs, Hamming distance), ``C · k`` candidates, then the 8-bit
-  pass over those, ``4 k`` candidates — the first pass of partitions past
+  pass over those, ``4 k`` candidates;
+- ``1bit xC 4bit``: the same with the 4-bit pass — the first passes of partitions past
   ``BITS_FROM`` rows.
 
 The data is never part of this repository (LoCoMo is CC BY-NC 4.0): the path is an argument.
@@ -37,9 +40,11 @@ from perf import agent_texts
 from session_manager import MiniLMEmbedder
 from session_manager.store._quantized import (
     approximate_scores,
+    approximate_scores4,
     binarize,
     hamming_candidates,
     quantize,
+    quantize4,
 )
 
 
@@ -78,6 +83,7 @@ def main() -> None:
     for size in args.sizes:
         rows = vectors[:size]
         codes, scales = quantize(rows)
+        codes4, scales4 = quantize4(rows)
         signs = np.ascontiguousarray(binarize(codes).T)
         for k in args.ks:
             if 40 * k > size:
@@ -89,11 +95,17 @@ def main() -> None:
                 rough = approximate_scores(codes, scales, query)
                 eight = np.argpartition(-rough, 4 * k)[: 4 * k]
                 measured.setdefault("8bit", []).append(recall(eight, exact))
+                rough4 = approximate_scores4(codes4, scales4, query)
+                four = np.argpartition(-rough4, 4 * k)[: 4 * k]
+                measured.setdefault("4bit", []).append(recall(four, exact))
                 for multiple in args.multiples:
                     first = hamming_candidates(signs, query_signs, multiple * k)
                     second = approximate_scores(codes[first], scales[first], query)
                     picked = first[np.argpartition(-second, 4 * k)[: 4 * k]]
                     measured.setdefault(f"1bit x{multiple}", []).append(recall(picked, exact))
+                    fourth = approximate_scores4(codes4[first], scales4[first], query)
+                    picked = first[np.argpartition(-fourth, 4 * k)[: 4 * k]]
+                    measured.setdefault(f"1bit x{multiple} 4bit", []).append(recall(picked, exact))
             means = {m: round(float(np.mean(v)), 4) for m, v in measured.items()}
             line = {"size": size, "k": k, **means}
             print(json.dumps(line), flush=True)

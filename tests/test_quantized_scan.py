@@ -1,5 +1,5 @@
-"""The approximate first passes of the vector cache's search (store/_quantized.py: 8 bits,
-and 1 bit before them in big partitions): they only choose candidates, the float32
+"""The approximate first passes of the vector cache's search (store/_quantized.py: 8 bits;
+in big partitions 4 bits, with 1 bit before them): they only choose candidates, the float32
 re-scoring decides, so a search returns what the exact scan returns."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from session_manager import HashEmbedder, SessionManager
 from session_manager.store import _vector_cache
 from session_manager.store._quantized import (
     approximate_scores,
+    approximate_scores4,
     binarize,
     hamming_candidates,
     quantize,
+    quantize4,
 )
 
 
@@ -40,10 +42,38 @@ def test_the_approximate_scores_follow_the_exact_ones() -> None:
             assert set(np.argsort(-exact)[:k]) <= set(candidates)
 
 
+def test_the_4_bit_scores_follow_the_exact_ones_closely_enough_to_choose_candidates() -> None:
+    vectors = unit_rows(20_000, 384, seed=1)
+    codes, scales = quantize4(vectors)
+    assert codes.shape == (20_000, 192) and codes.dtype == np.uint8  # two dimensions a byte
+    for query in unit_rows(20, 384, seed=2):
+        exact = vectors @ query
+        rough = approximate_scores4(codes, scales, query)
+        assert np.corrcoef(exact, rough)[0, 1] > 0.99
+        for k in (10, 50):
+            candidates = np.argpartition(-rough, 4 * k)[: 4 * k]
+            assert set(np.argsort(-exact)[:k]) <= set(candidates)
+
+
+@pytest.mark.parametrize("dim", [7, 8])
+def test_4_bit_codes_pack_each_dimension_in_its_own_nibble(dim: int) -> None:
+    """Dimension 2i in the high nibble, 2i + 1 in the low one, an odd last one with a zero:
+    a vector along one axis scores only against that axis (the scores are proportional to
+    the cosines, not equal)."""
+    axes = np.eye(dim, dtype=np.float32)
+    codes, scales = quantize4(axes)
+    assert codes.shape == (dim, (dim + 1) // 2)
+    for i, query in enumerate(axes):
+        scores = approximate_scores4(codes, scales, query)
+        assert scores[i] > 0 and not np.delete(scores, i).any()
+
+
 def test_quantize_keeps_a_zero_vector_finite() -> None:
     codes, scales = quantize(np.zeros((2, 8), np.float32))
     assert np.isfinite(scales).all()
     assert (approximate_scores(codes, scales, np.ones(8, np.float32)) == 0).all()
+    codes, scales = quantize4(np.zeros((2, 8), np.float32))
+    assert (approximate_scores4(codes, scales, np.ones(8, np.float32)) == 0).all()
 
 
 QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
@@ -98,9 +128,9 @@ class RotatedHashEmbedder(HashEmbedder):
 def test_a_big_partition_re_scores_from_the_store(
     make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool, bits: bool
 ) -> None:
-    """A partition of IN_MEMORY_UNDER rows or more keeps only 8-bit codes: its candidates are
+    """A partition of IN_MEMORY_UNDER rows or more keeps only 4-bit codes: its candidates are
     re-scored with their float32 vectors read from the store, and the results (events and
-    exact cosines) equal the all-in-memory scan's — with the 1-bit pass before the 8-bit one
+    exact cosines) equal the all-in-memory scan's — with the 1-bit pass before the 4-bit one
     too (BITS_FROM rows or more)."""
     embedder = RotatedHashEmbedder() if bits else HashEmbedder()
     make = functools.partial(make_manager, embedder=embedder)  # type: ignore[call-arg]
@@ -133,6 +163,33 @@ def test_a_big_partition_re_scores_from_the_store(
     assert bool(scanned) == bits
     (part,) = codes_only._storage.vectors._cache._partitions.values()
     assert not part.in_memory and part.matrix.size == 0 and part.size == 601
+    assert part.codes.shape[1] == 384 // 2  # 4 bits a dimension
+
+
+def test_a_partition_growing_past_the_in_memory_size_keeps_its_results(
+    make_manager: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition read while small (float32 and 8-bit codes), then grown past
+    IN_MEMORY_UNDER in the same process: its rows so far are turned into 4-bit codes, the
+    new ones join them, and searches return what the exact scan returns."""
+    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    mgr = make()
+    many_facts(mgr)
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    first = semantic_results(mgr, filtered=False)
+    (part,) = mgr._storage.vectors._cache._partitions.values()
+    assert part.in_memory and part.codes.shape[1] == 384
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 700)  # crossed by the growth below
+    session = mgr.start_session("more facts")
+    for i in range(200):
+        mgr.record_fact(session.id, f"later fact {i} about topic {i % 37} and item {i % 5}")
+    mgr.flush()
+    grown = semantic_results(mgr, filtered=False)
+    assert not part.in_memory and part.size == 802 and part.codes.shape == (part.capacity, 192)
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    assert semantic_results(make(), filtered=False) == grown  # a new cache, scanned exactly
+    assert grown != first  # (the later facts are found)
 
 
 def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance() -> None:
@@ -149,3 +206,20 @@ def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance() -> None:
     assert set(kept) == set(allowed[distance[allowed] <= distance[kept].max()])
     assert distance[kept].max() <= np.sort(distance[allowed])[299]
     assert len(hamming_candidates(signs, query, 10_000)) == 5_000  # (fewer rows than asked)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def test_capacity_reserved_for_later_rows_costs_no_memory_until_written() -> None:
+    """A partition grows its arrays geometrically (a 1M-row one that gains a row reserves
+    room for 2M); the room for rows not yet written is left to the kernel's zero pages, so
+    it is not resident. Reserving a million rows here: ~230 MB of arrays, ~1 MB written (the
+    live flags, which start True)."""
+    part = _vector_cache._Partition(384)
+    before = _resident_bytes()
+    part.reserve(1_000_000)
+    assert part.capacity >= 1_000_000 and part.codes.nbytes >= 192_000_000
+    assert _resident_bytes() - before < 32 * 1024 * 1024

@@ -113,7 +113,11 @@ class PartitionRows:
 
     def _grow(self, name: str, capacity: int, dtype: Any, fill: int = 0) -> None:
         old = getattr(self, name)
-        grown = np.full((capacity, *old.shape[1:]), fill, dtype)
+        # zeros, not full(): a big array of zeros gets pages from the kernel as it is written,
+        # so capacity reserved for later rows costs no memory until then (a 1M-row partition
+        # that grows by one row would otherwise hold twice its size at once)
+        shape = (capacity, *old.shape[1:])
+        grown = np.zeros(shape, dtype) if fill == 0 else np.full(shape, fill, dtype)
         grown[: self.size] = old[: self.size]
         setattr(self, name, grown)
 

@@ -10,9 +10,9 @@ search; SQLite's migration 0008_deletion_log), and a partition a quarter dead is
 
 A partition of :data:`APPROXIMATE_FROM` rows or more is ranked by its vectors' 8-bit codes
 first (``_quantized.py``) and the best few times k re-scored exactly. Past
-:data:`IN_MEMORY_UNDER` rows it keeps only the codes (a quarter of the memory; at 1M events of
-MiniLM, 384 MB instead of 1.9 GB with the float32 copy) and re-scores with float32 vectors
-read from the store by ``seq``, so every returned score is still the exact cosine.
+:data:`IN_MEMORY_UNDER` rows it keeps no float32 copy, and its codes in 4 bits (at 1M events
+of MiniLM, 184 MB instead of 1.9 GB), and re-scores with float32 vectors read from the store
+by ``vid``, so every returned score is still the exact cosine.
 """
 
 from __future__ import annotations
@@ -25,7 +25,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
-from ._quantized import approximate_scores, binarize, hamming_candidates, quantize
+from ._quantized import (
+    approximate_scores,
+    approximate_scores4,
+    binarize,
+    hamming_candidates,
+    quantize,
+    quantize4,
+)
 from ._vector_snapshots import REWRITE_GROWTH, VectorSnapshots
 
 #: the deletion log's rows the store keeps (SqliteVectors prunes to it)
@@ -42,7 +49,8 @@ _CHUNK = 4096
 APPROXIMATE_FROM = 16_384
 _CANDIDATES = 4
 # A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
-# re-scores candidates from it; past it, from the store (~2.4 ms for hybrid's 200 candidates
+# re-scores candidates from it; past it, its codes are 4-bit ones (half the memory, the same
+# candidates: _quantized.py) and it re-scores from the store (~2.4 ms for hybrid's 200 candidates
 # at 100k rows, which is why the copy stays while it is affordable).
 IN_MEMORY_UNDER = 262_144
 # From this many rows to score, the 8-bit pass itself is too slow (it reads every row's 384
@@ -82,8 +90,8 @@ class _VectorSource(Protocol):
 
 
 class _Partition(PartitionRows):
-    """One partition's vectors (a matrix row per event, in float32 below
-    :data:`IN_MEMORY_UNDER` rows, in 8 bits always) and the rows' filter columns."""
+    """One partition's vectors (a matrix row per event: in float32 and 8 bits below
+    :data:`IN_MEMORY_UNDER` rows, in 4 bits past it) and the rows' filter columns."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -92,7 +100,8 @@ class _Partition(PartitionRows):
         #: the vectors in float32, while the partition is small (empty once it is not)
         self.matrix: Matrix = np.zeros((0, dim), np.float32)
         self.in_memory = True
-        self.codes = np.zeros((0, dim), np.uint8)  # the vectors in 8 bits (_quantized.py)
+        # the vectors in 8 bits, or in 4 (two to a byte) once not in memory (_quantized.py)
+        self.codes = np.zeros((0, dim), np.uint8)
         # their signs in bits, one row of 64-bit words per word of the vector (_quantized.py)
         self.signs = np.zeros((-(-dim // 64), 0), np.uint64)
         self.vids = np.zeros(0, np.int64)  # where the store keeps each row's vector
@@ -104,7 +113,10 @@ class _Partition(PartitionRows):
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
         if self.in_memory and capacity >= IN_MEMORY_UNDER:
-            self.in_memory = False  # big from now on: the codes rank, the store re-scores
+            # big from now on: 4-bit codes rank (made from the exact vectors while they are
+            # here), the store re-scores
+            self.in_memory = False
+            self.codes, self.scales = _in_chunks(quantize4, self.matrix[: self.size])
             self.matrix = np.zeros((0, self.dim), np.float32)
         if self.in_memory:
             self._grow("matrix", capacity, np.float32)
@@ -115,6 +127,10 @@ class _Partition(PartitionRows):
         self.signs = grown
         self._grow("scales", capacity, np.float32)
         self._grow("live", capacity, np.bool_, fill=1)
+
+    def encode(self, vectors: Matrix) -> tuple[npt.NDArray[np.uint8], Matrix]:
+        """``(codes, scales)`` of ``vectors`` as this partition keeps them."""
+        return quantize(vectors) if self.in_memory else quantize4(vectors)
 
     def kill(self, seqs: npt.NDArray[np.int64]) -> None:
         """Mark the rows of ``seqs`` dead (their vectors were deleted)."""
@@ -161,7 +177,8 @@ class _Partition(PartitionRows):
             chosen = first if first is not None else rows
             codes = self.codes[: self.size] if chosen is None else self.codes[chosen]
             scales = self.scales[: self.size] if chosen is None else self.scales[chosen]
-            rough = approximate_scores(codes, scales, query)
+            approximate = approximate_scores if self.in_memory else approximate_scores4
+            rough = approximate(codes, scales, query)
             if dead is not None and chosen is None:
                 rough[dead] = -np.inf
             candidates = _best(rough, _CANDIDATES * k)
@@ -176,6 +193,17 @@ class _Partition(PartitionRows):
         best = _best(exact, k)
         best = best[exact[best] > -np.inf]
         return positions[best], exact[best]
+
+
+def _in_chunks(
+    encode: Callable[[Matrix], tuple[npt.NDArray[np.uint8], Matrix]], vectors: Matrix
+) -> tuple[npt.NDArray[np.uint8], Matrix]:
+    """``encode(vectors)`` a chunk of rows at a time: its float temporaries are the size of
+    its input (400 MB for a whole partition reaching IN_MEMORY_UNDER rows)."""
+    if len(vectors) <= 16_384:
+        return encode(vectors)
+    parts = [encode(vectors[at : at + 16_384]) for at in range(0, len(vectors), 16_384)]
+    return np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts])
 
 
 def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
@@ -275,7 +303,7 @@ class VectorCache:
             or found[0][0] != part.last_vid
             or found[0][1] != part.seqs[last]
             or not np.array_equal(
-                quantize(decode_vector(found[0][6])[None, :])[0][0], part.codes[last]
+                part.encode(decode_vector(found[0][6])[None, :])[0][0], part.codes[last]
             )
         ):
             self._snapshots.remove(name)
@@ -292,8 +320,11 @@ class VectorCache:
             vectors = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
             if part.in_memory:
                 part.matrix[start:end] = vectors
-            part.codes[start:end], part.scales[start:end] = quantize(vectors)
-            part.signs[:, start:end] = binarize(part.codes[start:end]).T
+            eight, scales = quantize(vectors)
+            part.signs[:, start:end] = binarize(eight).T
+            part.codes[start:end], part.scales[start:end] = (
+                (eight, scales) if part.in_memory else quantize4(vectors)
+            )
             part.vids[start:end] = [row[0] for row in rows]
             part.append_columns(self._codes, rows, first=1)
             part.size = end

@@ -3,7 +3,7 @@
 A new process's first semantic search reads every vector of its partitions from the log to
 build the in-memory codes (``_vector_cache.py``): 2.6 s at 100k events, ~25 s at 1M. A
 partition of :data:`~session_manager.store._vector_cache.APPROXIMATE_FROM` rows or more is
-therefore saved, once built, as one file (its 8-bit codes, scales and filter
+therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
 columns, their signs and where the store keeps each vector, and its float32 vectors while
 the partition keeps them in memory; no text) in the
 folder ``<database>.asm-cache/``; the next process loads it and reads from the log only the
@@ -38,7 +38,7 @@ __all__ = ["VectorSnapshots"]
 log = logging.getLogger("session_manager.store.snapshots")
 
 #: the layout of a snapshot file; another value is ignored (and replaced)
-FORMAT = 4
+FORMAT = 5  # 5: a partition past IN_MEMORY_UNDER rows keeps 4-bit codes
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
 #: ... but a process writes a partition's snapshot at most this often: a store deleted from
