@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from session_manager import SessionManager
-from session_manager.store import _keyword_cache, _keyword_postings, _keyword_ranking
+from session_manager.store import _keyword, _keyword_cache, _keyword_postings, _keyword_ranking
 from session_manager.store._keyword import Words
 from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
@@ -434,14 +434,47 @@ def test_a_search_that_fails_halfway_leaves_no_sums_behind(mgr: SessionManager) 
     assert_same_ranking(cached, expected)
 
 
+def _blob(*stems: str) -> bytes:
+    return "\0".join(stems).encode()
+
+
 def test_words_adopt_a_snapshots_term_ids_only_where_they_agree() -> None:
     fresh = Words()
-    assert fresh.adopt(["run", "dog", "cat"]) and fresh.term("dog") == 1
-    assert fresh.adopt(["run", "dog"]) and fresh.adopt(["run", "dog", "cat", "owl"])
-    assert fresh.stems() == ["run", "dog", "cat", "owl"]
+    assert fresh.adopt(_blob("run", "dog", "cat")) and fresh.term("dog") == 1
+    assert fresh.adopt(_blob("run", "dog")) and fresh.adopt(_blob("run", "dog", "cat", "owl"))
+    assert fresh.vocabulary()[0] == _blob("run", "dog", "cat", "owl")
+    assert fresh.term("owl") == 3 and fresh.term("emu") == 4
+    assert not fresh.adopt(_blob("run", "dog", "cow")) and not fresh.adopt(_blob("ru"))
     other = Words()
     other.term("cat")
-    assert not other.adopt(["run", "dog", "cat"]) and other.stems() == ["cat"]
+    assert not other.adopt(_blob("run", "dog", "cat")) and other.vocabulary()[0] == b"cat"
+
+
+def test_words_keep_many_stems_compactly_with_the_same_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past FREEZE_FROM new stems the dict's stems move into the compact table: every stem
+    keeps its id, new ones continue the count, a snapshot's vocabulary is the same, and the
+    token cache stays bounded."""
+    monkeypatch.setattr(_keyword, "FREEZE_FROM", 100)
+    monkeypatch.setattr(_keyword, "TOKEN_CACHE", 50)
+    words = Words()
+    stems = [
+        f"stem{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i // 676)}" for i in range(1000)
+    ]
+    ids = [words.term(stem) for stem in stems]
+    assert ids == list(range(1000))
+    assert len(words._by_stem) < 250 and words._frozen.count > 750  # (frozen more than once)
+    assert [words.term(stem) for stem in stems] == ids and words.term("zebra") == 1000
+    blob, hashes = words.vocabulary()
+    assert blob == _blob(*stems, "zebra")
+    assert hashes.tolist() == [_keyword.stem_hash(stem) for stem in (*stems, "zebra")]
+    copy = Words()
+    assert copy.adopt(blob, hashes) and copy.term(stems[500]) == 500 and copy.term("new") == 1001
+    assert Words().adopt(blob) and len(words) == 1001  # (hashes computed when not given)
+    for start in range(0, 1000, 100):
+        words.ids([f"token{i}" for i in range(start, start + 100)])
+    assert len(words._by_token) <= 150
 
 
 def test_sealed_segments_bound_every_merge(

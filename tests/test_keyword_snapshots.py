@@ -169,9 +169,9 @@ def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> 
     assert snapshot_files(db) == [snapshot] and snapshot.stat().st_mtime_ns == written
 
 
-def test_a_snapshot_with_float_counts_loads_as_16_bit_and_ranks_the_same(tmp_path: Path) -> None:
-    """Snapshots written before own counts were uint16 are converted as they load (no rebuild),
-    and rank as a build from the log does."""
+def test_an_older_snapshot_loads_converted_and_ranks_the_same(tmp_path: Path) -> None:
+    """Snapshots written before own counts were uint16, and before the stems' hashes were
+    saved, are converted as they load (no rebuild), and rank as a build from the log does."""
     from session_manager.store._snapshot_files import read_arrays, replace_file
 
     db = tmp_path / "s.db"
@@ -182,6 +182,7 @@ def test_a_snapshot_with_float_counts_loads_as_16_bit_and_ranks_the_same(tmp_pat
     assert own and all(arrays[name].dtype == np.uint16 for name in own)
     for name in own:  # as the previous version wrote them
         arrays[name] = arrays[name].astype(np.float32)
+    del arrays["stem_hashes"]
     replace_file(snapshot, meta, arrays)
     with opened(db) as mgr:
         store, read = built(mgr)

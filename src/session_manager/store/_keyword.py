@@ -9,6 +9,7 @@ is FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer, in Python.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 
@@ -33,6 +34,11 @@ __all__ = [
 KEYWORD_WEIGHTS = (1.0, 0.5)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+# Distinct tokens Words keeps stemmed (a cache; ~100 bytes each), and how many new stems it
+# gathers in a dict before moving them into its compact table.
+TOKEN_CACHE = 65_536
+FREEZE_FROM = 65_536
 
 # Function words that match nearly every event: dropping them from the query keeps BM25 from
 # scoring (and SQLite from visiting) most of the index for no ranking gain. Morphology is
@@ -117,14 +123,61 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(fold(text))
 
 
+class _Frozen:
+    """Stems with ids ``0 .. count - 1`` held compactly: the stems as one NUL-separated UTF-8
+    blob (in id order, as a snapshot stores them) and a sorted table of their 64-bit hashes
+    with the id of each. ~22 bytes a stem, against ~80 in a dict of str to int (a million
+    distinct stems — logs are full of identifiers — took 82 MB that way)."""
+
+    def __init__(self, blob: bytes, hashes: npt.NDArray[np.uint64]) -> None:
+        self.blob = blob
+        self.count = len(hashes)
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        self.ids = order.astype(np.int32)
+
+    @classmethod
+    def of(cls, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None) -> _Frozen:
+        if hashes is None:
+            hashes = stem_hashes(blob)
+        return cls(blob, hashes)
+
+    def get(self, stem: str) -> int | None:
+        wanted = np.uint64(stem_hash(stem))
+        at = int(np.searchsorted(self.hashes, wanted))
+        if at < self.count and self.hashes[at] == wanted:
+            return int(self.ids[at])
+        return None
+
+    def hashes_by_id(self) -> npt.NDArray[np.uint64]:
+        by_id = np.empty(self.count, np.uint64)
+        by_id[self.ids] = self.hashes
+        return by_id
+
+
+def stem_hash(stem: str) -> int:
+    """A stable 64-bit hash of ``stem`` (Python's own ``hash`` differs from process to
+    process). Two of a million stems share one with a chance of ~3e-8; they would then
+    share postings, as two spellings of one word do."""
+    return int.from_bytes(hashlib.blake2b(stem.encode(), digest_size=8).digest(), "little")
+
+
+def stem_hashes(blob: bytes) -> npt.NDArray[np.uint64]:
+    """:func:`stem_hash` of every stem of a NUL-separated blob, in order."""
+    stems = blob.decode().split("\0") if blob else []
+    return np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+
+
 class Words:
     """Term ids of stemmed tokens: porter stems, as FTS5's ``porter`` tokenizer makes them.
 
-    Each distinct token is stemmed once (a dict maps tokens to term ids), which is what makes
-    indexing 100k events take seconds rather than minutes. Numbers (ASCII digits) are their
-    own stems and stay out of that map: logs hold many distinct ones (an id per event: at 1M
-    events the map held a million of them, ~100 MB). Not thread-safe (neither is the
-    stemmer): the keyword cache calls it under its lock.
+    Each distinct token is stemmed once while it stays in a bounded cache (a dict of tokens
+    to term ids), which is what makes indexing 100k events take seconds rather than minutes.
+    Numbers (ASCII digits) are their own stems and stay out of that cache: logs hold many
+    distinct ones (an id per event: at 1M events it held a million of them, ~100 MB). The
+    stems themselves are kept compactly (:class:`_Frozen`) once there are many; the newest
+    ones in a dict until then. Not thread-safe (neither is the stemmer): the keyword cache
+    calls it under its lock.
 
     >>> words = Words()
     >>> ids = words.ids(["running", "runs", "the"]).tolist()
@@ -135,11 +188,14 @@ class Words:
     def __init__(self) -> None:
         self._stemmer = Stemmer.Stemmer("porter")
         self._by_token: dict[str, int] = {}
-        self._by_stem: dict[str, int] = {}
+        self._frozen = _Frozen(b"", np.zeros(0, np.uint64))
+        self._by_stem: dict[str, int] = {}  # stems since the frozen ones: ids from its count
 
     def ids(self, found: list[str]) -> npt.NDArray[np.int32]:
         """The term id of every token in ``found`` (new tokens are stemmed and registered)."""
         by_token = self._by_token
+        if len(by_token) > TOKEN_CACHE:
+            by_token.clear()  # (a bound: a big build sees millions of distinct tokens)
         unseen = [token for token in dict.fromkeys(found) if token not in by_token]
         numbers = [token for token in unseen if token.isdigit() and token.isascii()]
         if unseen:
@@ -158,25 +214,49 @@ class Words:
         """The id of ``stem`` (registered if new)."""
         found = self._by_stem.get(stem)
         if found is None:
-            found = self._by_stem[stem] = len(self._by_stem)
+            found = self._frozen.get(stem) if self._frozen.count else None
+            if found is None:
+                found = self._by_stem[stem] = self._frozen.count + len(self._by_stem)
+                if len(self._by_stem) >= max(FREEZE_FROM, self._frozen.count // 4):
+                    self._freeze()
         return found
+
+    def _freeze(self) -> None:
+        """Move the dict's stems into the compact table (amortised: the dict reaches a
+        quarter of the table before it is merged again)."""
+        self._frozen = _Frozen(*self.vocabulary())
+        self._by_stem = {}
+
+    def __len__(self) -> int:
+        return self._frozen.count + len(self._by_stem)
 
     def stem(self, token: str) -> str:
         return str(self._stemmer.stemWord(token))
 
-    def stems(self) -> list[str]:
-        """Every stem registered, in term id order (a snapshot's vocabulary)."""
-        return list(self._by_stem)
+    def vocabulary(self) -> tuple[bytes, npt.NDArray[np.uint64]]:
+        """Every stem registered, in term id order, NUL-separated (a snapshot's vocabulary;
+        a stem holds no NUL), and their :func:`stem_hash` es."""
+        newer = "\0".join(self._by_stem).encode()
+        blob = b"\0".join(part for part in (self._frozen.blob, newer) if part)
+        hashes = np.concatenate(
+            (self._frozen.hashes_by_id(), np.fromiter(map(stem_hash, self._by_stem), np.uint64))
+        )
+        return blob, hashes
 
-    def adopt(self, stems: list[str]) -> bool:
-        """Take ``stems`` (a snapshot's :meth:`stems`) as the first term ids, if the ids given
-        out so far agree with them; False (and nothing changed) otherwise."""
-        known = list(self._by_stem)
-        shared = min(len(known), len(stems))
-        if known[:shared] != stems[:shared]:
+    def adopt(self, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None) -> bool:
+        """Take the stems of ``blob`` (a snapshot's :meth:`vocabulary`; ``hashes`` theirs,
+        if it has them) as the first term ids, if the ids given out so far agree with them;
+        False (and nothing changed) otherwise."""
+        if not len(self):
+            self._frozen = _Frozen.of(blob, hashes)
+            return True
+        known, _ = self.vocabulary()
+        if len(blob) <= len(known):
+            return not blob or known == blob or known.startswith(blob + b"\0")
+        if not blob.startswith(known + b"\0"):
             return False
-        for stem in stems[shared:]:
-            self._by_stem[stem] = len(self._by_stem)
+        for stem in blob[len(known) + 1 :].decode().split("\0"):
+            self.term(stem)
         return True
 
     def query_stems(self, text: str) -> list[str] | None:

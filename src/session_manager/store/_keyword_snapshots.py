@@ -90,7 +90,9 @@ class KeywordSnapshots(SnapshotFolder):
                     arrays[f"{kind}{i}_{field}"] = getattr(segment, field)
         # (one UTF-8 blob: a fixed-width string array would be as wide as the longest stem;
         # a stem holds no NUL — text with U+0000 is refused at validation)
-        arrays["stems"] = np.frombuffer("\0".join(words.stems()).encode(), np.uint8)
+        blob, hashes = words.vocabulary()
+        arrays["stems"] = np.frombuffer(blob, np.uint8)
+        arrays["stem_hashes"] = hashes
         meta = {
             "format": FORMAT,
             "partition": partition,
@@ -141,8 +143,9 @@ class KeywordSnapshots(SnapshotFolder):
             ):
                 self.remove(partition)  # another database's file, or the log moved on
                 return None
-            vocabulary = saved["stems"].tobytes().decode()
-            if not words.adopt(vocabulary.split("\0") if vocabulary else []):
+            # (a snapshot written before the hashes were saved has them computed now)
+            hashes = saved.get("stem_hashes")
+            if not words.adopt(saved["stems"].tobytes(), hashes):
                 return None  # this process numbered its terms otherwise: build from the log
             for name in _ROW_ARRAYS:
                 setattr(part, name, saved[name])
