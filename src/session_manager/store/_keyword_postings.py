@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from typing import Any
 
@@ -76,6 +77,12 @@ class Segment:
             rows=rows,
             counts=counts,
         )
+
+    @cached_property
+    def span(self) -> tuple[int, int]:
+        """The first and last row it holds postings of (a segment holds a range of rows:
+        those appended together, or merged neighbours)."""
+        return (int(self.rows.min()), int(self.rows.max())) if len(self.rows) else (0, -1)
 
     def postings(self, term: int) -> tuple[IntArray, Counts] | None:
         # (as the terms' own dtype: a Python int would have numpy convert the whole array)

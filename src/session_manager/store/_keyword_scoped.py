@@ -34,6 +34,8 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class _Segment(Protocol):
+    @property
+    def span(self) -> tuple[int, int]: ...
     def postings(self, term: int) -> tuple[IntArray, npt.NDArray[np.float32]] | None: ...
 
 
@@ -64,38 +66,48 @@ INCREMENTAL_ROWS = 8_192
 
 def counts_at(postings: _Postings, term: int, rows: IntArray) -> FloatArray:
     """The count of ``term`` in each of ``rows`` (ascending, distinct), 0 where it is absent.
-    Each segment is searched from its smaller side: the rows in the postings, or the other
-    way round."""
+    A segment is searched only for the rows in its span, from the smaller side: those rows
+    in its postings, or the other way round."""
     found = np.zeros(len(rows), np.float64)
     for segment in postings.segments:
+        first, last = segment.span
+        lo, hi = np.searchsorted(rows, (first, last + 1)).tolist()
+        if lo == hi:
+            continue
         hit = segment.postings(term)
-        if hit is None or not len(rows):
+        if hit is None:
             continue
         posted, counts = hit
-        if len(posted) <= len(rows):
-            at = np.searchsorted(rows, posted)
-            inside = at < len(rows)
-            inside[inside] = rows[at[inside]] == posted[inside]
-            found[at[inside]] += counts[inside]
+        inside, part = rows[lo:hi], found[lo:hi]
+        # (clipped positions and one comparison: a hit is where the value found is the one
+        # looked for; cheaper than masking the positions past the end first)
+        if len(posted) <= len(inside):
+            at = np.minimum(np.searchsorted(inside, posted), len(inside) - 1)
+            same = inside[at] == posted
+            part[at[same]] += counts[same]
         else:
-            at = np.searchsorted(posted, rows)
-            inside = at < len(posted)
-            inside[inside] = posted[at[inside]] == rows[inside]
-            found[inside] += counts[at[inside]]
+            at = np.minimum(np.searchsorted(posted, inside), len(posted) - 1)
+            same = posted[at] == inside
+            part[same] += counts[at[same]]
     return found
+
+
+#: which of some rows have a given neighbour (their indices, ascending), and where that
+#: neighbour is in the union of the rows and their neighbours
+Links = tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
 
 
 @dataclass
 class Neighbourhood:
     """Some rows of a partition and the session neighbours whose text is in their context:
-    every row involved (``union``, ascending) and, for the rows and each neighbour, its
-    position in the union (``-1``: no such neighbour)."""
+    every row involved (``union``, ascending), each row's position in it, and for each
+    neighbour :data:`Links` (computed once: every query term reads them)."""
 
     rows: IntArray
     union: IntArray
     own: npt.NDArray[np.intp]
-    near: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]  # one place before / after
-    far: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]  # two places before / after
+    near: tuple[Links, Links]  # one place before / after
+    far: tuple[Links, Links]  # two places before / after
 
     @classmethod
     def of(cls, part: ScopedPartition, rows: IntArray, *, upto: int | None = None) -> Neighbourhood:
@@ -109,9 +121,9 @@ class Neighbourhood:
         union = distinct(np.concatenate([rows, *(links[links >= 0] for links in linked)]))
         union = union.astype(np.int32, copy=False)
 
-        def position(links: IntArray) -> npt.NDArray[np.intp]:
-            at = np.searchsorted(union, links)
-            return np.where(links >= 0, at, -1)
+        def position(links: IntArray) -> Links:
+            linked = np.flatnonzero(links >= 0)
+            return linked, np.searchsorted(union, links[linked])
 
         before1, after1, before2, after2 = (position(links) for links in linked)
         return cls(rows, union, np.searchsorted(union, rows), (before1, after1), (before2, after2))
@@ -135,19 +147,19 @@ def frequencies_at(
     own = counts_at(part.own, term, area.union)
     frequency = own[area.own]
 
-    def add(counts: FloatArray, positions: npt.NDArray[np.intp], weight: float) -> None:
-        linked = positions >= 0
-        frequency[linked] += weight * counts[positions[linked]]
+    def add(counts: FloatArray, links: Links, weight: float) -> None:
+        linked, positions = links
+        frequency[linked] += weight * counts[positions]
 
-    for positions in (*area.near, *area.far):
-        add(own, positions, context_weight)
+    for links in (*area.near, *area.far):
+        add(own, links, context_weight)
     # a long neighbour counts with its head only: take back what lies beyond it
     for postings, pair in ((part.near, area.near), (part.far, area.far)):
         if postings.segments:
             beyond = counts_at(postings, term, area.union)
             if beyond.any():
-                for positions in pair:
-                    add(beyond, positions, -context_weight)
+                for links in pair:
+                    add(beyond, links, -context_weight)
     dated = part.date_match(stem, area.rows)
     if dated is not None:
         frequency[dated] += context_weight
