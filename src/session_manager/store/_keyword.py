@@ -142,12 +142,14 @@ class _Frozen:
             hashes = stem_hashes(blob)
         return cls(blob, hashes)
 
-    def get(self, stem: str) -> int | None:
-        wanted = np.uint64(stem_hash(stem))
-        at = int(np.searchsorted(self.hashes, wanted))
-        if at < self.count and self.hashes[at] == wanted:
-            return int(self.ids[at])
-        return None
+    def get(self, stems: list[str]) -> npt.NDArray[np.int32]:
+        """The id of each of ``stems``, -1 for those it does not hold (one binary search for
+        all: ~1 µs a stem, against ~3 one by one)."""
+        if not self.count:
+            return np.full(len(stems), -1, np.int32)
+        wanted = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+        at = np.minimum(np.searchsorted(self.hashes, wanted), self.count - 1)
+        return np.where(self.hashes[at] == wanted, self.ids[at], -1).astype(np.int32)
 
     def hashes_by_id(self) -> npt.NDArray[np.uint64]:
         by_id = np.empty(self.count, np.uint64)
@@ -200,10 +202,10 @@ class Words:
         numbers = [token for token in unseen if token.isdigit() and token.isascii()]
         if unseen:
             words = [token for token in unseen if not (token.isdigit() and token.isascii())]
-            for token, stem in zip(words, self._stemmer.stemWords(words), strict=True):
-                by_token[token] = self.term(stem)
-            for number in numbers:  # (for this call only: see the class docstring)
-                by_token[number] = self.term(number)
+            stems = self._stemmer.stemWords(words)
+            # (numbers for this call only: see the class docstring)
+            for token, term in zip(words + numbers, self.terms(stems + numbers), strict=True):
+                by_token[token] = term
         try:
             return np.fromiter(map(by_token.__getitem__, found), np.int32, len(found))
         finally:
@@ -212,14 +214,25 @@ class Words:
 
     def term(self, stem: str) -> int:
         """The id of ``stem`` (registered if new)."""
-        found = self._by_stem.get(stem)
-        if found is None:
-            found = self._frozen.get(stem) if self._frozen.count else None
-            if found is None:
-                found = self._by_stem[stem] = self._frozen.count + len(self._by_stem)
-                if len(self._by_stem) >= max(FREEZE_FROM, self._frozen.count // 4):
-                    self._freeze()
-        return found
+        return self.terms([stem])[0]
+
+    def terms(self, stems: list[str]) -> list[int]:
+        """The id of each of ``stems`` (new ones registered, in order)."""
+        by_stem = self._by_stem
+        known = [by_stem.get(stem, -1) for stem in stems]
+        missing = [i for i, term in enumerate(known) if term < 0]
+        if missing:
+            frozen = self._frozen.get([stems[i] for i in missing]).tolist()
+            for i, term in zip(missing, frozen, strict=True):
+                if term < 0:  # new, or registered just now for an earlier one of the list
+                    term = by_stem.get(stems[i], -1)
+                    if term < 0:
+                        term = by_stem[stems[i]] = len(self)
+                known[i] = term
+            # (after the ids are given: a freeze renumbers nothing, it only moves stems)
+            if len(by_stem) >= max(FREEZE_FROM, self._frozen.count // 4):
+                self._freeze()
+        return known
 
     def _freeze(self) -> None:
         """Move the dict's stems into the compact table (amortised: the dict reaches a
@@ -255,8 +268,7 @@ class Words:
             return not blob or known == blob or known.startswith(blob + b"\0")
         if not blob.startswith(known + b"\0"):
             return False
-        for stem in blob[len(known) + 1 :].decode().split("\0"):
-            self.term(stem)
+        self.terms(blob[len(known) + 1 :].decode().split("\0"))
         return True
 
     def query_stems(self, text: str) -> list[str] | None:

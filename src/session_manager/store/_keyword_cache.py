@@ -454,7 +454,7 @@ class KeywordCache:
             parts = [(part, owner_only) for part, owner_only in parts if part.size]
             if not parts:
                 return []
-            terms = [self._words.term(stem) for stem in stems]
+            terms = self._words.terms(list(stems))
             # BM25's n of each term: its matching rows over all the partitions searched
             matching = [
                 [document_frequency(part, term, stem, content_only) for part, _ in parts]
