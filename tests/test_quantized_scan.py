@@ -223,3 +223,34 @@ def test_capacity_reserved_for_later_rows_costs_no_memory_until_written() -> Non
     part.reserve(1_000_000)
     assert part.capacity >= 1_000_000 and part.codes.nbytes >= 192_000_000
     assert _resident_bytes() - before < 32 * 1024 * 1024
+
+
+def test_copies_of_one_vector_do_not_make_a_big_partition_read_them_all(
+    make_manager: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One text recorded 600 times: its copies tie in their codes, and a big partition reads
+    each candidate's vector from the store. It reads a bounded number of them, and returns
+    what the exact scan returns (ties go to the earliest copies)."""
+    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    mgr = make()
+    session = mgr.start_session("copies")
+    for i in range(100):
+        mgr.record_fact(session.id, f"fact {i} about topic {i % 37} and item {i % 11}")
+    for _ in range(600):
+        mgr.record_fact(session.id, "the nightly backup finished without errors")
+    mgr.flush()
+    query = "nightly backup finished"
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    exact = [(h.event.id, h.score) for h in mgr.search(query, k=10, mode="semantic")]
+    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
+    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
+    codes_only = make()
+    store = codes_only._storage.vectors
+    read: list[int] = []
+    vectors_of = store.vectors_of
+    monkeypatch.setattr(
+        store, "vectors_of", lambda vids: read.append(len(vids)) or vectors_of(vids)
+    )
+    found = [(h.event.id, h.score) for h in codes_only.search(query, k=10, mode="semantic")]
+    assert found == exact
+    assert read and max(read) <= 2 * (2 * 10 + 64)  # (before: all 600 copies)

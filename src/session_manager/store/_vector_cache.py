@@ -188,8 +188,10 @@ class _Partition(PartitionRows):
             rough = approximate(codes, scales, query)
             if dead is not None and chosen is None:
                 rough[dead] = -np.inf
-            wanted = _CANDIDATES * k if self.in_memory else _STORED_CANDIDATES * k + _STORED_EXTRA
-            candidates = _best(rough, wanted)
+            if self.in_memory:
+                candidates = _best(rough, _CANDIDATES * k)
+            else:
+                candidates = _bounded(rough, _STORED_CANDIDATES * k + _STORED_EXTRA)
             positions = candidates if chosen is None else chosen[candidates]
             if self.in_memory:
                 exact = self.matrix[positions] @ query
@@ -212,6 +214,21 @@ def _in_chunks(
         return encode(vectors)
     parts = [encode(vectors[at : at + 16_384]) for at in range(0, len(vectors), 16_384)]
     return np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts])
+
+
+def _bounded(scores: Matrix, wanted: int) -> npt.NDArray[np.intp]:
+    """:func:`_best`, but at most ``2 · wanted`` rows: past that, the rows tied with the last
+    are taken in storage order. Rows tie in their codes when their vectors are the same — one
+    text recorded thousands of times — and each candidate is read from the store: an
+    unbounded tie would read them all (the 1M benchmark's replayed vectors, ~500 copies of
+    each, made every semantic search read ~500). Storage order is the final ranking's own
+    tie-break, so the copies kept are the ones it would return."""
+    best = _best(scores, wanted)
+    if len(best) <= 2 * wanted:
+        return best
+    last = scores[best].min()
+    above, tied = best[scores[best] > last], best[scores[best] == last]
+    return np.concatenate((above, tied[: 2 * wanted - len(above)]))
 
 
 def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
