@@ -31,7 +31,7 @@ from session_manager import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from session_manager.store import postgres
+from session_manager.store import _pg_outbox
 from session_manager.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
 from session_manager.testing import HashEmbedder
 
@@ -354,9 +354,9 @@ def test_records_do_not_wait_for_a_batch_being_embedded(postgres_url: str) -> No
 
 CLAIM_AND_DIE = """
     import os, sys
-    from session_manager.store import postgres
+    from session_manager.store import _pg_outbox, postgres
 
-    postgres.OUTBOX_LEASE_SECONDS = 1.0
+    _pg_outbox.OUTBOX_LEASE_SECONDS = 1.0
     store = postgres.PostgresStore(sys.argv[1])
     claim = store.claim_outbox(100)  # kept: collecting it would release the claim
     batch = claim.__enter__()
@@ -388,13 +388,13 @@ def test_a_dead_workers_claim_runs_out_within_its_lease(postgres_url: str) -> No
         assert len(embedder.seen) == 6
 
 
-@pytest.mark.parametrize("lease", [postgres.OUTBOX_LEASE_SECONDS, 0.6])
+@pytest.mark.parametrize("lease", [_pg_outbox.OUTBOX_LEASE_SECONDS, 0.6])
 def test_a_flush_waits_for_rows_another_worker_embeds_instead_of_redoing_them(
     postgres_url: str, lease: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Also when the model takes longer than the lease (0.6 s against 1 s): a live worker
     renews its claim."""
-    monkeypatch.setattr(postgres, "OUTBOX_LEASE_SECONDS", lease)
+    monkeypatch.setattr(_pg_outbox, "OUTBOX_LEASE_SECONDS", lease)
     url = store_url(postgres_url)
     mine, theirs = SlowEmbedder(delay=0), SlowEmbedder()
     with (
