@@ -323,6 +323,43 @@ def test_stopping_early_never_changes_the_best_k(
                 assert rankings[0] == rankings[1], (query, content_only, k)
 
 
+def test_a_query_word_no_event_holds_changes_neither_the_ranking_nor_the_walk(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo or a name never seen has the highest idf and no rows: it is left out of the
+    walk, so the pruning still starts from the strongest word that matches (it used to walk
+    every other word whole)."""
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(30)]
+    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
+    for _ in range(400):
+        words = [vocabulary[min(int(rng.paretovariate(0.7)) - 1, 29)] for _ in range(6)]
+        mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope)
+    partitions = searcher._partitions(flt)
+    walks = count_walks(monkeypatch)
+    compared = 0
+    for _ in range(40):
+        query = " ".join(rng.sample(vocabulary[:8], 4))
+        for content_only in (False, True):
+            found = []
+            for text in (query, f"{query} zzqqxx"):
+                found.append(
+                    (
+                        store.keyword_search(
+                            text, flt, 5, content_only=content_only, partitions=partitions
+                        ),
+                        walks(),
+                    )
+                )
+            assert found[0] == found[1], (query, content_only)
+            compared += 1
+    assert compared == 80
+
+
 def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
     """A function telling how many postings the last search walked to rank (its document
     frequencies, counted before, left out)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from session_manager import HashEmbedder, SessionManager
-from session_manager.store import _vector_cache
+from session_manager.store import _quantized, _vector_cache
 from session_manager.store._quantized import (
     approximate_scores,
     approximate_scores4,
@@ -192,8 +192,15 @@ def test_a_partition_growing_past_the_in_memory_size_keeps_its_results(
     assert grown != first  # (the later facts are found)
 
 
-def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance() -> None:
-    """At least ``count`` rows, every row as near as the farthest kept one, none excluded."""
+@pytest.mark.parametrize("sampled", [False, True])
+def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance(
+    monkeypatch: pytest.MonkeyPatch, sampled: bool
+) -> None:
+    """At least ``count`` rows, every row as near as the farthest kept one, none excluded;
+    the cut exact, or — read from a sample of the rows — the exact cut's rows and at most a
+    few more."""
+    if sampled:
+        monkeypatch.setattr(_quantized, "_SAMPLED_FROM", 1_000)
     rows = unit_rows(5_000, 384, seed=4)
     signs = np.ascontiguousarray(binarize(quantize(rows)[0]).T)
     query = binarize(quantize(rows[:1])[0])[0]
@@ -204,7 +211,11 @@ def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance() -> None:
     assert len(kept) >= 300 and not excluded[kept].any()
     allowed = np.flatnonzero(~excluded)
     assert set(kept) == set(allowed[distance[allowed] <= distance[kept].max()])
-    assert distance[kept].max() <= np.sort(distance[allowed])[299]
+    exact_cut = np.sort(distance[allowed])[299]
+    if sampled:
+        assert distance[kept].max() >= exact_cut and len(kept) < 2 * 300
+    else:
+        assert distance[kept].max() == exact_cut
     assert len(hamming_candidates(signs, query, 10_000)) == 5_000  # (fewer rows than asked)
 
 
@@ -254,3 +265,20 @@ def test_copies_of_one_vector_do_not_make_a_big_partition_read_them_all(
     found = [(h.event.id, h.score) for h in codes_only.search(query, k=10, mode="semantic")]
     assert found == exact
     assert read and max(read) <= 2 * (2 * 10 + 64)  # (before: all 600 copies)
+
+
+def test_a_sampled_cut_that_keeps_too_few_rows_is_widened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sample (every 16th row) holds only exact matches, the other rows are far: the
+    sampled cut would keep 313 rows where 400 are asked for, so it is widened to the next
+    distances until enough are in."""
+    monkeypatch.setattr(_quantized, "_SAMPLED_FROM", 1_000)
+    rows = unit_rows(5_000, 384, seed=6)
+    signs = binarize(quantize(rows)[0])
+    query = signs[0].copy()
+    signs[::16] = query  # the sampled rows: distance 0
+    columns = np.ascontiguousarray(signs.T)
+    distance = np.array([int(np.bitwise_count(columns[:, i] ^ query).sum()) for i in range(5_000)])
+    kept = hamming_candidates(columns, query, 400)
+    assert len(kept) >= 400
+    assert set(kept) == set(np.flatnonzero(distance <= distance[kept].max()))
+    assert distance[kept].max() == np.sort(distance)[399]  # (widened one distance at a time)

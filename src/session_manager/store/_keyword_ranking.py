@@ -221,7 +221,17 @@ def _rank_walking(
     """Walk the terms' postings, strongest first, until the rest cannot change the best
     ``k`` (see the module's docstring); look the rest up at the rows still in the running."""
     n, k = part.size, query.k
-    weights = list(query.weights())
+    # Terms no row of this partition holds, even in its context, add nothing: left out. A
+    # query word no event holds — a typo, a name never seen — has the highest idf, so it
+    # came first and its empty walk left the pruning without a bar: every other term was
+    # walked whole (hybrid at 1M events ~50 ms instead of ~23).
+    held = [
+        (weight, matched)
+        for weight, matched in zip(query.weights(), matching, strict=True)
+        if matched
+    ]
+    weights = [weight for weight, _ in held]
+    matching = [matched for _, matched in held]
     rest = sum(weight for _, _, weight in weights)  # what the terms not walked could add
     walked = 0
     bar = 0.0  # a k-th best score so far: the best k score at least this

@@ -43,6 +43,11 @@ Codes = npt.NDArray[np.uint8]
 Floats = npt.NDArray[np.float32]
 
 _SESSION: Any = None
+
+# hamming_candidates' cut from a sample of the rows (see there)
+_SAMPLED_FROM = 131_072
+_SAMPLE_STEP = 16
+_SAMPLE_MARGIN = 1.1
 _SESSION_LOCK = threading.Lock()
 
 
@@ -121,10 +126,16 @@ def hamming_candidates(
     count: int,
     excluded: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.intp]:
-    """The rows whose signs differ least from the query's: at least ``count`` of them (all
-    tied with the last), ascending. ``signs`` is ``(words, rows)`` — one contiguous array per
-    64-bit word, which numpy scans twice as fast as rows of words — and ``query`` one row of
-    :func:`binarize`; ``excluded`` rows are never candidates."""
+    """The rows whose signs differ least from the query's: at least ``count`` of them, every
+    row as near as the farthest one kept, ascending. ``signs`` is ``(words, rows)`` — one
+    contiguous array per 64-bit word, which numpy scans twice as fast as rows of words — and
+    ``query`` one row of :func:`binarize`; ``excluded`` rows are never candidates.
+
+    The cut is the count-th smallest distance, read from a histogram; past
+    :data:`_SAMPLED_FROM` rows, a histogram of every :data:`_SAMPLE_STEP`-th row, aimed a
+    little past the count (:data:`_SAMPLE_MARGIN`) and widened should it keep too few: a
+    histogram of all of a million rows cost 2.8 of the pass's 8.5 ms. It keeps a few more
+    rows than the exact cut, never fewer."""
     words, rows = signs.shape
     if rows <= count:
         return np.flatnonzero(~excluded) if excluded is not None else np.arange(rows)
@@ -134,10 +145,15 @@ def hamming_candidates(
     top = 64 * words + 1
     if excluded is not None:
         distance[excluded] = top
-    # the count-th smallest distance, from a histogram (one pass; no sort of a million rows)
-    reach = np.cumsum(np.bincount(distance, minlength=top + 1))
-    limit = min(int(np.searchsorted(reach, count)), top - 1)
-    return np.flatnonzero(distance <= limit)
+    step = _SAMPLE_STEP if rows >= _SAMPLED_FROM else 1
+    aim = count if step == 1 else int(count * _SAMPLE_MARGIN / step) + 1
+    reach = np.cumsum(np.bincount(distance[::step], minlength=top + 1))
+    limit = min(int(np.searchsorted(reach, aim)), top - 1)
+    kept = np.flatnonzero(distance <= limit)
+    while len(kept) < count and limit < top - 1:  # (the sample fell short: rare)
+        limit += 1
+        kept = np.flatnonzero(distance <= limit)
+    return kept
 
 
 def _session() -> Any:
