@@ -71,7 +71,8 @@ def counts_at(postings: _Postings, term: int, rows: IntArray) -> FloatArray:
     found = np.zeros(len(rows), np.float64)
     for segment in postings.segments:
         first, last = segment.span
-        lo, hi = np.searchsorted(rows, (first, last + 1)).tolist()
+        # (bounds of the rows' own dtype: Python ints would have numpy convert all the rows)
+        lo, hi = np.searchsorted(rows, np.array((first, last + 1), rows.dtype)).tolist()
         if lo == hi:
             continue
         hit = segment.postings(term)
