@@ -20,7 +20,12 @@ Protocol (issue 8), through the public API only:
   ``"Speaker: text"`` line each; **search-pack** — ``search(question, k=60)`` results packed
   in rank order until full (the long scenario's store, so the same ranking);
 - categories 1-4, evidence normalised as in bench/locomo.py; per category and overall; the
-  wall time of every restore() call, p50 / p95 per scenario and budget.
+  wall time of every restore() call, p50 / p95 per scenario and budget;
+- **dated evidence**, a second score: the gold turn is in the text *and* the last date mark
+  before it (``[YYYY-MM-DD``) is the turn's own date — what a temporal question needs to be
+  answerable ("last year" means nothing without it). The bare baselines carry no dates, so a
+  third baseline, **search-pack-dated**, packs the same ranking as ``"[date] Speaker: text"``
+  lines: what a user who cared about time would do.
 
 ``--embed-cache DIR`` keeps MiniLM vectors on disk (query vectors too), which changes only
 the latency figures (the report says so).
@@ -29,6 +34,7 @@ the latency figures (the report says so).
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -58,7 +64,8 @@ from session_manager.tokens import tokenizer_for
 
 BUDGETS = (500, 1000, 2000, 4000, 8000)
 SEARCH_PACK_K = 60
-METHODS = ("restore-long", "restore-cross", "buffer", "search-pack")
+METHODS = ("restore-long", "restore-cross", "buffer", "search-pack", "search-pack-dated")
+_DATE_MARK = re.compile(r"\[(\d{4}-\d{2}-\d{2})")
 
 
 @dataclass
@@ -66,12 +73,14 @@ class Tally:
     """Hits per (method, budget): one bool per question, in question order."""
 
     hits: dict[tuple[str, int], list[bool]] = field(default_factory=dict)
+    dated: dict[tuple[str, int], list[bool]] = field(default_factory=dict)
     latencies_ms: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     violations: dict[tuple[str, int], int] = field(default_factory=dict)
     tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
-    def add(self, method: str, budget: int, hit: bool, tokens: int) -> None:
+    def add(self, method: str, budget: int, hit: bool, tokens: int, dated: bool) -> None:
         self.hits.setdefault((method, budget), []).append(hit)
+        self.dated.setdefault((method, budget), []).append(dated)
         self.tokens.setdefault((method, budget), []).append(tokens)
         if tokens > budget:
             self.violations[(method, budget)] = self.violations.get((method, budget), 0) + 1
@@ -87,6 +96,20 @@ def o200k() -> Any:
 
 def contains_evidence(text: str, question: Question, turns: dict[str, str]) -> bool:
     return any(turns[dia_id] in text for dia_id in question.gold)
+
+
+def contains_dated_evidence(
+    text: str, question: Question, turns: dict[str, str], dates: dict[str, str]
+) -> bool:
+    """A gold turn is in ``text`` and the last date mark before it is the turn's own date."""
+    for dia_id in question.gold:
+        at = text.find(turns[dia_id])
+        while at >= 0:
+            marks = _DATE_MARK.findall(text, 0, at)
+            if marks and marks[-1] == dates[dia_id]:
+                return True
+            at = text.find(turns[dia_id], at + 1)
+    return False
 
 
 def pack_lines(lines: Sequence[str], budget: int, count: Any) -> str:
@@ -156,6 +179,9 @@ def evaluate(
         db = (workdir or Path(tmp)) / "restore-quality.db"
         for conv in conversations:
             turns = {turn.dia_id: turn.content for turn in conv.turns}
+            dates = {}
+            for part in conv.sessions:
+                dates.update((turn.dia_id, f"{part.date:%Y-%m-%d}") for turn in part.turns)
             lines = [turn.content for turn in conv.turns]
             with (
                 SessionManager(
@@ -174,18 +200,26 @@ def evaluate(
                 cross_mgr.flush()
                 long_mgr.restore(long_session, 1000, query="warm-up")  # load, untimed
                 for question in conv.questions:
-                    ranked = [
-                        hit.event.content
+                    hits = [
+                        hit.event
                         for hit in long_mgr.search(question.text, k=SEARCH_PACK_K)
                         if hit.event.kind == "message"
                     ]
+                    ranked = [event.content for event in hits]
+                    ranked_dated = [f"[{e.created_at:%Y-%m-%d}] {e.content}" for e in hits]
                     for budget in budgets:
-                        buffer = pack_lines(lines[::-1], budget, counter)
-                        hit = contains_evidence(buffer, question, turns)
-                        tally.add("buffer", budget, hit, counter(buffer))
-                        packed = pack_lines(ranked, budget, counter)
-                        hit = contains_evidence(packed, question, turns)
-                        tally.add("search-pack", budget, hit, counter(packed))
+                        for method, text in (
+                            ("buffer", pack_lines(lines[::-1], budget, counter)),
+                            ("search-pack", pack_lines(ranked, budget, counter)),
+                            ("search-pack-dated", pack_lines(ranked_dated, budget, counter)),
+                        ):
+                            tally.add(
+                                method,
+                                budget,
+                                contains_evidence(text, question, turns),
+                                counter(text),
+                                contains_dated_evidence(text, question, turns, dates),
+                            )
                         for method, mgr, sid, other in (
                             ("restore-long", long_mgr, long_session, False),
                             ("restore-cross", cross_mgr, fresh, True),
@@ -196,8 +230,13 @@ def evaluate(
                             )
                             elapsed = (time.perf_counter() - t0) * 1000
                             tally.latencies_ms.setdefault((method, budget), []).append(elapsed)
-                            hit = contains_evidence(ctx.text, question, turns)
-                            tally.add(method, budget, hit, counter(ctx.text))
+                            tally.add(
+                                method,
+                                budget,
+                                contains_evidence(ctx.text, question, turns),
+                                counter(ctx.text),
+                                contains_dated_evidence(ctx.text, question, turns, dates),
+                            )
     if cached:
         cached.save()
     return {
@@ -210,7 +249,8 @@ def evaluate(
         "skipped": skipped,
         "embed_cache": embed_cache is not None,
         "seconds": time.perf_counter() - started,
-        "scores": scores(tally, questions, budgets),
+        "scores": scores(tally.hits, questions, budgets),
+        "dated_scores": scores(tally.dated, questions, budgets),
         "latency_ms": {
             f"{method}@{budget}": {
                 "p50": percentile(values, 50),
@@ -224,9 +264,11 @@ def evaluate(
 
 
 def scores(
-    tally: Tally, questions: Sequence[Question], budgets: Sequence[int]
+    tallied: dict[tuple[str, int], list[bool]],
+    questions: Sequence[Question],
+    budgets: Sequence[int],
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """method -> category -> {"n", str(budget): evidence-in-context}."""
+    """method -> category -> {"n", str(budget): the share of questions that hit}."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for method in METHODS:
         out[method] = {}
@@ -240,7 +282,7 @@ def scores(
                 continue
             row: dict[str, float] = {"n": len(picked)}
             for budget in budgets:
-                hits = tally.hits.get((method, budget), [])
+                hits = tallied.get((method, budget), [])
                 row[str(budget)] = statistics.fmean(hits[i] for i in picked) if hits else 0.0
             out[method][name] = row
     return out
@@ -265,6 +307,20 @@ def markdown(result: dict[str, Any]) -> str:
             label = f"**{category}**" if category == "overall" else category
             cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
             lines.append(f"| {method} | {label} | {int(row['n'])} | {cells} |")
+    lines += [
+        "",
+        "Dated evidence: the gold turn and, before it, its own date",
+        "",
+        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
+        "|---|---|---|" + "---|" * len(budgets),
+    ]
+    for category in ("temporal", "overall"):
+        for method in METHODS:
+            row = result.get("dated_scores", {}).get(method, {}).get(category)
+            if row is None:
+                continue
+            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
+            lines.append(f"| {method} | {category} | {int(row['n'])} | {cells} |")
     lines += ["", "| restore() latency | " + " | ".join(f"B={b}" for b in budgets) + " |"]
     lines.append("|---|" + "---|" * len(budgets))
     for method in ("restore-long", "restore-cross"):

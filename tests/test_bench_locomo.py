@@ -112,11 +112,22 @@ def test_restore_quality_harness_runs_both_scenarios_and_baselines(
     spec.loader.exec_module(module)
     result = module.evaluate(sample(tmp_path), (60, 400), embedder=HashEmbedder())
     scores = result["scores"]
-    assert set(scores) == {"restore-long", "restore-cross", "buffer", "search-pack"}
+    assert set(scores) == {
+        "restore-long",
+        "restore-cross",
+        "buffer",
+        "search-pack",
+        "search-pack-dated",
+    }
     assert scores["restore-long"]["overall"]["n"] == 3
     assert not result["violations"]  # every text within its budget, recounted with o200k
     # the whole tiny conversation fits 400 tokens: every method carries the evidence
     assert all(scores[m]["overall"]["400"] == 1.0 for m in scores)
     # 60 tokens: not everything fits, and restore still carries some evidence
     assert 0 < scores["restore-long"]["overall"]["60"] < 1
+    # dated evidence: the bare baselines carry no dates, restore and the dated pack do
+    dated = result["dated_scores"]
+    assert dated["buffer"]["overall"]["400"] == dated["search-pack"]["overall"]["400"] == 0
+    assert dated["search-pack-dated"]["overall"]["400"] == 1.0
+    assert dated["restore-long"]["overall"]["400"] == dated["restore-cross"]["overall"]["400"] == 1
     assert "restore-long p50 / p95" in module.markdown(result)
