@@ -249,14 +249,28 @@ def test_a_small_scope_ranks_from_its_rows_as_the_postings_walk_does(
     assert any(ranking for ranking in scoped)  # (the queries do match something)
 
 
+#: (DENSE_SHARE, PRUNE, LOOKUP_WALK_SHARE, ALL_ROWS_SHARE): 0 and 10**9 force each way
+WAYS_OF_WALKING = [
+    (0, False, 2, 2),
+    (10**9, False, 2, 2),
+    (0, True, 2, 2),
+    (10**9, True, 2, 2),
+    (0, True, 0, 0),
+    (10**9, True, 10**9, 10**9),
+    (0, True, 10**9, 0),
+    (10**9, True, 0, 10**9),
+]
+
+
 @pytest.mark.parametrize("builder", [conversation, long_conversation])
 def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, builder: Any
 ) -> None:
     """Walked with row-sized arithmetic or over each term's matches, stopped early once the
-    other terms cannot change the best k (max-score) or not, a search returns the same
-    events with the same scores, bit for bit, whatever the filters, the columns and k (ties
-    at the cut go to the earliest events)."""
+    other terms cannot change the best k (max-score) or not, the other terms looked up row
+    by row or walked, their contributions added over all rows or their matches, a search
+    returns the same events with the same scores, bit for bit, whatever the filters, the
+    columns and k (ties at the cut go to the earliest events)."""
     builder(mgr)
     builder(mgr, seed=5)
     mgr.flush()
@@ -274,9 +288,11 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
             for content_only in (False, True):
                 for k in (1, 3, 200):
                     rankings = []
-                    for dense, prune in ((0, False), (10**9, False), (0, True), (10**9, True)):
+                    for dense, prune, lookup_walk, all_rows in WAYS_OF_WALKING:
                         monkeypatch.setattr(_keyword_ranking, "DENSE_SHARE", dense)
                         monkeypatch.setattr(_keyword_ranking, "PRUNE", prune)
+                        monkeypatch.setattr(_keyword_ranking, "LOOKUP_WALK_SHARE", lookup_walk)
+                        monkeypatch.setattr(_keyword_ranking, "ALL_ROWS_SHARE", all_rows)
                         rankings.append(
                             store.keyword_search(
                                 query, flt, k, content_only=content_only, partitions=partitions
@@ -379,6 +395,31 @@ def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(_keyword_cache, "rank", rank)
     return lambda: len(calls)
+
+
+def test_a_first_count_of_matching_rows_equals_the_walks(mgr: SessionManager) -> None:
+    """BM25's n of a term is first counted by marking its rows, their neighbours and the
+    rows whose date spells it (a walk for terms that long rows hold beyond their heads): the
+    same count as walking it, for every word, month, day and year, with short turns only and
+    with long ones too."""
+    store = mgr._searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(mgr._searcher.scope)
+    partitions = mgr._searcher._partitions(flt)
+    marked = walked = 0
+    for build in (conversation, long_conversation):
+        build(mgr)
+        mgr.flush()
+        store.keyword_search("warm", flt, 5, content_only=False, partitions=partitions)
+        (part,) = store._keywords._partitions.values()
+        dates = [Words().stem(month) for month in ("may", "june", "november")] + ["3", "2023"]
+        for stem in {*store._keywords.query_stems(" ".join(WORDS)), *dates}:
+            term = store._keywords._words.term(stem)
+            beyond = any(len(postings.get(term)[0]) for postings in (part.near, part.far))
+            marked, walked = marked + (not beyond), walked + beyond
+            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
+            assert _keyword_ranking._count_matching(part, term, stem) == len(fresh.rows), stem
+    assert marked > 10 and walked > 10, (marked, walked)  # (both ways taken)
 
 
 def test_document_frequencies_stay_exact_as_records_arrive(

@@ -153,6 +153,8 @@ class _Partition(PartitionRows):
         self.far = Postings()
         self._tails: dict[int, tuple[int, int]] = {}  # session code -> its last two rows
         self.frequencies = DocumentFrequencies()  # BM25's n per term, with context
+        # every row's BM25 length normalisation for one avgdl (``_keyword_ranking._norms``)
+        self.norm_cache: tuple[float, int, FloatArray] | None = None
         self.snapshot_size = 0  # rows in its snapshot file, when loaded from one
         # Row-sized buffers for a query's per-row sums, all zeros between uses: allocating
         # them per term (8 MB at 1M rows) handed each query fresh pages from the kernel unless
