@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from session_manager import SessionManager
@@ -544,6 +545,8 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     assert ids == list(range(1000))
     assert len(words._by_stem) < 250 and words._frozen.count > 750  # (frozen more than once)
     assert [words.term(stem) for stem in stems] == ids and words.term("zebra") == 1000
+    some = np.array([999, 0, 1000, 517, 998, 1], np.int32)  # frozen and in the dict, any order
+    assert words.stems_of(some) == [stems[999], stems[0], "zebra", stems[517], stems[998], stems[1]]
     blob, hashes = words.vocabulary()
     assert blob == _blob(*stems, "zebra")
     assert hashes.tolist() == [_keyword.stem_hash(stem) for stem in (*stems, "zebra")]
@@ -705,3 +708,42 @@ def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_ba
     assert "MainThread" not in calls[:2] and first == second
     calls, first, second = first_two_searches(chunk=8192)  # small: the search builds it
     assert calls[0] == "MainThread" and "fts" not in calls and first == second
+
+
+def test_a_background_build_counts_the_common_terms_document_frequencies(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a big partition is built in the background, the same thread counts BM25's n of
+    its common terms (stop words left out), a few per hold of the lock: the first search
+    with such a word finds it counted, exactly as a walk counts it."""
+    from session_manager.embed import HashEmbedder
+
+    with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        conversation(mgr)
+        more = mgr.start_session("more").id
+        for _ in range(20):
+            mgr.add_message(more, "user", "the the the of and caroline")
+        mgr.flush()
+    monkeypatch.undo()  # the default: builds in a thread
+    monkeypatch.setattr(_keyword_cache, "_CHUNK", 16)  # big: built by the thread
+    monkeypatch.setattr(_keyword_cache, "_COUNTED_TOGETHER", 3)
+    monkeypatch.setattr(_keyword_ranking, "COMMON_SHARE", 8)
+    with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        store = mgr._searcher.store
+        assert isinstance(store, SqliteStore)
+        mgr.search("caroline", k=5, mode="keyword")
+        assert store._keywords._builder is not None
+        store._keywords._builder.join(10)
+        (part,) = store._keywords._partitions.values()
+        common = _keyword_ranking.common_terms(part)
+        stems = store._keywords._words.stems_of(common)
+        assert len(common) > 3 and "the" in stems and "carolin" in stems
+        counted = part.frequencies._counted
+        stop = {Words().stem(word) for word in _keyword.STOP_WORDS}
+        for term, stem in zip(common.tolist(), stems, strict=True):
+            if stem in stop:
+                assert term not in counted  # (a stop word: no query asks for it)
+                continue
+            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
+            assert counted[term] == (len(fresh.rows), part.size), stem
+            assert part.own.count(term) >= part.size // _keyword_ranking.COMMON_SHARE

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -151,6 +152,16 @@ class _Frozen:
         at = np.minimum(np.searchsorted(self.hashes, wanted), self.count - 1)
         return np.where(self.hashes[at] == wanted, self.ids[at], -1).astype(np.int32)
 
+    def stems(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
+        """The stems of ``ids`` (all below :attr:`count`): cut out of the blob at its NULs
+        (one pass over it, a few ms at a million stems)."""
+        if not len(ids):
+            return []
+        ends = np.flatnonzero(np.frombuffer(self.blob, np.uint8) == 0)
+        ends = np.append(ends, len(self.blob))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        return [self.blob[starts[i] : ends[i]].decode() for i in ids]
+
     def hashes_by_id(self) -> npt.NDArray[np.uint64]:
         by_id = np.empty(self.count, np.uint64)
         by_id[self.ids] = self.hashes
@@ -242,6 +253,14 @@ class Words:
 
     def __len__(self) -> int:
         return self._frozen.count + len(self._by_stem)
+
+    def stems_of(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
+        """The stem of each term id of ``ids`` (ids :meth:`terms` gave out)."""
+        frozen = self._frozen.count
+        old = self._frozen.stems(np.asarray([i for i in ids if i < frozen], np.int64))
+        newer = list(self._by_stem)
+        found = iter(old)
+        return [next(found) if i < frozen else newer[i - frozen] for i in ids]
 
     def stem(self, token: str) -> str:
         return str(self._stemmer.stemWord(token))

@@ -47,9 +47,9 @@ import numpy.typing as npt
 
 from .. import _json
 from .._searchable import searchable_text
-from ._keyword import Words, tokens
+from ._keyword import STOP_WORDS, Words, tokens
 from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
-from ._keyword_ranking import Query, document_frequency, rank
+from ._keyword_ranking import Query, common_terms, document_frequency, rank
 from ._keyword_scoped import DocumentFrequencies
 from ._keyword_snapshots import REWRITE_GROWTH, KeywordSnapshots
 from ._partition_rows import PartitionRows, RowCodes, RowQuery
@@ -91,6 +91,9 @@ _CHUNKS_PER_SEGMENT = 8
 # Chunks a search reads itself before leaving the rest of a partition's first build to a
 # background thread (~0.5 s of tokenizing at most).
 _BUILT_IN_SEARCH = 2
+# Common terms counted per hold of the lock in the background (KeywordCache._count_common):
+# ~30 ms at 1M events, what a search may wait behind.
+_COUNTED_TOGETHER = 16
 # (see KeywordCache._load)
 _SETTLE_ALLOCATOR_BYTES = 32 * 1024 * 1024
 
@@ -403,8 +406,30 @@ class KeywordCache:
                     if complete and grown and self._snapshots is not None:
                         self._snapshots.save(name, part, self._codes, self._words, self._generation)
                         part.snapshot_size = part.size
+            for name in names:
+                self._count_common(name)
         except Exception as exc:  # the next search tries again; FTS5 answers meanwhile
             log.warning("building the in-memory keyword index failed: %s", exc)
+
+    def _count_common(self, name: str) -> None:
+        """Count BM25's ``n`` of the partition's common terms now, in the background, a few
+        at a time (searches go between): the first search with such a word would have
+        counted it (~2 ms a word at 1M events, most of a fresh process's slowest searches).
+        Stop words are left out: queries drop them."""
+        with self._lock:
+            part = self._partitions.get(name)
+            if part is None or self._built.get(name) != self._generation:
+                return
+            terms = common_terms(part)
+            stems = self._words.stems_of(terms)
+            stop = {self._words.stem(word) for word in STOP_WORDS}
+        wanted = [(int(t), stem) for t, stem in zip(terms, stems, strict=True) if stem not in stop]
+        for start in range(0, len(wanted), _COUNTED_TOGETHER):
+            with self._lock:
+                if self._stop.is_set() or self._partitions.get(name) is not part:
+                    return
+                for term, stem in wanted[start : start + _COUNTED_TOGETHER]:
+                    document_frequency(part, term, stem, content_only=False)
 
     def _load(self, name: str) -> bool:
         """Start ``name`` from its snapshot (``_keyword_snapshots.py``), if it has a usable

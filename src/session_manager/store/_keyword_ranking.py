@@ -39,7 +39,7 @@ from ._keyword import KEYWORD_WEIGHTS
 from ._keyword_postings import Counts, IntArray
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, ScopedPartition, frequencies_at
 
-__all__ = ["Query", "document_frequency", "matches", "rank"]
+__all__ = ["Query", "common_terms", "document_frequency", "matches", "rank"]
 
 FloatArray = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -64,6 +64,10 @@ LOOKUP_WALK_SHARE = 2
 # one in this many matches it, else over its matches only (the same sums: see
 # _add_at_matches).
 ALL_ROWS_SHARE = 2
+# Terms that at least one row in this many of a partition holds get their BM25 n counted in
+# the background once the partition is built (KeywordCache): such a term's first count costs
+# a search ~2 ms at 1M rows, and these are the words queries share.
+COMMON_SHARE = 64
 # Whether walks stop early (max-score); off only to compare the two in tests.
 PRUNE = True
 # Rounding slack of the pruning test (sums of a few floats: errors ~1e-15 relative).
@@ -148,6 +152,20 @@ def document_frequency(part: Partition, term: int, stem: str, content_only: bool
         known = _count_matching(part, term, stem)
         part.frequencies.remember(term, known, part.size)
     return known
+
+
+def common_terms(part: Partition) -> IntArray:
+    """The terms that at least one row in :data:`COMMON_SHARE` of ``part`` holds (in their
+    own text), the most held first."""
+    segments = part.own.segments
+    if not segments or not part.size:
+        return np.zeros(0, np.int32)
+    width = max(int(segment.terms[-1]) for segment in segments if len(segment.terms)) + 1
+    held = np.zeros(width, np.int64)
+    for segment in segments:
+        held[segment.terms] += np.diff(segment.offsets)  # (a segment lists a term once)
+    common = np.flatnonzero(held >= max(1, part.size // COMMON_SHARE))
+    return common[np.argsort(-held[common], kind="stable")].astype(np.int32)
 
 
 def _count_matching(part: Partition, term: int, stem: str) -> int:
