@@ -546,7 +546,11 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     assert len(words._by_stem) < 250 and words._frozen.count > 750  # (frozen more than once)
     assert [words.term(stem) for stem in stems] == ids and words.term("zebra") == 1000
     some = np.array([999, 0, 1000, 517, 998, 1], np.int32)  # frozen and in the dict, any order
-    assert words.stems_of(some) == [stems[999], stems[0], "zebra", stems[517], stems[998], stems[1]]
+    expected = [stems[999], stems[0], "zebra", stems[517], stems[998], stems[1]]
+    assert words.stems_of(some) == expected
+    monkeypatch.setattr(_keyword, "_SCAN_BYTES", 7)  # stems across the chunks' edges
+    assert words.stems_of(some) == expected
+    assert words.stems_of(np.arange(1001)) == [*stems, "zebra"]
     blob, hashes = words.vocabulary()
     assert blob == _blob(*stems, "zebra")
     assert hashes.tolist() == [_keyword.stem_hash(stem) for stem in (*stems, "zebra")]

@@ -161,7 +161,7 @@ def common_terms(part: Partition) -> IntArray:
     if not segments or not part.size:
         return np.zeros(0, np.int32)
     width = max(int(segment.terms[-1]) for segment in segments if len(segment.terms)) + 1
-    held = np.zeros(width, np.int64)
+    held = np.zeros(width, np.int32)
     for segment in segments:
         held[segment.terms] += np.diff(segment.offsets)  # (a segment lists a term once)
     common = np.flatnonzero(held >= max(1, part.size // COMMON_SHARE))
