@@ -250,16 +250,25 @@ def test_a_small_scope_ranks_from_its_rows_as_the_postings_walk_does(
     assert any(ranking for ranking in scoped)  # (the queries do match something)
 
 
-#: (DENSE_SHARE, PRUNE, LOOKUP_WALK_SHARE, ALL_ROWS_SHARE): 0 and 10**9 force each way
+#: the knobs of each way of walking: 0 and 10**9 force one branch or the other
+_KNOBS = (
+    "DENSE_SHARE",
+    "PRUNE",
+    "LOOKUP_WALK_SHARE",
+    "ALL_ROWS_SHARE",
+    "MATCHES_SORTED_SHARE",
+    "LOOKUP_SCOPED_SHARE",
+)
 WAYS_OF_WALKING = [
-    (0, False, 2, 2),
-    (10**9, False, 2, 2),
-    (0, True, 2, 2),
-    (10**9, True, 2, 2),
-    (0, True, 0, 0),
-    (10**9, True, 10**9, 10**9),
-    (0, True, 10**9, 0),
-    (10**9, True, 0, 10**9),
+    (0, False, 2, 2, 16, 8),
+    (10**9, False, 2, 2, 16, 8),
+    (0, True, 2, 2, 16, 8),
+    (10**9, True, 2, 2, 16, 8),
+    (0, True, 0, 0, 0, 0),
+    (10**9, True, 10**9, 10**9, 10**9, 10**9),
+    (0, True, 10**9, 0, 0, 10**9),
+    (10**9, True, 0, 10**9, 10**9, 0),
+    (0, False, 2, 2, 0, 0),
 ]
 
 
@@ -269,9 +278,10 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
 ) -> None:
     """Walked with row-sized arithmetic or over each term's matches, stopped early once the
     other terms cannot change the best k (max-score) or not, the other terms looked up row
-    by row or walked, their contributions added over all rows or their matches, a search
-    returns the same events with the same scores, bit for bit, whatever the filters, the
-    columns and k (ties at the cut go to the earliest events)."""
+    by row, from the rows' side or walked, their contributions added over all rows or their
+    matches, a term's matches sorted out or found by a pass, a search returns the same
+    events with the same scores, bit for bit, whatever the filters, the columns and k (ties
+    at the cut go to the earliest events)."""
     builder(mgr)
     builder(mgr, seed=5)
     mgr.flush()
@@ -289,11 +299,10 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
             for content_only in (False, True):
                 for k in (1, 3, 200):
                     rankings = []
-                    for dense, prune, lookup_walk, all_rows in WAYS_OF_WALKING:
-                        monkeypatch.setattr(_keyword_ranking, "DENSE_SHARE", dense)
-                        monkeypatch.setattr(_keyword_ranking, "PRUNE", prune)
-                        monkeypatch.setattr(_keyword_ranking, "LOOKUP_WALK_SHARE", lookup_walk)
-                        monkeypatch.setattr(_keyword_ranking, "ALL_ROWS_SHARE", all_rows)
+                    for way in WAYS_OF_WALKING:
+                        for knob, value in zip(_KNOBS, way, strict=True):
+                            monkeypatch.setattr(_keyword_ranking, knob, value)
+                        prune = way[1]
                         rankings.append(
                             store.keyword_search(
                                 query, flt, k, content_only=content_only, partitions=partitions
