@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from session_manager import SessionManager
-from session_manager.store import _keyword, _keyword_cache, _keyword_postings, _keyword_ranking
+from session_manager.store import (
+    _keyword,
+    _keyword_cache,
+    _keyword_counts,
+    _keyword_postings,
+    _keyword_ranking,
+)
 from session_manager.store._keyword import Words
 from session_manager.store.base import EventFilter
 from session_manager.store.sqlite import SqliteStore
@@ -428,7 +434,7 @@ def test_a_first_count_of_matching_rows_equals_the_walks(mgr: SessionManager) ->
             beyond = any(len(postings.get(term)[0]) for postings in (part.near, part.far))
             marked, walked = marked + (not beyond), walked + beyond
             fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
-            assert _keyword_ranking._count_matching(part, term, stem) == len(fresh.rows), stem
+            assert _keyword_counts.count_matching(part, term, stem) == len(fresh.rows), stem
     assert marked > 10 and walked > 10, (marked, walked)  # (both ways taken)
 
 
@@ -740,7 +746,7 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
     monkeypatch.undo()  # the default: builds in a thread
     monkeypatch.setattr(_keyword_cache, "_CHUNK", 16)  # big: built by the thread
     monkeypatch.setattr(_keyword_cache, "_COUNTED_TOGETHER", 3)
-    monkeypatch.setattr(_keyword_ranking, "COMMON_SHARE", 8)
+    monkeypatch.setattr(_keyword_counts, "COMMON_SHARE", 8)
     with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
         store = mgr._searcher.store
         assert isinstance(store, SqliteStore)
@@ -748,7 +754,7 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
         assert store._keywords._builder is not None
         store._keywords._builder.join(10)
         (part,) = store._keywords._partitions.values()
-        common = _keyword_ranking.common_terms(part)
+        common = _keyword_counts.common_terms(part)
         stems = store._keywords._words.stems_of(common)
         assert len(common) > 3 and "the" in stems and "carolin" in stems
         counted = part.frequencies._counted
@@ -759,4 +765,4 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
                 continue
             fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
             assert counted[term] == (len(fresh.rows), part.size), stem
-            assert part.own.count(term) >= part.size // _keyword_ranking.COMMON_SHARE
+            assert part.own.count(term) >= part.size // _keyword_counts.COMMON_SHARE

@@ -48,8 +48,9 @@ import numpy.typing as npt
 from .. import _json
 from .._searchable import searchable_text
 from ._keyword import STOP_WORDS, Words, tokens
+from ._keyword_counts import common_terms, document_frequency
 from ._keyword_postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
-from ._keyword_ranking import Query, common_terms, document_frequency, rank
+from ._keyword_ranking import Query, rank
 from ._keyword_scoped import DocumentFrequencies
 from ._keyword_snapshots import REWRITE_GROWTH, KeywordSnapshots
 from ._partition_rows import PartitionRows, RowCodes, RowQuery

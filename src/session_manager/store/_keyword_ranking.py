@@ -39,7 +39,7 @@ from ._keyword import KEYWORD_WEIGHTS
 from ._keyword_postings import Counts, IntArray
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, ScopedPartition, frequencies_at
 
-__all__ = ["Query", "common_terms", "document_frequency", "matches", "rank"]
+__all__ = ["Query", "matches", "rank", "walk"]
 
 FloatArray = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -64,10 +64,6 @@ LOOKUP_WALK_SHARE = 2
 # one in this many matches it, else over its matches only (the same sums: see
 # _add_at_matches).
 ALL_ROWS_SHARE = 2
-# Terms that at least one row in this many of a partition holds get their BM25 n counted in
-# the background once the partition is built (KeywordCache): such a term's first count costs
-# a search ~2 ms at 1M rows, and these are the words queries share.
-COMMON_SHARE = 64
 # A term held by fewer than one row in this many is matched by sorting out the rows its walk
 # touched rather than by a pass over the row-sized buffer (matches).
 MATCHES_SORTED_SHARE = 16
@@ -142,69 +138,11 @@ def rank(
 ) -> tuple[npt.NDArray[np.int64], FloatArray]:
     """The best ``query.k`` rows of ``part`` among those ``mask`` keeps (None: all), as
     ``(seqs, scores)``; ``matching``: how many rows of ``part`` each term matches (its
-    :func:`document_frequency`)."""
+    ``_keyword_counts.document_frequency``)."""
     scope = None if mask is None else np.flatnonzero(mask).astype(np.int32)
     if scope is not None and len(scope) * SCOPE_SHARE <= part.size:
         return _rank_scope(part, query, scope)
     return _rank_walking(part, query, mask, matching)
-
-
-def document_frequency(part: Partition, term: int, stem: str, content_only: bool) -> int:
-    """How many rows of ``part`` ``term`` matches (in their content, or with context): BM25's
-    ``n``, kept by the partition once counted."""
-    if content_only:
-        return int(part.own.count(term))
-    known = part.frequencies.get(part, term, stem, CONTEXT_WEIGHT)
-    if known is None:
-        known = _count_matching(part, term, stem)
-        part.frequencies.remember(term, known, part.size)
-    return known
-
-
-def common_terms(part: Partition) -> IntArray:
-    """The terms that at least one row in :data:`COMMON_SHARE` of ``part`` holds (in their
-    own text), the most held first."""
-    segments = part.own.segments
-    if not segments or not part.size:
-        return np.zeros(0, np.int32)
-    width = max(int(segment.terms[-1]) for segment in segments if len(segment.terms)) + 1
-    held = np.zeros(width, np.int32)
-    for segment in segments:
-        held[segment.terms] += np.diff(segment.offsets)  # (a segment lists a term once)
-    common = np.flatnonzero(held >= max(1, part.size // COMMON_SHARE))
-    return common[np.argsort(-held[common], kind="stable")].astype(np.int32)
-
-
-def _count_matching(part: Partition, term: int, stem: str) -> int:
-    """How many rows ``term`` matches with context: the rows holding it, the rows whose
-    context holds them, and the rows whose date spells it — marked in a byte a row, not
-    summed (a dense term's first count at 1M rows ~5 → ~1.5 ms: each query word pays it
-    once). Occurrences beyond a long row's head are taken back from its neighbours' context,
-    so those neighbours alone (a few rows) are checked by their exact frequency."""
-    rows, _ = part.postings(term)
-    n = part.size
-    marked = np.zeros(n + 1, np.bool_)  # (a missing neighbour, -1, marks the spare last slot)
-    marked[rows] = True
-    prev1, prev2, next1, next2 = part.neighbours()
-    for links in (prev1, prev2, next1, next2):
-        marked[links[rows]] = True
-    dated = part.date_rows(stem)
-    if dated is not None:
-        marked[dated] = True
-    count = int(np.count_nonzero(marked[:n]))
-    doubtful = []
-    for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
-        if postings.segments:
-            beyond, _ = postings.get(term)
-            doubtful += [neighbour[beyond] for neighbour in neighbours]
-    if doubtful:
-        checked = distinct(np.concatenate(doubtful))
-        checked = checked[checked >= 0]
-        checked = checked[marked[checked]].astype(np.int32)
-        area = Neighbourhood.of(part, checked)
-        frequency = frequencies_at(part, area, term, stem, CONTEXT_WEIGHT, content_only=False)
-        count -= int(np.count_nonzero(frequency == 0))
-    return count
 
 
 def matches(part: Partition, term: int, stem: str, content_only: bool) -> Matches:
