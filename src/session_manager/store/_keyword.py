@@ -159,6 +159,8 @@ class _Frozen:
     def stems(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
         """The stems of ``ids`` (all below :attr:`count`): cut out of the blob at its NULs,
         found a chunk at a time (the NULs of a million stems at once took ~30 MB)."""
+        if not len(ids):
+            return []
         view = np.frombuffer(self.blob, np.uint8)
         bounds: dict[int, int] = {-1: -1}  # stem -> the NUL after it (-1: before the first)
         wanted = sorted({int(i) for i in ids} | {int(i) - 1 for i in ids})
