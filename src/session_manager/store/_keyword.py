@@ -166,6 +166,8 @@ class _Frozen:
         wanted = sorted({int(i) for i in ids} | {int(i) - 1 for i in ids})
         at, before = 0, 0  # wanted[at] is the next to find; NULs in the chunks before
         for offset in range(0, len(view), _SCAN_BYTES):
+            if at == len(wanted):
+                break
             nuls = np.flatnonzero(view[offset : offset + _SCAN_BYTES] == 0)
             while at < len(wanted) and wanted[at] < before + len(nuls):
                 if wanted[at] >= 0:
