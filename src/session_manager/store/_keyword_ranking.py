@@ -153,11 +153,11 @@ def matches(part: Partition, term: int, stem: str, content_only: bool) -> Matche
         return Matches(rows, counts.astype(np.float64))
     rows, _ = part.postings(term)
     with part.scratch() as (frequency,):
-        walk(part, term, stem, content_only, frequency)
+        positions = walk(part, term, stem, content_only, frequency)
         if len(rows) * MATCHES_SORTED_SHARE <= part.size:
             # A term of few rows touched few: sort them out (5,000 rows' ~25,000 touched
             # ~0.07 ms) rather than pass over the whole buffer (~0.8 ms at 1M rows).
-            touched = _touched(part, rows, stem)
+            touched = _touched(part, positions, stem)
             found = frequency[touched]
             frequency[touched] = 0
             held = found != 0  # (a neighbour's head may not hold it: taken back to 0)
@@ -169,24 +169,25 @@ def matches(part: Partition, term: int, stem: str, content_only: bool) -> Matche
     return Matches(hit, found)
 
 
-def _touched(part: Partition, rows: IntArray, stem: str) -> IntArray:
-    """The rows a :func:`walk` of a term held by ``rows`` writes to: those rows, their
-    neighbours (the rows whose context holds them; a long row's tail taken back touches
-    only these) and the rows whose date spells ``stem`` — ascending, distinct."""
-    linked = [links[rows] for links in part.neighbours()]
+def _touched(part: Partition, positions: IntArray, stem: str) -> IntArray:
+    """The rows a :func:`walk` that added at ``positions`` (the term's rows and their
+    neighbours, -1 for none; a long row's tail taken back touches only these) wrote to,
+    with the rows whose date spells ``stem`` — ascending, distinct."""
     dated = part.date_rows(stem)
-    touched = np.concatenate([rows, *linked, *([] if dated is None else [dated])])
-    touched = distinct(touched)
+    touched = distinct(positions if dated is None else np.concatenate([positions, dated]))
     return touched[np.searchsorted(touched, 0) :]  # (no neighbour: -1)
 
 
-def walk(part: Partition, term: int, stem: str, content_only: bool, frequency: FloatArray) -> None:
+def walk(
+    part: Partition, term: int, stem: str, content_only: bool, frequency: FloatArray
+) -> IntArray:
     """Add ``term``'s frequency at every row of ``part`` to ``frequency`` (zeros, one longer
-    than the rows)."""
+    than the rows); return the positions it added at other than dated rows (the term's rows
+    and, with context, their neighbours; -1 for a missing one), repeats included."""
     rows, counts = part.postings(term)
     if content_only:
         frequency[rows] += counts
-        return
+        return rows
     # A neighbour's occurrences count in the context of the rows it neighbours: those in the
     # first NEAR_CHARS of its text one place away, FAR_CHARS two places away; a long
     # neighbour's occurrences beyond its head are taken back (signed counts, almost always
@@ -198,11 +199,8 @@ def walk(part: Partition, term: int, stem: str, content_only: bool, frequency: F
     prev1, prev2, next1, next2 = part.neighbours()
     own = counts.astype(np.float64)
     context = own * CONTEXT_WEIGHT
-    np.add.at(
-        frequency,
-        np.concatenate([rows, *(links[rows] for links in (prev1, next1, prev2, next2))]),
-        np.concatenate([own, context, context, context, context]),
-    )
+    positions = np.concatenate([rows, *(links[rows] for links in (prev1, next1, prev2, next2))])
+    np.add.at(frequency, positions, np.concatenate([own, context, context, context, context]))
     for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
         if postings.segments:
             beyond, excess = postings.get(term)
@@ -212,6 +210,7 @@ def walk(part: Partition, term: int, stem: str, content_only: bool, frequency: F
     dated = part.date_rows(stem)
     if dated is not None:
         frequency[dated] += CONTEXT_WEIGHT
+    return positions
 
 
 def _norm(part: Partition, rows: npt.NDArray[np.integer[Any]], avgdl: float) -> FloatArray:
