@@ -264,17 +264,21 @@ _KNOBS = (
     "ALL_ROWS_SHARE",
     "MATCHES_SORTED_SHARE",
     "LOOKUP_SCOPED_SHARE",
+    "PRESCORE_SHARE",
 )
 WAYS_OF_WALKING = [
-    (0, False, 2, 2, 16, 8),
-    (10**9, False, 2, 2, 16, 8),
-    (0, True, 2, 2, 16, 8),
-    (10**9, True, 2, 2, 16, 8),
-    (0, True, 0, 0, 0, 0),
-    (10**9, True, 10**9, 10**9, 10**9, 10**9),
-    (0, True, 10**9, 0, 0, 10**9),
-    (10**9, True, 0, 10**9, 10**9, 0),
-    (0, False, 2, 2, 0, 0),
+    (0, False, 2, 2, 16, 8, 16),
+    (10**9, False, 2, 2, 16, 8, 16),
+    (0, True, 2, 2, 16, 8, 10**9),
+    (10**9, True, 2, 2, 16, 8, 10**9),
+    (0, True, 0, 0, 0, 0, 0),
+    (10**9, True, 10**9, 10**9, 10**9, 10**9, 0),
+    (0, True, 10**9, 0, 0, 10**9, 10**9),
+    (10**9, True, 0, 10**9, 10**9, 0, 0),
+    (0, False, 2, 2, 0, 0, 0),
+    (10**9, True, 2, 2, 16, 8, 0),
+    (0, True, 0, 2, 16, 10**9, 0),
+    (10**9, True, 0, 0, 0, 10**9, 10**9),
 ]
 
 
@@ -390,6 +394,70 @@ def test_a_query_word_no_event_holds_changes_neither_the_ranking_nor_the_walk(
             assert found[0] == found[1], (query, content_only)
             compared += 1
     assert compared == 80
+
+
+def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The strongest word's rows, scored with every other query word looked up there, often
+    beat what the other words could add together: they are the best k, and no other word's
+    postings are walked. A query of many words whose pool cannot decide stops looking up
+    there early. Either way the same best k as without, score for score."""
+    rng = random.Random(3)
+    vocabulary = [f"w{i}" for i in range(60)]
+    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
+    for _ in range(500):
+        words = [vocabulary[min(int(rng.paretovariate(0.5)) - 1, 59)] for _ in range(7)]
+        mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope)
+    partitions = searcher._partitions(flt)
+    walked: list[int] = []
+    real_add_walked = _keyword_ranking._add_walked
+    monkeypatch.setattr(
+        _keyword_ranking,
+        "_add_walked",
+        lambda *a, **kw: walked.append(a[2]) or real_add_walked(*a, **kw),
+    )
+    short_of_all: list[int] = []  # per pre-scoring: terms it did not look up
+    real_scored, real_looked_up = _keyword_ranking._scored, _keyword_ranking._looked_up
+
+    def scored(part: Any, query: Any, weights: Any, *args: Any) -> Any:
+        calls: list[int] = []
+        monkeypatch.setattr(
+            _keyword_ranking,
+            "_looked_up",
+            lambda *a, **kw: calls.append(1) or real_looked_up(*a, **kw),
+        )
+        try:
+            return real_scored(part, query, weights, *args)
+        finally:
+            monkeypatch.setattr(_keyword_ranking, "_looked_up", real_looked_up)
+            short_of_all.append(len(weights) - len(calls))
+
+    monkeypatch.setattr(_keyword_ranking, "_scored", scored)
+    answered = stopped = 0
+    for i in range(120):
+        rare = rng.sample(vocabulary[12:], 1)
+        query = " ".join(rare + rng.sample(vocabulary[:12], 3 if i % 2 else 12))
+        for content_only in (False, True):
+            rankings = []
+            for share in (1, 10**9):  # pre-scored whenever the pool is not all rows, or never
+                monkeypatch.setattr(_keyword_ranking, "PRESCORE_SHARE", share)
+                walked.clear()
+                short_of_all.clear()
+                rankings.append(
+                    store.keyword_search(
+                        query, flt, 3, content_only=content_only, partitions=partitions
+                    )
+                )
+                if share == 1 and short_of_all:
+                    answered += short_of_all == [0] and len(walked) == 1
+                    stopped += short_of_all[0] > 0
+            assert rankings[0] == rankings[1], (query, content_only)
+    assert answered > 10 and stopped > 10, (answered, stopped)
 
 
 def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
