@@ -265,20 +265,21 @@ _KNOBS = (
     "MATCHES_SORTED_SHARE",
     "LOOKUP_SCOPED_SHARE",
     "PRESCORE_SHARE",
+    "PRESCORE_WEIGHT",
 )
 WAYS_OF_WALKING = [
-    (0, False, 2, 2, 16, 8, 16),
-    (10**9, False, 2, 2, 16, 8, 16),
-    (0, True, 2, 2, 16, 8, 10**9),
-    (10**9, True, 2, 2, 16, 8, 10**9),
-    (0, True, 0, 0, 0, 0, 0),
-    (10**9, True, 10**9, 10**9, 10**9, 10**9, 0),
-    (0, True, 10**9, 0, 0, 10**9, 10**9),
-    (10**9, True, 0, 10**9, 10**9, 0, 0),
-    (0, False, 2, 2, 0, 0, 0),
-    (10**9, True, 2, 2, 16, 8, 0),
-    (0, True, 0, 2, 16, 10**9, 0),
-    (10**9, True, 0, 0, 0, 10**9, 10**9),
+    (0, False, 2, 2, 16, 8, 16, 1.0),
+    (10**9, False, 2, 2, 16, 8, 16, 1.0),
+    (0, True, 2, 2, 16, 8, 10**9, 1.0),
+    (10**9, True, 2, 2, 16, 8, 10**9, 1.0),
+    (0, True, 0, 0, 0, 0, 0, 0),
+    (10**9, True, 10**9, 10**9, 10**9, 10**9, 0, 0),
+    (0, True, 10**9, 0, 0, 10**9, 10**9, 1.0),
+    (10**9, True, 0, 10**9, 10**9, 0, 0, 0),
+    (0, False, 2, 2, 0, 0, 0, 0),
+    (10**9, True, 2, 2, 16, 8, 0, 0),
+    (0, True, 0, 2, 16, 10**9, 0, 0),
+    (10**9, True, 0, 0, 0, 10**9, 10**9, 1.0),
 ]
 
 
@@ -402,7 +403,8 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
     """The strongest word's rows, scored with every other query word looked up there, often
     beat what the other words could add together: they are the best k, and no other word's
     postings are walked. A query of many words whose pool cannot decide stops looking up
-    there early. Either way the same best k as without, score for score."""
+    there early. Either way the same best k as without, score for score. Tried only when
+    the strongest word weighs as much as the others together."""
     rng = random.Random(3)
     vocabulary = [f"w{i}" for i in range(60)]
     sessions = [mgr.start_session(f"s{i}") for i in range(3)]
@@ -438,7 +440,16 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
             short_of_all.append(len(weights) - len(calls))
 
     monkeypatch.setattr(_keyword_ranking, "_scored", scored)
-    answered = stopped = 0
+    ranked: list[tuple[Any, Any]] = []
+    real_rank_walking = _keyword_ranking._rank_walking
+    monkeypatch.setattr(
+        _keyword_ranking,
+        "_rank_walking",
+        lambda part, query, mask, matching: (
+            ranked.append((query, matching)) or real_rank_walking(part, query, mask, matching)
+        ),
+    )
+    answered = stopped = outweighed = 0
     for i in range(120):
         rare = rng.sample(vocabulary[12:], 1)
         query = " ".join(rare + rng.sample(vocabulary[:12], 3 if i % 2 else 12))
@@ -446,6 +457,7 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
             rankings = []
             for share in (1, 10**9):  # pre-scored whenever the pool is not all rows, or never
                 monkeypatch.setattr(_keyword_ranking, "PRESCORE_SHARE", share)
+                monkeypatch.setattr(_keyword_ranking, "PRESCORE_WEIGHT", 0)
                 walked.clear()
                 short_of_all.clear()
                 rankings.append(
@@ -457,7 +469,21 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
                     answered += short_of_all == [0] and len(walked) == 1
                     stopped += short_of_all[0] > 0
             assert rankings[0] == rankings[1], (query, content_only)
-    assert answered > 10 and stopped > 10, (answered, stopped)
+            # by default tried only when the strongest word weighs as much as the others
+            monkeypatch.setattr(_keyword_ranking, "PRESCORE_SHARE", 1)
+            monkeypatch.setattr(_keyword_ranking, "PRESCORE_WEIGHT", 1.0)
+            short_of_all.clear()
+            ranked.clear()
+            store.keyword_search(query, flt, 3, content_only=content_only, partitions=partitions)
+            ((query_terms, matching),) = ranked
+            strongest, *others = [
+                weight
+                for (_, _, weight), n in zip(query_terms.weights(), matching, strict=True)
+                if n
+            ]
+            assert not short_of_all or strongest >= sum(others), query
+            outweighed += strongest < sum(others)
+    assert answered > 10 and stopped > 10 and outweighed > 10, (answered, stopped, outweighed)
 
 
 def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
