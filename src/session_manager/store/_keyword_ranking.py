@@ -88,6 +88,8 @@ PRESCORE_SHARE = 16
 # their k-th best rarely clears what the others could add, and the lookups are spent (1M
 # events, a content-only search or one with several common words: +3-7 ms, nothing decided).
 PRESCORE_WEIGHT = 1.0
+# Rows a dense term's contributions are computed for at a time (512 KB of float64: L2).
+_CHUNK = 65_536
 # Whether walks stop early (max-score); off only to compare the two in tests.
 PRUNE = True
 # Rounding slack of the pruning test (sums of a few floats: errors ~1e-15 relative).
@@ -304,7 +306,7 @@ def _rank_walking(
     walked = 0
     bar = 0.0  # a k-th best score so far: the best k score at least this
     pool = None  # the rows of the strongest term, where the best k mostly are
-    with part.scratch(3) as (frequency, totals, divisor):
+    with part.scratch(2) as (frequency, totals):
         sums = totals[:n]
         for (term, stem, weight), matched in zip(weights, matching, strict=True):
             if (
@@ -331,8 +333,7 @@ def _rank_walking(
                 if rest < bar * (1 - _SLACK):
                     break
             dense = not query.content_only and matched * DENSE_SHARE >= n
-            buffers = (frequency, divisor)
-            rows = _add_walked(part, query, term, stem, weight, sums, buffers, dense=dense)
+            rows = _add_walked(part, query, term, stem, weight, sums, frequency, dense=dense)
             if walked == 0:
                 pool = rows
             rest -= weight
@@ -401,7 +402,7 @@ def _add_walked(
     stem: str,
     weight: float,
     sums: FloatArray,
-    buffers: tuple[FloatArray, FloatArray],
+    frequency: FloatArray,
     *,
     dense: bool,
 ) -> npt.NDArray[np.intp] | None:
@@ -413,16 +414,20 @@ def _add_walked(
         rows = found.rows
         sums[rows] += _contribution(weight, found.frequency, _norm(part, rows, query.avgdl))
         return rows  # type: ignore[return-value]
-    frequency, divisor_buffer = buffers
-    divisor, f = divisor_buffer[:n], frequency[:n]
     norm = _norms(part, query.avgdl)
     walk(part, term, stem, query.content_only, frequency)
-    np.add(f, norm, out=divisor)
-    f *= weight
-    f /= divisor
-    sums += f
-    for buffer in buffers:
-        buffer.fill(0)
+    # A chunk at a time, so that the four passes read and write cache, not memory (at 1M
+    # rows 4.1 -> 3.3 ms a dense term); the buffer is zeroed behind them.
+    divisor = np.empty(min(n, _CHUNK))
+    for start in range(0, n, _CHUNK):
+        end = min(start + _CHUNK, n)
+        f, below = frequency[start:end], divisor[: end - start]
+        np.add(f, norm[start:end], out=below)
+        f *= weight
+        f /= below
+        sums[start:end] += f
+        f.fill(0)
+    frequency[-1] = 0  # (the spare last slot, which missing neighbours were added to)
     return None
 
 
