@@ -7,11 +7,13 @@ replayed real MiniLM vectors). Each side runs in a fresh process on its own copy
 (a newer schema would stop the older code), with ``PYTHONPATH`` pointing at that side's
 ``src``: ``--before`` is another checkout's (``git worktree add /tmp/before <commit>``).
 Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
-(whole agent texts, ~27 words): p50 / p95 ms, query embedding included (every query text is
+(whole agent texts, ~27 words) and 25 questions naming two topics ("did kv cache eviction
+affect login page errors after we fixed it?", hybrid): p50 / p95 ms, query embedding included (every query text is
 new to the process); the first search (open + what it builds itself), when the in-memory
 indexes are ready, restore(4000) of the big session (30 times), and peak RSS. ``--build N``
 first builds the store with bench/perf.py's ``build_store`` (N events: the growth curve's
-10k / 100k / 1M stores); ``--in-place`` measures the file itself (one side, no copy).
+10k / 100k / 1M stores); ``--in-place`` measures the file itself, no copy (each side in turn: their on-disk formats
+must agree).
 """
 
 from __future__ import annotations
@@ -44,10 +46,15 @@ if builder is not None:
 out["index_ready_s"] = round(time.perf_counter() - t0, 2)
 queries = [f"what happened with {t} after we {v} it?" for t in TOPICS for v in VERBS[:4]]
 long = agent_texts(40, seed=9)
+# two topics in one question: six or more words, each in a third of the events' contexts
+two = [
+    f"did {a} affect {b} after we {v} it?"
+    for i, a in enumerate(TOPICS) for b, v in zip(TOPICS[i + 1 : i + 3], VERBS[:2])
+]
 for turn, (label, qs, mode) in enumerate((
     ("hybrid", queries, "hybrid"), ("keyword", queries, "keyword"),
     ("semantic", queries, "semantic"), ("hybrid_long", long, "hybrid"),
-    ("keyword_long", long, "keyword"),
+    ("keyword_long", long, "keyword"), ("hybrid_two_topics", two, "hybrid"),
 )):
     lat = []
     for rep in range(2):
