@@ -19,9 +19,10 @@ in the row and its context. Four ways to compute the best ``k`` rows, one result
   tenth event sits in every third context and weighs little (idf ~0.8): at 1M events a
   4-word query walks one word's postings instead of four. Exact: the same rows and scores.
 - **Pre-scored**: a bar from partial sums is low (the rows of the strongest term, scored by
-  it alone). When that term is held by few rows, they are scored in full first — every
-  other term looked up there — and when the other terms together cannot reach the k-th best
-  of those, they are the answer: no other term is walked. At 1M events, "what happened
+  it alone). When that term is held by few rows and weighs as much as the others together,
+  its rows are scored in full first — every other term looked up there — and when the other
+  terms together cannot reach the k-th best of those, they are the answer: no other term
+  is walked. At 1M events, "what happened
   with rate limits of the search API after we fixed it?" walked two words of a third of
   the rows each, 37 → 15 ms. Looking up stops as soon as that cannot happen (a long
   query's many terms), and what was found still raises the bar.
