@@ -8,12 +8,12 @@ replayed real MiniLM vectors). Each side runs in a fresh process on its own copy
 ``src``: ``--before`` is another checkout's (``git worktree add /tmp/before <commit>``).
 Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
 (whole agent texts, ~27 words) and 25 questions naming two topics ("did kv cache eviction
-affect login page errors after we fixed it?", hybrid): p50 / p95 ms, query embedding included (every query text is
-new to the process); the first search (open + what it builds itself), when the in-memory
-indexes are ready, restore(4000) of the big session (30 times), and peak RSS. ``--build N``
-first builds the store with bench/perf.py's ``build_store`` (N events: the growth curve's
-10k / 100k / 1M stores); ``--in-place`` measures the file itself, no copy (each side in turn: their on-disk formats
-must agree).
+affect login page errors after we fixed it?", hybrid): p50 / p95 ms, query embedding
+included (every query text is new to the process); the first search (open + what it builds
+itself), when the in-memory indexes are ready, restore(4000) of the big session (30 times),
+and peak RSS. ``--build N`` first builds the store with bench/perf.py's ``build_store`` (N
+events: the growth curve's 10k / 100k / 1M stores); ``--in-place`` measures the file itself,
+no copy (each side in turn: their on-disk formats must agree).
 """
 
 from __future__ import annotations
