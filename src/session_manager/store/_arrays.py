@@ -1,4 +1,4 @@
-"""Two numpy set operations, written out because numpy's own take a slow path here.
+"""Three numpy set operations, two written out because numpy's own take a slow path here.
 
 Measured with numpy 2.4 on this project's arrays (row numbers, kind codes of 1M rows):
 ``np.unique(values)`` with no other output hashes the values — 59 ms for 300k row numbers,
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["distinct", "member"]
+__all__ = ["distinct", "located", "member"]
 
 #: up to this many wanted values, member() compares them one by one
 _COMPARED = 16
@@ -48,3 +48,19 @@ def member(values: npt.NDArray[Any], wanted: Sequence[Any]) -> npt.NDArray[np.bo
     for value in wanted:
         found |= values == value
     return found
+
+
+def located(
+    ordered: npt.NDArray[Any], wanted: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """Where each of ``wanted`` is in ``ordered`` (ascending, not empty), and whether it is
+    there at all: positions clipped to the last and one comparison, cheaper than masking
+    the positions past the end first.
+
+    >>> at, there = located(np.array([2, 4, 8]), np.array([4, 5, 9]))
+    >>> at[there].tolist(), there.tolist()
+    ([1], [True, False, False])
+    """
+    at = np.minimum(np.searchsorted(ordered, wanted), len(ordered) - 1)
+    there: npt.NDArray[np.bool_] = ordered[at] == wanted
+    return at, there

@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
+from ._arrays import located
+
 __all__ = [
     "KEYWORD_WEIGHTS",
     "STOP_WORDS",
@@ -153,8 +155,8 @@ class _Frozen:
         if not self.count:
             return np.full(len(stems), -1, np.int32)
         wanted = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
-        at = np.minimum(np.searchsorted(self.hashes, wanted), self.count - 1)
-        return np.where(self.hashes[at] == wanted, self.ids[at], -1).astype(np.int32)
+        at, there = located(self.hashes, wanted)
+        return np.where(there, self.ids[at], -1).astype(np.int32)
 
     def stems(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
         """The stems of ``ids`` (all below :attr:`count`): cut out of the blob at its NULs,

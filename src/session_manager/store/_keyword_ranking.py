@@ -43,7 +43,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._arrays import distinct
+from ._arrays import distinct, located
 from ._keyword import KEYWORD_WEIGHTS
 from ._keyword_postings import Counts, IntArray
 from ._keyword_scoped import DocumentFrequencies, Neighbourhood, ScopedPartition, frequencies_at
@@ -492,25 +492,13 @@ def _looked_up(
     for postings, neighbours in ((part.near, (prev1, next1)), (part.far, (prev2, next2))):
         if postings.segments:
             beyond, excess = postings.get(term)
-            for neighbour in neighbours if len(beyond) else ():
-                positions, found = _positions(rows, neighbour[beyond])
-                frequency[positions] -= CONTEXT_WEIGHT * excess[found]
+            for neighbour in neighbours if len(beyond) and len(rows) else ():
+                where, there = located(rows, neighbour[beyond])
+                frequency[where[there]] -= CONTEXT_WEIGHT * excess[there]
     dated = part.date_match(stem, rows.astype(np.int32))
     if dated is not None:
         frequency[dated] += CONTEXT_WEIGHT
     return frequency
-
-
-def _positions(
-    rows: npt.NDArray[np.intp], wanted: IntArray
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Where those of ``wanted`` that are in ``rows`` (ascending) are in ``rows``, and which
-    of ``wanted`` they are."""
-    if not len(rows):
-        return np.zeros(0, np.intp), np.zeros(0, np.intp)
-    at = np.minimum(np.searchsorted(rows, wanted), len(rows) - 1)
-    found = np.flatnonzero(rows[at] == wanted)
-    return at[found], found
 
 
 def _matched(sums: FloatArray, mask: Mask | None) -> npt.NDArray[np.intp]:

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ._arrays import distinct
+from ._arrays import distinct, located
 
 __all__ = ["DocumentFrequencies", "Neighbourhood", "ScopedPartition", "frequencies_at"]
 
@@ -80,15 +80,11 @@ def counts_at(postings: _Postings, term: int, rows: IntArray) -> FloatArray:
             continue
         posted, counts = hit
         inside, part = rows[lo:hi], found[lo:hi]
-        # (clipped positions and one comparison: a hit is where the value found is the one
-        # looked for; cheaper than masking the positions past the end first)
         if len(posted) <= len(inside):
-            at = np.minimum(np.searchsorted(inside, posted), len(inside) - 1)
-            same = inside[at] == posted
+            at, same = located(inside, posted)
             part[at[same]] += counts[same]
         else:
-            at = np.minimum(np.searchsorted(posted, inside), len(posted) - 1)
-            same = posted[at] == inside
+            at, same = located(posted, inside)
             part[same] += counts[at[same]]
     return found
 
