@@ -360,6 +360,26 @@ def test_stopping_early_never_changes_the_best_k(
                 assert rankings[0] == rankings[1], (query, content_only, k)
 
 
+def pareto_chat(
+    mgr: SessionManager, rng: random.Random, words: int, events: int, length: int, alpha: float
+) -> tuple[SqliteStore, EventFilter, Any, list[str]]:
+    """``events`` messages over three sessions, each ``length`` words of ``w0 .. w{words-1}``
+    drawn with Pareto(``alpha``) frequencies (``w0`` the commonest); the store, the agent's
+    filter, its partitions and the vocabulary."""
+    vocabulary = [f"w{i}" for i in range(words)]
+    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
+    for _ in range(events):
+        drawn = [
+            vocabulary[min(int(rng.paretovariate(alpha)) - 1, words - 1)] for _ in range(length)
+        ]
+        mgr.add_message(rng.choice(sessions).id, "user", " ".join(drawn))
+    searcher = mgr._searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope)
+    return store, flt, searcher._partitions(flt), vocabulary
+
+
 def test_a_query_word_no_event_holds_changes_neither_the_ranking_nor_the_walk(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -367,16 +387,7 @@ def test_a_query_word_no_event_holds_changes_neither_the_ranking_nor_the_walk(
     walk, so the pruning still starts from the strongest word that matches (it used to walk
     every other word whole)."""
     rng = random.Random(5)
-    vocabulary = [f"w{i}" for i in range(30)]
-    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
-    for _ in range(400):
-        words = [vocabulary[min(int(rng.paretovariate(0.7)) - 1, 29)] for _ in range(6)]
-        mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
-    searcher = mgr._searcher
-    store = searcher.store
-    assert isinstance(store, SqliteStore)
-    flt = EventFilter(searcher.scope)
-    partitions = searcher._partitions(flt)
+    store, flt, partitions, vocabulary = pareto_chat(mgr, rng, 30, 400, 6, 0.7)
     walks = count_walks(monkeypatch)
     compared = 0
     for _ in range(40):
@@ -406,16 +417,7 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
     there early. Either way the same best k as without, score for score. Tried only when
     the strongest word weighs as much as the others together."""
     rng = random.Random(3)
-    vocabulary = [f"w{i}" for i in range(60)]
-    sessions = [mgr.start_session(f"s{i}") for i in range(3)]
-    for _ in range(500):
-        words = [vocabulary[min(int(rng.paretovariate(0.5)) - 1, 59)] for _ in range(7)]
-        mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
-    searcher = mgr._searcher
-    store = searcher.store
-    assert isinstance(store, SqliteStore)
-    flt = EventFilter(searcher.scope)
-    partitions = searcher._partitions(flt)
+    store, flt, partitions, vocabulary = pareto_chat(mgr, rng, 60, 500, 7, 0.5)
     walked: list[int] = []
     real_add_walked = _keyword_ranking._add_walked
     monkeypatch.setattr(
