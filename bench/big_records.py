@@ -23,8 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CHILD = """
 import json, os, random, statistics, string, sys, tempfile, threading, time
-from session_manager import SessionManager
-from session_manager.embed import HashEmbedder
+from memlane import SessionManager
+from memlane.embed import HashEmbedder
 
 repeat = int(sys.argv[1])
 folder = tempfile.mkdtemp()

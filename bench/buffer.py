@@ -28,8 +28,8 @@ sys.path.insert(0, str(HERE.parent))  # tests/servers.py: the throw-away servers
 
 from tests.servers import postgres_server, redis_server  # noqa: E402
 
-from session_manager import SessionManager  # noqa: E402
-from session_manager.testing import HashEmbedder  # noqa: E402
+from memlane import SessionManager  # noqa: E402
+from memlane.testing import HashEmbedder  # noqa: E402
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 WRITER = """
 import json, random, sys, time
-from session_manager import SessionManager
+from memlane import SessionManager
 path, name, records = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rng = random.Random(name)
 words = ("deploy pipeline staging database login error rate limit search api vector index "
@@ -58,7 +58,7 @@ def run(src: Path, procs: int, records: int) -> dict[str, object]:
         path = str(Path(folder) / "load.db")
         # the store and its schema first, so the writers do not race to create it
         subprocess.run(
-            [sys.executable, "-c", "from session_manager import SessionManager as S; "
+            [sys.executable, "-c", "from memlane import SessionManager as S; "
              f"S('bench', url='sqlite:///{path}', background=False).close()"],
             env=env, check=True,
         )  # fmt: skip

@@ -20,7 +20,7 @@ import sys
 CHILD = """
 import json, statistics, sys, time
 import onnxruntime
-from session_manager.embed import MiniLMEmbedder, minilm
+from memlane.embed import MiniLMEmbedder, minilm
 
 if sys.argv[1] == "keep":
     minilm._shrink_arena = lambda: onnxruntime.RunOptions()

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from session_manager import SessionManager
-from session_manager.admin import StoreAdmin
+from memlane import SessionManager
+from memlane.admin import StoreAdmin
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from session_manager import MiniLMEmbedder, SessionManager
+from memlane import MiniLMEmbedder, SessionManager
 
 KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

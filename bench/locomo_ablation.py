@@ -4,7 +4,7 @@ the kept combination, all on the LoCoMo protocol of bench/locomo.py.
     python bench/locomo_ablation.py PATH/TO/locomo_dev.json --embed-cache bench/.cache
 
 Unlike bench/locomo.py this script reaches into private settings (module constants of
-``session_manager._search`` and ``session_manager.store._keyword``, and the text of the
+``memlane._search`` and ``memlane.store._keyword``, and the text of the
 ``0002_keyword_context`` migration) to switch single ideas on and off; the scoring itself
 still goes through ``SessionManager.search``. Each variant builds a fresh database.
 Latency is left out (use bench/locomo.py for that): with ``--embed-cache`` the query vectors
@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo
 
-from session_manager import SessionManager
-from session_manager import _search as search_module
-from session_manager.store import _keyword as keyword_module
-from session_manager.store import _migrations, sqlite
+from memlane import SessionManager
+from memlane import _search as search_module
+from memlane.store import _keyword as keyword_module
+from memlane.store import _migrations, sqlite
 
 _NAME, _CONTEXT_SQL = _migrations.MIGRATIONS[1]
 _EXPRESSION_START = _CONTEXT_SQL.index("SELECT e.seq, e.content,") + len("SELECT e.seq, e.content,")

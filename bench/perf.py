@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from session_manager import MiniLMEmbedder, SessionManager
+from memlane import MiniLMEmbedder, SessionManager
 
 TOPICS = [
     "sparse attention",
@@ -184,7 +184,7 @@ def build_store(
 SEARCH_CHILD = """
     import json, resource, sys, time
     t0 = time.perf_counter()
-    from session_manager import SessionManager
+    from memlane import SessionManager
     mgr = SessionManager("bench", **json.loads(sys.argv[1]))
     hits = mgr.semantic_search("what did we learn about kv cache eviction?", k=10)
     first = time.perf_counter() - t0
@@ -377,7 +377,7 @@ def backend_targets(names: list[str], workdir: Path, stack: Any, args: Any) -> d
 
 
 def store_size(target: Target) -> float:
-    from session_manager.admin import StoreAdmin
+    from memlane.admin import StoreAdmin
 
     with StoreAdmin(embedder=MiniLMEmbedder(), **target) as admin:
         return admin.stats().size_bytes / 1e6

@@ -35,7 +35,7 @@ BUILD = """
 import sys
 sys.path.insert(0, sys.argv[3])
 import perf
-from session_manager import MiniLMEmbedder
+from memlane import MiniLMEmbedder
 sample = MiniLMEmbedder()(perf.agent_texts(2_000, seed=4))
 perf.build_store({"url": sys.argv[1]}, int(sys.argv[2]), sample, 10_000)
 """

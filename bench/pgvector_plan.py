@@ -32,16 +32,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from session_manager._scope import Scope
-from session_manager.store.base import EventFilter
-from session_manager.store.postgres import PostgresStore
+from memlane._scope import Scope
+from memlane.store.base import EventFilter
+from memlane.store.postgres import PostgresStore
 
 
 def sample_vectors(n: int, seed: int = 0) -> np.ndarray[Any, Any]:
     try:
         from perf import agent_texts  # type: ignore[import-not-found]
 
-        from session_manager import MiniLMEmbedder
+        from memlane import MiniLMEmbedder
 
         base = MiniLMEmbedder()(agent_texts(2_000, seed=4))
     except Exception:  # no model installed: random unit vectors (the worst case for HNSW)
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     print(f"\n{args.events:,} vectors, 384 dims, k=10, {args.queries} queries\n")
     print("| scenario | plan | p50 ms | p95 ms | recall@10 | results < k |")
     print("|---|---|---|---|---|---|")
-    import session_manager.store._pg_vectors as pg
+    import memlane.store._pg_vectors as pg
 
     for name, (agents, flt) in scenarios.items():
         exact, hnsw = stores[agents]

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo import CachedEmbedder, load
 from perf import agent_texts
 
-from session_manager import MiniLMEmbedder
-from session_manager.store._quantized import (
+from memlane import MiniLMEmbedder
+from memlane.store._quantized import (
     approximate_scores,
     approximate_scores4,
     binarize,

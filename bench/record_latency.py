@@ -26,7 +26,7 @@ import json, os, sys, tempfile, time
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 from perf import agent_texts
-from session_manager import MiniLMEmbedder, SessionManager
+from memlane import MiniLMEmbedder, SessionManager
 n = int(sys.argv[1])
 texts = agent_texts(n, seed=1)
 embedder = MiniLMEmbedder()

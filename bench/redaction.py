@@ -37,9 +37,9 @@ sys.path.insert(0, str(HERE))
 
 from locomo import load  # noqa: E402
 
-from session_manager import SessionManager  # noqa: E402
-from session_manager.redaction import LABELS, PiiRedactor, luhn  # noqa: E402
-from session_manager.testing import HashEmbedder  # noqa: E402
+from memlane import SessionManager  # noqa: E402
+from memlane.redaction import LABELS, PiiRedactor, luhn  # noqa: E402
+from memlane.testing import HashEmbedder  # noqa: E402
 
 _IBAN_COUNTRIES = {"DE": 18, "GB": 18, "FR": 23, "NL": 14, "ES": 20, "CH": 17}  # BBAN lengths
 _CARD_PREFIXES = ["4", "51", "2221", "37", "6011"]

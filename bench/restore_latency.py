@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf import _vocabulary
 
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -99,7 +99,7 @@ def forget_summaries() -> None:
     """Empty restore's cache of extractive summaries (a cold restore: a new process, or
     outputs never summarised before)."""
     try:
-        from session_manager import _packer
+        from memlane import _packer
     except ImportError:
         return
     if hasattr(_packer, "_SummaryCache"):

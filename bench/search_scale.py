@@ -32,7 +32,7 @@ CHILD = """
 import json, resource, statistics, sys, time
 sys.path.insert(0, sys.argv[2])
 from perf import agent_texts, TOPICS, VERBS
-from session_manager import SessionManager
+from memlane import SessionManager
 t0 = time.perf_counter()
 mgr = SessionManager("bench", url="sqlite:///" + sys.argv[1])
 mgr.search("warm up the index", k=10)
@@ -90,7 +90,7 @@ def build(path: Path, events: int) -> None:
     sys.path.insert(0, str(HERE))
     import perf
 
-    from session_manager.embed import MiniLMEmbedder
+    from memlane.embed import MiniLMEmbedder
 
     sample = MiniLMEmbedder()(perf.agent_texts(2_000, seed=4))
     perf.build_store(perf.sqlite_target(path), events, sample, 10_000)

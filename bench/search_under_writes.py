@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SETUP = """
 import sys
-from session_manager import SessionManager
+from memlane import SessionManager
 with SessionManager("bench", url="sqlite:///" + sys.argv[1]) as mgr:
     s = mgr.start_session("setup")
     facts = [f"host {i} runs service {i % 40} in zone {i % 7}" for i in range(5000)]
@@ -34,7 +34,7 @@ with SessionManager("bench", url="sqlite:///" + sys.argv[1]) as mgr:
 WRITER = """
 import sys, time
 import os
-from session_manager import SessionManager
+from memlane import SessionManager
 stop, n = sys.argv[2], 0
 with SessionManager("bench", url="sqlite:///" + sys.argv[1], background=False) as mgr:
     s = mgr.start_session("writer")
@@ -47,7 +47,7 @@ with SessionManager("bench", url="sqlite:///" + sys.argv[1], background=False) a
 SEARCHER = """
 import json, sys, time
 import numpy as np
-from session_manager import SessionManager
+from memlane import SessionManager
 count, stop = int(sys.argv[2]), sys.argv[3]
 with SessionManager("bench", url="sqlite:///" + sys.argv[1], background=False) as mgr:
     for i in range(20):

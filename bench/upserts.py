@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CHILD = """
 import json, statistics, sys, time
-from session_manager import SessionManager
+from memlane import SessionManager
 mgr = SessionManager("bench", url="sqlite:///" + sys.argv[1], background=False)
 mgr.search("warm up", k=10, mode="semantic")
 big = [s for s in mgr.list_sessions(limit=100_000) if s.goal.startswith("Survey 2026")][0]

@@ -1,4 +1,4 @@
-"""Write docs/cli.md from the `asm` commands' own help; `--check` only compares.
+"""Write docs/cli.md from the `memlane` commands' own help; `--check` only compares.
 
 Run with `make docs` (or `.venv/bin/python scripts/gen_cli_docs.py`). tests/test_cli_docs.py
 fails when the file is out of date.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from session_manager.cli._docs import render
+from memlane.cli._docs import render
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 

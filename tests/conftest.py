@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("ASM_SHARED_DIR", REPO.parent / "shared"))
+SHARED = Path(os.environ.get("MEMLANE_SHARED_DIR", REPO.parent / "shared"))
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def _no_leftover_workers() -> Iterator[None]:
     """Stop the embedding workers a test started and left running (a manager it never
     closed): otherwise they keep polling for the rest of the run, and the tests that measure
     event-loop lateness measure them instead."""
-    from session_manager import _indexer
+    from memlane import _indexer
 
     before = set(_indexer._RUNNING)
     yield
@@ -71,7 +71,7 @@ PYTHON = sys.executable
 def keyword_index_in_foreground(monkeypatch: pytest.MonkeyPatch) -> None:
     """SQLite's in-memory keyword index built by the search that needs it, not in the
     background (where the first searches rank with FTS5): for tests of that index."""
-    from session_manager.store import _keyword_cache
+    from memlane.store import _keyword_cache
 
     original = _keyword_cache.KeywordCache.__init__
 

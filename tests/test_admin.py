@@ -1,4 +1,4 @@
-"""StoreAdmin, the library behind `asm`: round trips, import rules, prune, reindex."""
+"""StoreAdmin, the library behind `memlane`: round trips, import rules, prune, reindex."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import InvalidInput, SessionManager, SessionManagerError, SessionNotFound
-from session_manager.admin import StoreAdmin, json_line, parse_cutoff
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, SessionManager, SessionManagerError, SessionNotFound
+from memlane.admin import StoreAdmin, json_line, parse_cutoff
+from memlane.testing import HashEmbedder
 
 TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

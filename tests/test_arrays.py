@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from session_manager.store._arrays import distinct, member
+from memlane.store._arrays import distinct, member
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 7, 1_000])

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import AsyncSessionManager, InvalidInput, SessionManager, SessionNotFound
-from session_manager.testing import HashEmbedder
+from memlane import AsyncSessionManager, InvalidInput, SessionManager, SessionNotFound
+from memlane.testing import HashEmbedder
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:

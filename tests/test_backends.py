@@ -14,12 +14,12 @@ from typing import ClassVar
 
 import pytest
 
-from session_manager import InvalidInput, SchemaTooNew, SessionManager
-from session_manager._storage import open_storage
-from session_manager.admin import StoreAdmin
-from session_manager.store import open_store, redact, sqlite_path
-from session_manager.store._pg_migrations import MIGRATIONS as PG_MIGRATION_STEPS
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, SchemaTooNew, SessionManager
+from memlane._storage import open_storage
+from memlane.admin import StoreAdmin
+from memlane.store import open_store, redact, sqlite_path
+from memlane.store._pg_migrations import MIGRATIONS as PG_MIGRATION_STEPS
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 from .servers import postgres_server
@@ -89,8 +89,8 @@ def test_postgres_migrations_are_recorded_and_guarded(postgres_url: str) -> None
 
 OPENER = """
     import sys
-    from session_manager import SessionManager
-    from session_manager.testing import HashEmbedder
+    from memlane import SessionManager
+    from memlane.testing import HashEmbedder
 
     with SessionManager(sys.argv[2], url=sys.argv[1], embedder=HashEmbedder()) as mgr:
         mgr.record_fact(mgr.start_session("opened at once").id, "hello")
@@ -124,8 +124,8 @@ def test_many_processes_open_a_new_store_at_once(postgres_url: str) -> None:
 
 WRITER = """
     import json, sys
-    from session_manager import SessionManager
-    from session_manager.testing import HashEmbedder
+    from memlane import SessionManager
+    from memlane.testing import HashEmbedder
 
     class Counting(HashEmbedder):
         # same name and vectors as HashEmbedder; remembers every text it embedded
@@ -217,7 +217,7 @@ def test_chroma_filters_a_large_where_after_the_search(
 ) -> None:
     """Past `_IN_LIMIT` admitted events, Chroma is asked for more neighbours and the `where`
     is applied here: still k results, all of them matching."""
-    from session_manager.index import chroma
+    from memlane.index import chroma
 
     monkeypatch.setattr(chroma, "_IN_LIMIT", 5)
     index = f"chroma:///{tmp_path}/vectors"
@@ -247,13 +247,13 @@ def test_embedded_chroma_lock_is_shared_within_a_process(tmp_path: Path) -> None
 def test_cli_on_a_postgres_url(postgres_url: str) -> None:
     from click.testing import CliRunner
 
-    from session_manager.cli import cli
+    from memlane.cli import cli
 
     url = schema_url(postgres_url)
     with SessionManager("researcher", url=url, embedder=HashEmbedder()) as mgr:
         mgr.record_fact(mgr.start_session("cli over postgres").id, "pg is reachable")
     runner = CliRunner()
-    env = {"ASM_EMBEDDER": "hash"}
+    env = {"MEMLANE_EMBEDDER": "hash"}
     result = runner.invoke(cli, ["--db", url, "sessions", "--json"], env=env)
     assert result.exit_code == 0, result.output
     assert [row["goal"] for row in json.loads(result.output)] == ["cli over postgres"]
@@ -269,7 +269,7 @@ def test_chroma_short_filtered_answer_is_completed_exactly(
 ) -> None:
     """If Chroma's filtered HNSW returns fewer rows than match, the matching rows are ranked
     exactly (forced here by making every Chroma answer short)."""
-    from session_manager.index import chroma
+    from memlane.index import chroma
 
     real = chroma.ChromaIndex._query
 

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from session_manager.testing import HashEmbedder
+from memlane.testing import HashEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 

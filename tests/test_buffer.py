@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.buffer import RedisBuffer, open_buffer
-from session_manager.errors import InvalidInput, SessionNotFound
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.buffer import RedisBuffer, open_buffer
+from memlane.errors import InvalidInput, SessionNotFound
+from memlane.testing import HashEmbedder
 
 from .servers import RedisServer, redis_server
 
@@ -197,8 +197,8 @@ def test_a_fill_that_raced_a_write_is_refused(server: RedisServer, raw: Any) -> 
     try:
         version = buffer.version("s1")
         assert version is not None
-        from session_manager._time import from_us
-        from session_manager.events import Event
+        from memlane._time import from_us
+        from memlane.events import Event
 
         event = Event("e1", "s1", "a", "message", "late", from_us(1), seq=1)
         buffer.append("s1", [event])  # a writer committed after the reader's log read

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager, StoreUnavailable
-from session_manager._storage import PENDING_DELETES
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager, StoreUnavailable
+from memlane._storage import PENDING_DELETES
+from memlane.testing import HashEmbedder
 
 from .servers import free_port
 
@@ -110,7 +110,7 @@ def test_an_unreachable_index_fails_loudly_and_deletes_wait_for_it(
 
 def test_a_lost_index_is_rebuilt_from_the_log(tmp_path: Path, chroma: ChromaProcess) -> None:
     """Before: an emptied Chroma was silently re-created and every older event had no vector
-    until someone ran `asm reindex` (320 of 1,721 in the trial)."""
+    until someone ran `memlane reindex` (320 of 1,721 in the trial)."""
     db = tmp_path / "log.db"
     with SessionManager(
         "a", db, index=chroma.url, embedder=HashEmbedder(), background=False

@@ -1,6 +1,6 @@
-"""The `asm` command line through click's CliRunner, on real SQLite files.
+"""The `memlane` command line through click's CliRunner, on real SQLite files.
 
-Commands embed with the hash embedder (ASM_EMBEDDER=hash); the real-model demo and the
+Commands embed with the hash embedder (MEMLANE_EMBEDDER=hash); the real-model demo and the
 subprocess round trips are in tests/test_cli_processes.py.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from session_manager import SessionManager
-from session_manager.admin import StoreAdmin
-from session_manager.cli import cli
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.admin import StoreAdmin
+from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 
 @dataclass
@@ -30,8 +30,8 @@ class Store:
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_EMBEDDER", "hash")
-    for name in ("ASM_DB", "ASM_AGENT", "NO_COLOR", "FORCE_COLOR"):
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
+    for name in ("MEMLANE_DB", "MEMLANE_AGENT", "NO_COLOR", "FORCE_COLOR"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -129,7 +129,7 @@ def test_sessions_filters(store: Store, monkeypatch: pytest.MonkeyPatch) -> None
     assert ids("--since", "1h") == [store.other, store.audit]
     assert ids("--since", "2999-01-01T00:00:00Z") == []
     assert ids("--limit", "1") == [store.other]
-    monkeypatch.setenv("ASM_AGENT", "researcher")
+    monkeypatch.setenv("MEMLANE_AGENT", "researcher")
     assert ids() == [store.audit]
     assert [r["id"] for r in as_json(asm(store.db, "--agent", "writer", "sessions", "--json"))] == [
         store.other
@@ -141,7 +141,7 @@ def test_sessions_empty_store_says_what_to_do(tmp_path: Path) -> None:
     with StoreAdmin(tmp_path / "empty.db"):
         pass
     result = ok(asm(tmp_path / "empty.db", "sessions"))
-    assert "No sessions" in result.stderr and "asm demo" in result.stderr
+    assert "No sessions" in result.stderr and "memlane demo" in result.stderr
     assert as_json(asm(tmp_path / "empty.db", "sessions", "--json")) == []
 
 
@@ -254,7 +254,7 @@ def test_restore_does_not_count_recalls(store: Store) -> None:
 
 def test_malformed_where_is_a_usage_error(store: Store) -> None:
     line = fails(asm(store.db, "search", "x", "--where", "tool"), "key=value", code=2)
-    assert "asm search --help" in line
+    assert "memlane search --help" in line
     fails(asm(store.db, "search", "x", "--where", "{oops"), "not a valid JSON filter", code=2)
     fails(asm(store.db, "search", "x", "--where", '{"a": {"$regex": "x"}}'), "$regex")
 
@@ -303,7 +303,7 @@ def test_restore_explain_and_json(store: Store) -> None:
 
 
 def test_restore_errors(store: Store) -> None:
-    fails(asm(store.db, "restore", "01NOPE"), "'01NOPE' does not exist", "asm sessions")
+    fails(asm(store.db, "restore", "01NOPE"), "'01NOPE' does not exist", "memlane sessions")
     fails(
         asm(store.db, "restore", store.audit, "--agent", "writer"),
         "does not exist for agent 'writer'",
@@ -343,7 +343,7 @@ def test_export_import_round_trip_is_byte_identical(store: Store, tmp_path: Path
     ok(asm(fresh, "export", "-o", str(second)))
     assert first.read_bytes() == second.read_bytes()
     lines = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
-    assert lines[0] == {"type": "header", "format": "agent-session-manager/export", "version": 1}
+    assert lines[0] == {"type": "header", "format": "memlane/export", "version": 1}
     assert [r["type"] for r in lines].count("session") == 2
     assert any(r["type"] == "event" and r["recall_count"] > 0 for r in lines)
     pooled = next(r for r in lines if r["type"] == "session" and r["agent_id"] == "writer")
@@ -448,7 +448,7 @@ def test_reindex_after_an_embedder_change(tmp_path: Path) -> None:
         session = mgr.start_session("switch embedders")
         mgr.record_fact(session.id, "the cache lives in redis")
         mgr.flush()
-    fails(asm(db, "search", "redis"), "hash-64", "asm reindex")
+    fails(asm(db, "search", "redis"), "hash-64", "memlane reindex")
     result = ok(asm(db, "reindex"))
     assert "Re-embedded 2 event(s) with hash-384" in result.stdout
     assert as_json(asm(db, "stats", "--json"))["embedder"] == {"name": "hash-384", "dim": 384}
@@ -466,7 +466,7 @@ def test_delete_asks_first(store: Store) -> None:
     ok(asm(store.db, "delete", store.audit, "--yes"))
     assert count_rows(store.db, "SELECT count(*) FROM events") == 0
     assert count_rows(store.db, "SELECT count(*) FROM vectors") == 0
-    fails(asm(store.db, "delete", store.audit, "--yes"), "does not exist", "asm sessions")
+    fails(asm(store.db, "delete", store.audit, "--yes"), "does not exist", "memlane sessions")
 
 
 def _age(db: Path, session_id: str, days: int) -> None:
@@ -545,19 +545,19 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 def test_usage_errors_are_one_line(store: Store) -> None:
     line = fails(asm(store.db, "sessions", "--bogus"), "--bogus", code=2)
-    assert "asm sessions --help" in line
+    assert "memlane sessions --help" in line
     fails(asm(store.db, "no-such-command"), "no-such-command", code=2)
     fails(asm(store.db, "sessions", "--status", "done"), "done", code=2)
 
 
 def test_db_from_the_environment(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_DB", str(store.db))
+    monkeypatch.setenv("MEMLANE_DB", str(store.db))
     assert len(as_json(asm(None, "sessions", "--json"))) == 2
 
 
 def test_bad_embedder_setting(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_EMBEDDER", "gpt")
-    fails(asm(store.db, "search", "x"), "ASM_EMBEDDER='gpt'")
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "gpt")
+    fails(asm(store.db, "search", "x"), "MEMLANE_EMBEDDER='gpt'")
 
 
 def test_demo_runs_with_the_hash_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -566,7 +566,7 @@ def test_demo_runs_with_the_hash_embedder(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(tempfile, "tempdir", None)
     result = ok(asm(None, "demo"))
-    for text in ("1. Process A", "2. Process B", "3. Process B asks", "asm --db", "## Goal"):
+    for text in ("1. Process A", "2. Process B", "3. Process B asks", "memlane --db", "## Goal"):
         assert text in result.stdout, text
     (db,) = tmp_path.glob("asm-demo-*/sessions.db")
     assert as_json(asm(db, "stats", "--json"))["events"] == 8

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import pytest
 
-from session_manager.cli import cli
-from session_manager.cli._app import COMMAND_ORDER
-from session_manager.cli._docs import render
+from memlane.cli import cli
+from memlane.cli._app import COMMAND_ORDER
+from memlane.cli._docs import render
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 ISSUE_COMMANDS = {
@@ -48,11 +48,11 @@ def test_every_command_of_the_issue_exists() -> None:
 
 @pytest.mark.parametrize(("name", "command"), commands())
 def test_every_command_and_option_has_help(name: str, command: click.Command) -> None:
-    assert command.help and command.help.strip(), f"`asm {name}` has no help text"
+    assert command.help and command.help.strip(), f"`memlane {name}` has no help text"
     assert command.short_help or command.help.split(".")[0], name
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
-            assert param.help, f"`asm {name} {param.opts[0]}` has no help text"
+            assert param.help, f"`memlane {name} {param.opts[0]}` has no help text"
 
 
 def test_global_options_have_help() -> None:
@@ -68,9 +68,9 @@ def test_read_commands_take_json() -> None:
 
 def test_docs_cover_every_command() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    headings = re.findall(r"^### `asm ([\w-]+)`$", text, flags=re.MULTILINE)
+    headings = re.findall(r"^### `memlane ([\w-]+)`$", text, flags=re.MULTILINE)
     assert headings == [name for name in COMMAND_ORDER], headings
-    assert "ASM_EMBEDDER" in text  # the testing aid is documented here, not in --help
+    assert "MEMLANE_EMBEDDER" in text  # the testing aid is documented here, not in --help
 
 
 def test_docs_are_current() -> None:

@@ -1,4 +1,4 @@
-"""`asm facts` and `asm ingest` on a real SQLite file (hash embedder, ASM_EMBEDDER=hash)."""
+"""`memlane facts` and `memlane ingest` on a real SQLite file (MEMLANE_EMBEDDER=hash)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from session_manager import SessionManager
-from session_manager.cli import cli
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 
 @pytest.fixture(autouse=True)
 def _hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_EMBEDDER", "hash")
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
 
 
 def asm(db: Path, *args: str) -> Result:

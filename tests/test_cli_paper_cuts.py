@@ -1,4 +1,4 @@
-"""The `asm` paper cuts a new user reported (issue 10, items 9 to 15), one test each.
+"""The `memlane` paper cuts a new user reported (issue 10, items 9 to 15), one test each.
 
 Through click's CliRunner on real SQLite files, with the hash embedder, like test_cli.py.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from session_manager import SessionManager
-from session_manager.cli import cli
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 from .test_cli import (  # noqa: F401  (cli_env: autouse)
     Store,
@@ -59,7 +59,7 @@ def test_piped_output_has_no_trailing_spaces(store: Store, command: tuple[str, .
 
 def test_a_bad_age_is_a_usage_error(store: Store) -> None:
     line = fails(asm(store.db, "prune", "--older-than", "90"), "--older-than", "'90d'", code=2)
-    assert "asm prune --help" in line
+    assert "memlane prune --help" in line
     fails(asm(store.db, "sessions", "--since", "last tuesday"), "--since", "'90d'", code=2)
 
 
@@ -79,7 +79,7 @@ def test_no_terminal_to_confirm_on_says_to_pass_yes(store: Store) -> None:
     assert count_rows(store.db, "SELECT count(*) FROM sessions") == 2
 
 
-# -- 11: asm migrate names the right store -----------------------------------------------
+# -- 11: memlane migrate names the right store -----------------------------------------------
 
 
 def test_migrate_refuses_the_same_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +103,7 @@ def test_migrate_names_the_option_of_a_missing_store(tmp_path: Path) -> None:
         "does not exist",
         "--from",
     )
-    assert "--db" not in line and "ASM_DB" not in line
+    assert "--db" not in line and "MEMLANE_DB" not in line
 
 
 # -- 12: one wording for "not this agent's session" ---------------------------------------
@@ -117,7 +117,7 @@ def test_another_agents_session_is_one_message(store: Store) -> None:
     assert f"'{store.audit}'" in show and "'writer'" in show and "'researcher'" in show
 
 
-# -- 13: asm show folds long contents by lines --------------------------------------------
+# -- 13: memlane show folds long contents by lines --------------------------------------------
 
 
 def _traceback(frames: int = 8) -> str:
@@ -159,7 +159,7 @@ def test_show_still_folds_one_long_line(tmp_path: Path) -> None:
     assert "2.0 kB in all; --full shows it all" in out
 
 
-# -- 14: asm search says what its scores are ---------------------------------------------
+# -- 14: memlane search says what its scores are ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -179,11 +179,11 @@ def test_search_labels_the_score_scale(store: Store, mode: str, label: str, scal
     assert all(isinstance(hit["score"], float) and hit["rank"] >= 1 for hit in hits)
 
 
-# -- 15: asm demo shows what its commands print, and writes where --db says ---------------
+# -- 15: memlane demo shows what its commands print, and writes where --db says ---------------
 
 
 def _quoted_after(lines: list[str], command: str) -> tuple[list[str], list[str]]:
-    """The `$ asm ...` line that contains ``command``, and the quoted lines under it."""
+    """The `$ memlane ...` line that contains ``command``, and the quoted lines under it."""
     start = next(i for i, line in enumerate(lines) if line.startswith("   $ ") and command in line)
     quoted = []
     for line in lines[start + 1 :]:
@@ -211,14 +211,14 @@ def test_demo_quotes_exactly_what_it_runs_into_the_named_store(
     assert session["events"] == 8
     assert "--json" not in out
     lines = out.splitlines()
-    commands = ("   $ ", "   asm --db ")  # left unwrapped, to copy and paste
+    commands = ("   $ ", "   memlane --db ")  # left unwrapped, to copy and paste
     assert all(len(line) <= 100 for line in lines if not line.startswith(commands))
     inside = CliRunner(env={"COLUMNS": str(100 - len("   │ "))})  # the width in the quote
     argv, quoted = _quoted_after(lines, " restore ")
-    assert argv[1:4] == ["asm", "--db", str(db)] and len(quoted) > 20
+    assert argv[1:4] == ["memlane", "--db", str(db)] and len(quoted) > 20
     assert _same_text(quoted, inside.invoke(cli, argv[2:]))
     assert any("payload:" in line for line in quoted)  # the long JSON line wrapped inside
     _, quoted = _quoted_after(lines, " search ")
     search = ["search", "did we turn off 2FA anywhere?", "--mode", "semantic", "--k", "3"]
     assert len(quoted) == 7 and _same_text(quoted, inside.invoke(cli, ["--db", str(db), *search]))
-    assert f"asm --db {db} delete {session['id']}" in out  # how to take it out again
+    assert f"memlane --db {db} delete {session['id']}" in out  # how to take it out again

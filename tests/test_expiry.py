@@ -1,5 +1,5 @@
 """Short-term memory on SQLite beyond the conformance suite: the worker's sweep, what a sweep
-removes from the file, what summaries and Markdown files leave out, `asm prune --expired`.
+removes from the file, what summaries and Markdown files leave out, `memlane prune --expired`.
 (Every backend's reads are held to the same rules by testing/expiry_conformance.py.)"""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager._storage import SWEEP_BATCH
-from session_manager._validate import expiry_us
-from session_manager.admin import StoreAdmin
-from session_manager.errors import InvalidInput
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane._storage import SWEEP_BATCH
+from memlane._validate import expiry_us
+from memlane.admin import StoreAdmin
+from memlane.errors import InvalidInput
+from memlane.testing import HashEmbedder
 
 from .test_cli import asm
 
@@ -142,7 +142,7 @@ def test_the_expired_events_are_found_through_the_partial_index(
 ) -> None:
     """Every search asks for them: walking a partition's index instead cost 17 ms a search
     at 100k events (bench/perf.py caught it)."""
-    from session_manager.store._sql import EXPIRED_ROWS
+    from memlane.store._sql import EXPIRED_ROWS
 
     mgr = make_manager(background=False)
     session = mgr.start_session("Chat")

@@ -1,17 +1,17 @@
-import session_manager
+import memlane
 
 
 def test_all_is_sorted_and_complete() -> None:
-    exported = session_manager.__all__
+    exported = memlane.__all__
     assert exported == sorted(exported)
     public = {
         name
-        for name in dir(session_manager)
+        for name in dir(memlane)
         if not name.startswith("_") and name[0].isupper() and name != "TYPE_CHECKING"
     }
     assert public <= set(exported), public - set(exported)
     for name in exported:
-        assert getattr(session_manager, name) is not None
+        assert getattr(memlane, name) is not None
 
 
 def test_import_does_not_load_heavy_modules() -> None:
@@ -19,7 +19,7 @@ def test_import_does_not_load_heavy_modules() -> None:
     import sys
 
     code = (
-        "import sys, session_manager;"
+        "import sys, memlane;"
         "heavy = [m for m in ('torch', 'sentence_transformers', 'onnxruntime', 'chromadb')"
         " if m in sys.modules]; print(heavy)"
     )

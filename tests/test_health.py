@@ -1,4 +1,4 @@
-"""health() and `asm health`: a backlog nobody drains is called stalled (a worker's batches and
+"""health() and `memlane health`: a backlog nobody drains is called stalled (a worker's batches and
 its start are the heartbeat, shared through the store), the store's size, WAL and schema."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from session_manager import SessionManager
-from session_manager._engine import STALLED_AFTER
-from session_manager._indexer import LAST_EMBEDDED
-from session_manager._time import now_us
-from session_manager.admin import StoreAdmin
-from session_manager.store._migrations import MIGRATIONS
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane._engine import STALLED_AFTER
+from memlane._indexer import LAST_EMBEDDED
+from memlane._time import now_us
+from memlane.admin import StoreAdmin
+from memlane.store._migrations import MIGRATIONS
+from memlane.testing import HashEmbedder
 
 from .test_cli import asm
 

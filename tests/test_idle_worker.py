@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager import HashEmbedder, SessionManager
-from session_manager._idle import IdleRunner
+from memlane import HashEmbedder, SessionManager
+from memlane._idle import IdleRunner
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from session_manager import EventNotFound, PermissionDenied, SessionNotFound
+from memlane import EventNotFound, PermissionDenied, SessionNotFound
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_manager import InvalidInput
-from session_manager._json import _walk, dumps
+from memlane import InvalidInput
+from memlane._json import _walk, dumps
 
 scalars = (
     st.none()

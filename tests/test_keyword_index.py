@@ -14,17 +14,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager import SessionManager
-from session_manager.store import (
+from memlane import SessionManager
+from memlane.store import (
     _keyword,
     _keyword_cache,
     _keyword_counts,
     _keyword_postings,
     _keyword_ranking,
 )
-from session_manager.store._keyword import Words
-from session_manager.store.base import EventFilter
-from session_manager.store.sqlite import SqliteStore
+from memlane.store._keyword import Words
+from memlane.store.base import EventFilter
+from memlane.store.sqlite import SqliteStore
 
 UTC = timezone.utc
 
@@ -163,7 +163,7 @@ def test_a_recorded_event_is_found_at_once_and_extends_its_neighbours_context(
 
 
 def test_writes_and_deletes_through_another_store_object_are_seen(db_path: Path) -> None:
-    from session_manager.testing import HashEmbedder
+    from memlane.testing import HashEmbedder
 
     options = {"embedder": HashEmbedder(), "background": False}
     with SessionManager("ops", db_path, **options) as reader:  # type: ignore[arg-type]
@@ -746,9 +746,9 @@ def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_who
     head) is queued by 0007_deferred_digests; once digested, FTS5 finds a value deep in it."""
     import sqlite3
 
-    from session_manager._searchable import flatten_json
-    from session_manager.embed import HashEmbedder
-    from session_manager.store import sqlite as store_sqlite
+    from memlane._searchable import flatten_json
+    from memlane.embed import HashEmbedder
+    from memlane.store import sqlite as store_sqlite
 
     before = [m for m in store_sqlite.MIGRATIONS if m[0] != "0007_deferred_digests"]
     with monkeypatch.context() as patch:
@@ -784,7 +784,7 @@ def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_ba
     """A process's first keyword search does not wait for a big partition to be tokenized:
     FTS5 answers (the same ranking here: one agent), the index builds in a thread, and the
     next searches rank in memory. A small partition is built by the search itself."""
-    from session_manager.embed import HashEmbedder
+    from memlane.embed import HashEmbedder
 
     with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
         conversation(mgr)  # 124 events
@@ -831,7 +831,7 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
     """Once a big partition is built in the background, the same thread counts BM25's n of
     its common terms (stop words left out), a few per hold of the lock: the first search
     with such a word finds it counted, exactly as a walk counts it."""
-    from session_manager.embed import HashEmbedder
+    from memlane.embed import HashEmbedder
 
     with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
         conversation(mgr)

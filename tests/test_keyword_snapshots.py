@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager import HashEmbedder, SessionManager
-from session_manager.store import _keyword_cache
-from session_manager.store.base import EventFilter
-from session_manager.store.sqlite import SqliteStore
+from memlane import HashEmbedder, SessionManager
+from memlane.store import _keyword_cache
+from memlane.store.base import EventFilter
+from memlane.store.sqlite import SqliteStore
 
 WORDS = """deploy pipeline staging database login error rate limit search api vector index gpu
     memory payment webhook docker image caroline melanie painting camping beach museum""".split()  # noqa: SIM905
@@ -172,7 +172,7 @@ def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> 
 def test_an_older_snapshot_loads_converted_and_ranks_the_same(tmp_path: Path) -> None:
     """Snapshots written before own counts were uint16, and before the stems' hashes were
     saved, are converted as they load (no rebuild), and rank as a build from the log does."""
-    from session_manager.store._snapshot_files import read_arrays, replace_file
+    from memlane.store._snapshot_files import read_arrays, replace_file
 
     db = tmp_path / "s.db"
     expected, snapshot = snapshotted(db)
@@ -193,7 +193,7 @@ def test_an_older_snapshot_loads_converted_and_ranks_the_same(tmp_path: Path) ->
 
 
 def test_own_counts_are_16_bit_and_saturate() -> None:
-    from session_manager.store._keyword_postings import count_pairs
+    from memlane.store._keyword_postings import count_pairs
 
     terms = np.array([7] * 70_000 + [3, 3], np.int32)
     rows = np.array([0] * 70_000 + [1, 1], np.int32)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_manager import DocumentNotFound, InvalidInput, SessionManager
-from session_manager.chunking import Chunk, chunk_markdown, estimate_tokens
+from memlane import DocumentNotFound, InvalidInput, SessionManager
+from memlane.chunking import Chunk, chunk_markdown, estimate_tokens
 
 RUNBOOK = """# Runbook
 
@@ -85,7 +85,7 @@ def test_headings_path_and_fences() -> None:
 
 @pytest.mark.real_model
 def test_chunks_fit_minilms_own_window() -> None:
-    from session_manager import MiniLMEmbedder
+    from memlane import MiniLMEmbedder
 
     model = MiniLMEmbedder()
     rng = random.Random(5)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager._json import dumps
-from session_manager._validate import DIGEST_INLINE_CHARS
-from session_manager.tokens import tokenizer_for
+from memlane import SessionManager
+from memlane._json import dumps
+from memlane._validate import DIGEST_INLINE_CHARS
+from memlane.tokens import tokenizer_for
 
 Factory = Callable[..., SessionManager]
 
@@ -112,7 +112,7 @@ def test_a_failing_token_counter_never_blocks_the_queue(
     session = mgr.start_session("outputs")
     first = mgr.record_tool_output(session.id, rows(9_000), tool="sql")
     second = mgr.record_tool_output(session.id, rows(1_000), tool="sql")
-    with caplog.at_level("WARNING", logger="session_manager.deferred"):
+    with caplog.at_level("WARNING", logger="memlane.deferred"):
         mgr.flush()
     assert deferred(db_path) == 0 and "counter down" in caplog.text
     assert mgr.get_event(first.id).token_count > 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import (
+from memlane import (
     EmbedderMismatch,
     EventNotFound,
     InvalidFilter,
@@ -20,7 +20,7 @@ from session_manager import (
     SessionManager,
     SessionNotFound,
 )
-from session_manager.testing import HashEmbedder
+from memlane.testing import HashEmbedder
 
 
 def count_rows(db_path: Path, table: str) -> int:
@@ -152,7 +152,7 @@ def test_bad_input_is_refused_and_loses_nothing(mgr, call, error, message) -> No
 
 
 def test_budget_too_small_names_the_minimum(mgr: SessionManager) -> None:
-    from session_manager import BudgetTooSmall
+    from memlane import BudgetTooSmall
 
     session = mgr.start_session("a goal " * 200)
     with pytest.raises(BudgetTooSmall) as info:

@@ -1,4 +1,4 @@
-"""export_markdown / `asm export-md`: MEMORY.md and daily files, generated, atomic,
+"""export_markdown / `memlane export-md`: MEMORY.md and daily files, generated, atomic,
 byte-identical when unchanged, and proof against forged structure."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from session_manager import InvalidInput, SessionManager
-from session_manager._markdown_export import GENERATED
-from session_manager.cli import cli
+from memlane import InvalidInput, SessionManager
+from memlane._markdown_export import GENERATED
+from memlane.cli import cli
 
 FORGERY = 'line one\n# Forged heading\n---\ntitle: forged\n---\n<a id="fact-x"></a> <!-- x -->'
 
@@ -100,7 +100,7 @@ def test_only_one_user_and_bad_directories(mgr: SessionManager, tmp_path: Path) 
 
 
 def test_the_command(mgr: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_EMBEDDER", "hash")
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
     fill(mgr)
     db = mgr.db_path
     out = tmp_path / "cli"

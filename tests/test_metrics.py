@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.errors import InvalidInput, SessionNotFound
-from session_manager.metrics import Metrics
+from memlane import SessionManager
+from memlane.errors import InvalidInput, SessionNotFound
+from memlane.metrics import Metrics
 
 from .conftest import PYTHON, child_env
 
@@ -88,7 +88,7 @@ def test_lock_retries_are_counted(
     make_manager: Factory, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SQLite's own busy handler waits first (5 s); the library retries after it gives up
-    monkeypatch.setattr("session_manager.store.sqlite.BUSY_TIMEOUT_MS", 20)
+    monkeypatch.setattr("memlane.store.sqlite.BUSY_TIMEOUT_MS", 20)
     registry = prometheus.CollectorRegistry()
     mgr = make_manager("a", metrics=Metrics(registry), background=False)
     session = mgr.start_session("work")
@@ -106,9 +106,9 @@ def test_nothing_is_registered_on_import_or_without_metrics() -> None:
     code = """
         import prometheus_client
         before = set(prometheus_client.REGISTRY._names_to_collectors)
-        import session_manager, session_manager.metrics
-        from session_manager import SessionManager
-        from session_manager.testing import HashEmbedder
+        import memlane, memlane.metrics
+        from memlane import SessionManager
+        from memlane.testing import HashEmbedder
         SessionManager("a", ":memory:", embedder=HashEmbedder(), background=False).close()
         assert set(prometheus_client.REGISTRY._names_to_collectors) == before
         print("clean")

@@ -1,4 +1,4 @@
-"""`asm migrate`: every backend to every other, losslessly, streaming, resumable."""
+"""`memlane migrate`: every backend to every other, losslessly, streaming, resumable."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from session_manager import SessionManager
-from session_manager.admin import StoreAdmin, json_line
-from session_manager.cli import cli
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.admin import StoreAdmin, json_line
+from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 from .servers import postgres_server
@@ -24,8 +24,8 @@ from .servers import postgres_server
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASM_EMBEDDER", "hash")
-    for name in ("ASM_DB", "ASM_AGENT", "ASM_INDEX"):
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
+    for name in ("MEMLANE_DB", "MEMLANE_AGENT", "MEMLANE_INDEX"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -94,9 +94,9 @@ def test_an_interrupted_migration_resumes(tmp_path: Path) -> None:
     source = tmp_path / "source.db"
     build(f"sqlite:///{source}", sessions=4, events=1_500)
     target = tmp_path / "target.db"
-    command = [PYTHON, "-m", "session_manager", "migrate", "--from", str(source)]
+    command = [PYTHON, "-m", "memlane", "migrate", "--from", str(source)]
     command += ["--to", str(target)]
-    env = {**child_env(), "ASM_EMBEDDER": "hash"}
+    env = {**child_env(), "MEMLANE_EMBEDDER": "hash"}
     total = 4 * 1_503 + 1
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     copied = 0

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import InvalidInput, SessionClosed, SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, SessionClosed, SessionManager
+from memlane.testing import HashEmbedder
 
 
 def test_a_single_kind_may_be_a_string(mgr: SessionManager) -> None:
@@ -92,7 +92,7 @@ def test_resolved_errors_leave_the_important_section(mgr: SessionManager) -> Non
 
 def test_a_misspelt_model_family_warns_with_a_suggestion(db_path: Path) -> None:
     """Issue 10, item 6: "gpt4o" silently fell back to an estimate."""
-    from session_manager.tokens import UnknownModelWarning
+    from memlane.tokens import UnknownModelWarning
 
     with pytest.warns(UnknownModelWarning, match="Did you mean 'gpt-4o'"):
         SessionManager("a", db_path, embedder=HashEmbedder(), model="gpt4o").close()
@@ -107,7 +107,7 @@ def test_read_only_mode_reads_everything_and_writes_nothing(tmp_path: Path) -> N
     StoreReadOnly, nothing is counted or embedded on the side."""
     import sqlite3
 
-    from session_manager import StoreReadOnly
+    from memlane import StoreReadOnly
 
     db = tmp_path / "archive.db"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as writer:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 
 from .servers import postgres_server
 

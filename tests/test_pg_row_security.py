@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from session_manager import InvalidInput, SessionManager, StoreMisconfigured
-from session_manager.admin import StoreAdmin
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, SessionManager, StoreMisconfigured
+from memlane.admin import StoreAdmin
+from memlane.testing import HashEmbedder
 
 from .servers import postgres_server
 from .test_cli import asm

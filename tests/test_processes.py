@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
 
@@ -34,7 +34,7 @@ def run_child(code: str, *args: str, timeout: float = 300) -> str:
 
 FIRST_RUN = """
     import sys
-    from session_manager import SessionManager
+    from memlane import SessionManager
 
     with SessionManager(agent_id="researcher", db_path=sys.argv[1]) as mgr:
         session = mgr.start_session(goal="Audit the staging environment's security settings")
@@ -54,7 +54,7 @@ FIRST_RUN = """
 
 SECOND_RUN = """
     import json, sys
-    from session_manager import SessionManager
+    from memlane import SessionManager
 
     with SessionManager(agent_id="researcher", db_path=sys.argv[1]) as mgr:
         context = mgr.restore(sys.argv[2], max_tokens=800)
@@ -77,8 +77,8 @@ def test_two_runs_in_two_processes(db_path: Path) -> None:
 
 CRASHY_WRITER = """
     import sys
-    from session_manager import SessionManager
-    from session_manager.testing import HashEmbedder
+    from memlane import SessionManager
+    from memlane.testing import HashEmbedder
 
     mgr = SessionManager(agent_id="crashy", db_path=sys.argv[1], embedder=HashEmbedder())
     session = mgr.start_session("write until killed")
@@ -144,8 +144,8 @@ def test_sigkill_loses_no_acknowledged_event(db_path: Path) -> None:
 
 CONCURRENT_WRITER = """
     import sys
-    from session_manager import SessionManager
-    from session_manager.testing import HashEmbedder
+    from memlane import SessionManager
+    from memlane.testing import HashEmbedder
 
     worker = sys.argv[2]
     with SessionManager(agent_id="agent-" + worker, db_path=sys.argv[1],

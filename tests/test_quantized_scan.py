@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from session_manager import HashEmbedder, SessionManager
-from session_manager.store import _quantized, _vector_cache
-from session_manager.store._quantized import (
+from memlane import HashEmbedder, SessionManager
+from memlane.store import _quantized, _vector_cache
+from memlane.store._quantized import (
     approximate_scores,
     approximate_scores4,
     binarize,

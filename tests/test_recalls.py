@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager, _recalls
-from session_manager._recalls import RecallCounts
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager, _recalls
+from memlane._recalls import RecallCounts
+from memlane.testing import HashEmbedder
 
 
 def total(db_path: Path) -> int:
@@ -75,7 +75,7 @@ def test_the_background_worker_writes_them_when_idle(db_path: Path) -> None:
 
 
 def test_a_full_store_loses_the_counts_not_the_search(db_path: Path) -> None:
-    from session_manager.errors import StoreFull
+    from memlane.errors import StoreFull
 
     mgr = SessionManager("a", db_path, embedder=HashEmbedder(), background=False)
     session = mgr.start_session("recalls")
@@ -92,7 +92,7 @@ def test_a_full_store_loses_the_counts_not_the_search(db_path: Path) -> None:
 
 
 def test_a_busy_store_at_close_loses_the_counts_not_the_close(db_path: Path) -> None:
-    from session_manager.errors import StoreBusy
+    from memlane.errors import StoreBusy
 
     mgr = SessionManager("a", db_path, embedder=HashEmbedder(), background=False)
     session = mgr.start_session("recalls")

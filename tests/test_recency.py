@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from session_manager import InvalidInput, Recency, SessionManager
+from memlane import InvalidInput, Recency, SessionManager
 
 
 def two_alike(mgr: SessionManager, kind: str = "message", **extra: object) -> tuple[str, str]:
@@ -82,9 +82,9 @@ def test_search_refuses_an_unknown_recency(mgr: SessionManager) -> None:
 
 
 def test_what_never_fades() -> None:
-    from session_manager._time import from_us
-    from session_manager.events import Event
-    from session_manager.recency import lasting
+    from memlane._time import from_us
+    from memlane.events import Event
+    from memlane.recency import lasting
 
     def event(kind: str, importance: float = 0.5, **extra: object) -> Event:
         return Event("id", "s", "a", kind, "x", from_us(0), importance=importance, **extra)  # type: ignore[arg-type]

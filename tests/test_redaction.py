@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import (
+from memlane import (
     PiiRedactor,
     Redaction,
     RedactionFailed,
     SessionManager,
     Span,
 )
-from session_manager._redacting import COUNTS_KEY, RecordRedaction
-from session_manager.errors import InvalidInput
-from session_manager.redaction import LABELS
+from memlane._redacting import COUNTS_KEY, RecordRedaction
+from memlane.errors import InvalidInput
+from memlane.redaction import LABELS
 
 from .conftest import SHARED
 
@@ -194,7 +194,7 @@ def test_no_turn_of_the_locomo_development_half_is_changed() -> None:
     look for: each turn they changed would be a false positive (bench/redaction.py)."""
     path = SHARED / "bench" / "locomo" / "locomo_dev.json"
     if not path.exists():
-        pytest.skip(f"{path} is not here (set ASM_SHARED_DIR)")
+        pytest.skip(f"{path} is not here (set MEMLANE_SHARED_DIR)")
     import json
 
     redactor = PiiRedactor()

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from session_manager.errors import BudgetTooSmall
-from session_manager.events import DEFAULT_IMPORTANCE, Event, Session
-from session_manager.restore import (
+from memlane.errors import BudgetTooSmall
+from memlane.events import DEFAULT_IMPORTANCE, Event, Session
+from memlane.restore import (
     MESSAGE_OVERHEAD,
     RestoreCandidates,
     RestoredContext,
@@ -23,7 +23,7 @@ from session_manager.restore import (
     pack,
     rank_score,
 )
-from session_manager.tokens import Tokenizer, tokenizer_for
+from memlane.tokens import Tokenizer, tokenizer_for
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 GOAL = "Survey 2026 sparse attention methods and rank them by reproducibility"
@@ -447,7 +447,7 @@ def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
 ) -> None:
     """restore() caches extractive summaries of events (they never change); a warm restore
     is byte-identical to a cold one, and a user's summariser is asked every time."""
-    from session_manager import _packer
+    from memlane import _packer
 
     mgr = make_manager(background=False)
     session = mgr.start_session("Audit the test suite")

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import BudgetTooSmall, SessionManager
-from session_manager.restore import json_fragments
-from session_manager.testing import HashEmbedder
-from session_manager.tokens import tokenizer_for
+from memlane import BudgetTooSmall, SessionManager
+from memlane.restore import json_fragments
+from memlane.testing import HashEmbedder
+from memlane.tokens import tokenizer_for
 
 text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

@@ -11,11 +11,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import SessionManager
-from session_manager.events import Session
-from session_manager.restore import MESSAGE_OVERHEAD, RestoreCandidates, pack
-from session_manager.store.base import EventFilter
-from session_manager.tokens import tokenizer_for
+from memlane import SessionManager
+from memlane.events import Session
+from memlane.restore import MESSAGE_OVERHEAD, RestoreCandidates, pack
+from memlane.store.base import EventFilter
+from memlane.tokens import tokenizer_for
 
 T0 = datetime(2026, 11, 23, 1, 16, tzinfo=timezone.utc)
 COUNT = tokenizer_for("gpt-4o").count
@@ -154,7 +154,7 @@ def conversations(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
 def test_turns_keep_roles_order_and_tool_pairs(
     turns: list[tuple[str, str, dict[str, Any]]], budget: int
 ) -> None:
-    from session_manager.events import Event
+    from memlane.events import Event
 
     session = Session("01S", "a", "Answer questions about the logs", "active", T0, T0)
     events = [
@@ -245,7 +245,7 @@ def test_large_payloads_live_apart_and_go_with_their_event(
 ) -> None:
     import sqlite3
 
-    from session_manager.admin import StoreAdmin, json_line
+    from memlane.admin import StoreAdmin, json_line
 
     session = mgr.start_session("Keep the big report")
     big = {"rows": [{"n": i, "text": "y" * 100} for i in range(2_000)]}

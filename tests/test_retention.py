@@ -1,5 +1,5 @@
 """Retention policies (retention.py, _retention.py) on SQLite: what each form deletes, what it
-never deletes, keep, agent scope, dry runs, the background worker's schedule, `asm retention`.
+never deletes, keep, agent scope, dry runs, the background worker's schedule, `memlane retention`.
 (The race with writers runs on every backend: testing/privacy_conformance.py.)"""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import RetentionPolicy, SessionManager
-from session_manager.admin import StoreAdmin
-from session_manager.errors import InvalidInput
-from session_manager.testing import HashEmbedder
+from memlane import RetentionPolicy, SessionManager
+from memlane.admin import StoreAdmin
+from memlane.errors import InvalidInput
+from memlane.testing import HashEmbedder
 
 from .test_cli import asm
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.index import fusion, when
-from session_manager.index.fusion import reciprocal_rank_fusion
-from session_manager.index.when import TimeWindow, time_windows
-from session_manager.store import _keyword as keyword
-from session_manager.store import sqlite as store_sqlite
+from memlane import SessionManager
+from memlane.index import fusion, when
+from memlane.index.fusion import reciprocal_rank_fusion
+from memlane.index.when import TimeWindow, time_windows
+from memlane.store import _keyword as keyword
+from memlane.store import sqlite as store_sqlite
 
 UTC = timezone.utc
 NOW = datetime(2026, 5, 20, 15, 30, tzinfo=UTC)  # a Wednesday
@@ -178,7 +178,7 @@ def test_a_deleted_event_leaves_no_trace_in_its_neighbours(
     mgr.flush()
     # itself, and the goal, "before", "after" and "long after" through their context
     assert len(matching(db_path, "hunter2")) == 5
-    with sqlite3.connect(db_path) as conn:  # as `asm prune` would, in the middle of a session
+    with sqlite3.connect(db_path) as conn:  # as `memlane prune` would, in the middle of a session
         conn.execute("DELETE FROM events WHERE id = ?", (secret.id,))
     assert matching(db_path, "hunter2") == set()
     assert mgr.search("hunter2", k=10, mode="keyword") == []
@@ -206,7 +206,7 @@ def test_reindex_rebuilds_the_context(mgr: SessionManager, db_path: Path) -> Non
 def test_a_store_from_before_the_context_migration_is_upgraded(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from session_manager.testing import HashEmbedder
+    from memlane.testing import HashEmbedder
 
     first_only = store_sqlite.MIGRATIONS[:1]
     with monkeypatch.context() as patch:

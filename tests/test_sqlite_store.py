@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from session_manager import (
+from memlane import (
     HashEmbedder,
     InvalidInput,
     SessionManager,
@@ -36,8 +36,8 @@ from session_manager import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from session_manager.admin import StoreAdmin
-from session_manager.store.sqlite import SqliteStore
+from memlane.admin import StoreAdmin
+from memlane.store.sqlite import SqliteStore
 
 from .conftest import PYTHON, child_env
 
@@ -219,7 +219,7 @@ def open_folder() -> Iterator[Path]:
 # token counter's data) is loaded first, while the interpreter's own files are readable.
 _READ_ONLY_CHILD = """
 import json, os, sys
-from session_manager import HashEmbedder, SessionManager, SessionManagerError
+from memlane import HashEmbedder, SessionManager, SessionManagerError
 
 with SessionManager("warm-up", ":memory:", embedder=HashEmbedder(), background=False) as mgr:
     mgr.record_fact(mgr.start_session("load what loads lazily").id, "a fact")
@@ -403,8 +403,8 @@ def test_a_file_that_is_not_sqlite_is_not_a_session_database(tmp_path: Path) -> 
 def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
     """Before: a batch that failed (the model, an index down) kept its 120 s claim, so the
     worker idled for two minutes after the outage ended."""
-    from session_manager._indexer import Indexer
-    from session_manager.embed import load_embedder
+    from memlane._indexer import Indexer
+    from memlane.embed import load_embedder
 
     db = tmp_path / "s.db"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
@@ -434,9 +434,9 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
     import threading as threads
     import time
 
-    from session_manager._indexer import Indexer
-    from session_manager.embed import load_embedder
-    from session_manager.store import sqlite as sqlite_store
+    from memlane._indexer import Indexer
+    from memlane.embed import load_embedder
+    from memlane.store import sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "LEASE_SECONDS", 0.3)
     db = tmp_path / "s.db"
@@ -480,7 +480,7 @@ def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
     database; these 1,500: ~160 MB). Now it stays within max(floor, database size) plus
     what the writer adds during one worker cycle (measured here: 29 MB against a 13 MB
     limit)."""
-    from session_manager.store import sqlite as sqlite_store
+    from memlane.store import sqlite as sqlite_store
 
     floor = 2 * 1024 * 1024
     monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", floor)
@@ -510,7 +510,7 @@ def test_the_wal_stays_under_the_floor_when_the_model_is_much_slower_than_the_wr
     ~0.3 s, during which a writer adds a whole batch's worth of WAL (MiniLM, 8,000 events:
     171-237 MB beside a 43 MB database). A writer that outpaces the worker checkpoints
     itself near the floor: the WAL never passes it (the same run: 51-52 MB)."""
-    from session_manager.store import sqlite as sqlite_store
+    from memlane.store import sqlite as sqlite_store
 
     floor = 2 * 1024 * 1024
     monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", floor)
@@ -537,9 +537,9 @@ def test_the_wal_stays_under_the_floor_when_the_model_is_much_slower_than_the_wr
 
 _WAL_WRITER = """
 import sys, time
-from session_manager import SessionManager
-from session_manager.store import sqlite as sqlite_store
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.store import sqlite as sqlite_store
+from memlane.testing import HashEmbedder
 sqlite_store.WAL_FLOOR_BYTES = 2 * 1024 * 1024
 
 class Busy(HashEmbedder):  # slower than the writers: the outbox never drains
@@ -562,7 +562,7 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
     slack allows the excursions seen when the machine is starved of CPU — 86 MB once in a CI
     run, 101 MB once in five runs beside two busy loops — which a checkpoint that has to wait
     for the other process's writers cannot rule out (the bound is best effort there)."""
-    from session_manager.store import sqlite as sqlite_store
+    from memlane.store import sqlite as sqlite_store
 
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     SessionManager("setup", db, embedder=HashEmbedder()).close()  # created before the race
@@ -585,8 +585,8 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
 
 _LEFT_OPEN = """
 import sys
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 mgr = SessionManager("a", sys.argv[1], embedder=HashEmbedder())
 session = mgr.start_session("left open")
 for i in range(300):
@@ -621,7 +621,7 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
     still holds it, writes go on (spaced attempts, each waiting at most half a second)."""
     import sqlite3
 
-    from session_manager.store import sqlite as sqlite_store
+    from memlane.store import sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"

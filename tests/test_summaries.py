@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from session_manager import InvalidInput, SessionManager
-from session_manager.admin import (
+from memlane import InvalidInput, SessionManager
+from memlane.admin import (
     StoreAdmin,
     json_line,
 )
-from session_manager.testing import HashEmbedder
-from session_manager.tokens import tokenizer_for
+from memlane.testing import HashEmbedder
+from memlane.tokens import tokenizer_for
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 COUNT = tokenizer_for("gpt-4o").count

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_manager.summarize import (
+from memlane.summarize import (
     dumps,
     json_preview,
     summarize_json,
     summarize_text,
     user_summary,
 )
-from session_manager.tokens import tokenizer_for
+from memlane.tokens import tokenizer_for
 
 COUNT = tokenizer_for("gpt-4o").count
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.errors import InvalidInput, SessionNotFound
-from session_manager.tracing import Tracing
+from memlane import SessionManager
+from memlane.errors import InvalidInput, SessionNotFound
+from memlane.tracing import Tracing
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -44,13 +44,13 @@ def test_memory_operations_become_spans(make_manager: Factory) -> None:
     assert calls == ["record", "remember", "search", "restore", "clear_session", "erase_user"]
     by_call = {span.attributes["asm.operation"]: span for span in spans}
     record = by_call["record"]
-    assert record.name == "update_memory agent-session-manager"
+    assert record.name == "update_memory memlane"
     assert record.attributes["gen_ai.operation.name"] == "update_memory"
     assert record.attributes["gen_ai.conversation.id"] == session.id
     assert record.attributes["gen_ai.agent.id"] == "support"
     assert record.attributes["db.system.name"] == "sqlite"
     search = by_call["search"]
-    assert search.name == "search_memory agent-session-manager"
+    assert search.name == "search_memory memlane"
     assert search.attributes["gen_ai.memory.search.result.count"] >= 1
     assert "gen_ai.memory.query" not in search.attributes  # content is opt in
     assert by_call["restore"].attributes["gen_ai.memory.search.result.count"] >= 1

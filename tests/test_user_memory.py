@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.admin import StoreAdmin
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.admin import StoreAdmin
+from memlane.testing import HashEmbedder
 
 
 def test_restore_shows_what_the_agent_knows_about_the_user(mgr: SessionManager) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from session_manager import SessionManager
-from session_manager._scope import Scope, partition_of
-from session_manager._seams import EventFilter, VectorIndex
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane._scope import Scope, partition_of
+from memlane._seams import EventFilter, VectorIndex
+from memlane.testing import HashEmbedder
 
 from .servers import postgres_server
 
@@ -114,7 +114,7 @@ def test_the_seams_keep_their_sides_apart() -> None:
     contract in pyproject.toml checks the same on every `make lint`)."""
     import ast
 
-    root = Path(__file__).resolve().parents[1] / "src" / "session_manager"
+    root = Path(__file__).resolve().parents[1] / "src" / "memlane"
     for package, other in (("store", "index"), ("index", "store")):
         for module in (root / package).glob("*.py"):
             tree = ast.parse(module.read_text())

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.embed import HashEmbedder
-from session_manager.store import _vector_cache
-from session_manager.store._sqlite_vectors import SqliteVectors
+from memlane import SessionManager
+from memlane.embed import HashEmbedder
+from memlane.store import _vector_cache
+from memlane.store._sqlite_vectors import SqliteVectors
 
 QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
 
@@ -179,7 +179,7 @@ def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
     """A reindex drops every vector, so the next search reads the partition anew: its
     snapshot is rewritten at most once per REWRITE_SECONDS by a process (hundreds of MB at
     scale)."""
-    from session_manager.store import _vector_snapshots
+    from memlane.store import _vector_snapshots
 
     db = tmp_path / "s.db"
     filled(db)
@@ -210,7 +210,7 @@ def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
 def test_a_cache_behind_a_pruned_deletion_log_reads_anew(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_read: list[int]
 ) -> None:
-    from session_manager.store import _sqlite_vectors
+    from memlane.store import _sqlite_vectors
 
     for module in (_vector_cache, _sqlite_vectors):
         monkeypatch.setattr(module, "DELETION_LOG_KEEP", 10)

@@ -1,108 +1,65 @@
-"""agent-session-manager: durable local memory for long-running LLM agents.
+"""The import name before the rename to ``memlane`` (0.2.0): a shim that warns.
 
->>> from session_manager import SessionManager
->>> mgr = SessionManager(agent_id="researcher", db_path="./sessions.db")  # doctest: +SKIP
->>> session = mgr.start_session(goal="Survey 2026 sparse attention methods")  # doctest: +SKIP
->>> mgr.record_decision(session.id, text="prioritise papers with code releases")  # doctest: +SKIP
->>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
+``import session_manager`` and ``from session_manager.x import y`` keep working and give the
+very objects ``memlane`` has (not copies: ``session_manager.SessionManager is
+memlane.SessionManager``), with a :class:`DeprecationWarning`. The name is also the module of
+an unrelated package on the index (``session-manager``), so this shim will be removed; change
+imports to ``memlane``.
 """
 
 from __future__ import annotations
 
-from ._erasure import ErasureReceipt
-from ._knowledge import DocumentInfo, IngestResult
-from .aio import AsyncSessionManager
-from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
-from .errors import (
-    BudgetTooSmall,
-    DocumentNotFound,
-    EmbedderMismatch,
-    EventNotFound,
-    FactNotFound,
-    InvalidFilter,
-    InvalidInput,
-    InvalidPayload,
-    ModelNotAvailable,
-    PermissionDenied,
-    PoolAccessDenied,
-    RedactionFailed,
-    SchemaTooNew,
-    SessionClosed,
-    SessionKeyTaken,
-    SessionManagerError,
-    SessionNotFound,
-    StoreBusy,
-    StoreCorrupt,
-    StoreError,
-    StoreFull,
-    StoreMisconfigured,
-    StoreReadOnly,
-    StoreUnavailable,
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+from typing import Any
+
+import memlane
+
+warnings.warn(
+    "The package 'session_manager' is now 'memlane': change `import session_manager` to "
+    "`import memlane` (the old name will be removed).",
+    DeprecationWarning,
+    stacklevel=2,
 )
-from .events import Event, Hit, PoolGrant, Session
-from .manager import SessionManager
-from .memory import Fact, RememberResult, Resolution
-from .protocols import Embedder, Summarizer, TokenCounter
-from .recency import Recency
-from .redaction import PiiRedactor, Redaction, Redactor, Span
-from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
-from .retention import RetentionPolicy
 
-__version__ = "0.1.0"
+_OLD = __name__ + "."
 
-__all__ = [
-    "AsyncSessionManager",
-    "BudgetShares",
-    "BudgetTooSmall",
-    "DocumentInfo",
-    "DocumentNotFound",
-    "Embedder",
-    "EmbedderMismatch",
-    "ErasureReceipt",
-    "Event",
-    "EventNotFound",
-    "Fact",
-    "FactNotFound",
-    "HashEmbedder",
-    "Hit",
-    "IngestResult",
-    "InvalidFilter",
-    "InvalidInput",
-    "InvalidPayload",
-    "MiniLMEmbedder",
-    "ModelNotAvailable",
-    "PermissionDenied",
-    "PiiRedactor",
-    "PoolAccessDenied",
-    "PoolGrant",
-    "Recency",
-    "Redaction",
-    "RedactionFailed",
-    "Redactor",
-    "RememberResult",
-    "ReportItem",
-    "Resolution",
-    "RestoreReport",
-    "RestoredContext",
-    "RetentionPolicy",
-    "SchemaTooNew",
-    "SectionShare",
-    "SentenceTransformerEmbedder",
-    "Session",
-    "SessionClosed",
-    "SessionKeyTaken",
-    "SessionManager",
-    "SessionManagerError",
-    "SessionNotFound",
-    "Span",
-    "StoreBusy",
-    "StoreCorrupt",
-    "StoreError",
-    "StoreFull",
-    "StoreMisconfigured",
-    "StoreReadOnly",
-    "StoreUnavailable",
-    "Summarizer",
-    "TokenCounter",
-    "__version__",
-]
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``session_manager.X`` as the already-importable ``memlane.X``."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(_OLD):
+            return None
+        new_name = "memlane." + fullname[len(_OLD) :]
+        if importlib.util.find_spec(new_name) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module("memlane." + spec.name[len(_OLD) :])
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The module is memlane's own, already executed; nothing to run again.
+        return None
+
+
+sys.meta_path.insert(0, _Alias())
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(memlane, name)
+
+
+def __dir__() -> list[str]:
+    return dir(memlane)
+
+
+__all__ = list(memlane.__all__)

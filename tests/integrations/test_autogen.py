@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from session_manager import AsyncSessionManager, EmbedderMismatch, InvalidInput
-from session_manager.testing import HashEmbedder
+from memlane import AsyncSessionManager, EmbedderMismatch, InvalidInput
+from memlane.testing import HashEmbedder
 
 from .conftest import framework, max_lateness
 
@@ -26,7 +26,7 @@ from autogen_core.model_context import UnboundedChatCompletionContext  # noqa: E
 from autogen_core.models import SystemMessage, UserMessage  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
-from session_manager.integrations.autogen import SessionMemory  # noqa: E402
+from memlane.integrations.autogen import SessionMemory  # noqa: E402
 
 _dbs = itertools.count()
 
@@ -128,7 +128,7 @@ def test_update_context_and_components(tmp_path: Path) -> None:
         assert isinstance(messages[-1], SystemMessage) and "Rex" in messages[-1].content
         assert result.memories.results[0].metadata["token_count"] <= 300
         dumped = memory.dump_component()
-        assert dumped.provider == "session_manager.integrations.autogen.SessionMemory"
+        assert dumped.provider == "memlane.integrations.autogen.SessionMemory"
         assert dumped.config["key"] == "u1" and dumped.config["max_tokens"] == 300
         # a loaded component opens the store with the default embedder: this store's
         # vectors are the hash embedder's, which it says rather than mixing them

@@ -27,7 +27,7 @@ def test_example_runs(page: Path, tmp_path: Path) -> None:
     code = "\n".join(_BLOCK.findall(page.read_text()))
     script = tmp_path / f"{page.stem}_example.py"
     script.write_text(code)
-    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning:session_manager"}
+    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning:memlane"}
     result = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import AsyncSessionManager, InvalidInput, InvalidPayload, SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import AsyncSessionManager, InvalidInput, InvalidPayload, SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import framework, max_lateness
 
@@ -43,7 +43,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from session_manager.integrations.langchain import (  # noqa: E402
+from memlane.integrations.langchain import (  # noqa: E402
     MESSAGE_ID,
     SessionChatMessageHistory,
     SessionMemoryMiddleware,

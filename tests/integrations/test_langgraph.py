@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import PermissionDenied, SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import PermissionDenied, SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import framework, max_lateness
 
@@ -35,7 +35,7 @@ from langgraph.store.base import (  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
-from session_manager.integrations.langgraph import SessionStore  # noqa: E402
+from memlane.integrations.langgraph import SessionStore  # noqa: E402
 
 _runs = itertools.count()
 

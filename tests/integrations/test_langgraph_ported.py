@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from session_manager import SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import framework
 
@@ -25,7 +25,7 @@ framework("langgraph.store.base", "langgraph")
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
-from session_manager.integrations.langgraph import SessionStore  # noqa: E402
+from memlane.integrations.langgraph import SessionStore  # noqa: E402
 
 _dbs = itertools.count()
 _EMBED = HashEmbedder()

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import AsyncSessionManager, InvalidInput, SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import AsyncSessionManager, InvalidInput, SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import framework, max_lateness
 
@@ -38,7 +38,7 @@ from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore  # noqa:
 from pydantic import ValidationError  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from session_manager.integrations.llamaindex import (  # noqa: E402
+from memlane.integrations.llamaindex import (  # noqa: E402
     SessionChatStore,
     SessionMemoryBlock,
 )

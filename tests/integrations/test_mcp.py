@@ -1,6 +1,6 @@
 """The MCP server against the MCP SDK's own client: in memory (the tool list with its
 schemas and annotations, a whole agent's flow, bad input as tool errors that write nothing,
-bounded output) and over stdio with `asm mcp` as a real subprocess."""
+bounded output) and over stdio with `memlane mcp` as a real subprocess."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from session_manager import AsyncSessionManager, InvalidInput, SessionManager
-from session_manager.testing import HashEmbedder
-from session_manager.tokens import tokenizer_for
+from memlane import AsyncSessionManager, InvalidInput, SessionManager
+from memlane.testing import HashEmbedder
+from memlane.tokens import tokenizer_for
 
 from ..conftest import PYTHON, child_env
 from .conftest import framework
@@ -26,7 +26,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.types import CallToolResult  # noqa: E402
 
-from session_manager.integrations.mcp import (  # noqa: E402
+from memlane.integrations.mcp import (  # noqa: E402
     DEFAULT_MAX_CHARS,
     TOOL_NAMES,
     build_server,
@@ -495,19 +495,19 @@ def test_max_chars_is_configurable(tmp_path: Path) -> None:
     _run(test)
 
 
-# -- over stdio: `asm mcp` as an MCP client launches it --------------------------------------
+# -- over stdio: `memlane mcp` as an MCP client launches it --------------------------------------
 
 
 def test_asm_mcp_over_stdio(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     errlog = tmp_path / "stderr.log"
     env = child_env()
-    env["ASM_EMBEDDER"] = "hash"  # the CLI's test embedder: no model is loaded
-    for name in ("ASM_DB", "ASM_AGENT"):
+    env["MEMLANE_EMBEDDER"] = "hash"  # the CLI's test embedder: no model is loaded
+    for name in ("MEMLANE_DB", "MEMLANE_AGENT"):
         env.pop(name, None)
     params = StdioServerParameters(
         command=PYTHON,
-        args=["-m", "session_manager", "mcp", "--db", str(db), "--agent", "a"],
+        args=["-m", "memlane", "mcp", "--db", str(db), "--agent", "a"],
         env=env,
         cwd=str(tmp_path),
     )
@@ -545,9 +545,9 @@ def test_asm_mcp_over_stdio(tmp_path: Path) -> None:
 
 def test_asm_mcp_needs_an_agent(tmp_path: Path) -> None:
     env = child_env()
-    env.pop("ASM_AGENT", None)
+    env.pop("MEMLANE_AGENT", None)
     result = subprocess.run(
-        [PYTHON, "-m", "session_manager", "mcp", "--db", str(tmp_path / "s.db")],
+        [PYTHON, "-m", "memlane", "mcp", "--db", str(tmp_path / "s.db")],
         capture_output=True,
         text=True,
         env=env,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_manager import AsyncSessionManager, InvalidInput, SessionManager
-from session_manager.testing import HashEmbedder
+from memlane import AsyncSessionManager, InvalidInput, SessionManager
+from memlane.testing import HashEmbedder
 
 from .conftest import framework, max_lateness
 
@@ -27,7 +27,7 @@ from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
 from agents.memory import Session, SessionSettings, SQLiteSession  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from session_manager.integrations.openai_agents import (  # noqa: E402
+from memlane.integrations.openai_agents import (  # noqa: E402
     ITEM_TYPE,
     AgentSession,
     restore_filter,
@@ -291,7 +291,7 @@ def test_order_survives_a_clock_stepped_back(
 ) -> None:
     import datetime as real
 
-    from session_manager.integrations import openai_agents
+    from memlane.integrations import openai_agents
 
     class Past(real.datetime):
         @classmethod

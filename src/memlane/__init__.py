@@ -1,0 +1,108 @@
+"""memlane: durable local memory for long-running LLM agents.
+
+>>> from memlane import SessionManager
+>>> mgr = SessionManager(agent_id="researcher", db_path="./sessions.db")  # doctest: +SKIP
+>>> session = mgr.start_session(goal="Survey 2026 sparse attention methods")  # doctest: +SKIP
+>>> mgr.record_decision(session.id, text="prioritise papers with code releases")  # doctest: +SKIP
+>>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ._erasure import ErasureReceipt
+from ._knowledge import DocumentInfo, IngestResult
+from .aio import AsyncSessionManager
+from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
+from .errors import (
+    BudgetTooSmall,
+    DocumentNotFound,
+    EmbedderMismatch,
+    EventNotFound,
+    FactNotFound,
+    InvalidFilter,
+    InvalidInput,
+    InvalidPayload,
+    ModelNotAvailable,
+    PermissionDenied,
+    PoolAccessDenied,
+    RedactionFailed,
+    SchemaTooNew,
+    SessionClosed,
+    SessionKeyTaken,
+    SessionManagerError,
+    SessionNotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreMisconfigured,
+    StoreReadOnly,
+    StoreUnavailable,
+)
+from .events import Event, Hit, PoolGrant, Session
+from .manager import SessionManager
+from .memory import Fact, RememberResult, Resolution
+from .protocols import Embedder, Summarizer, TokenCounter
+from .recency import Recency
+from .redaction import PiiRedactor, Redaction, Redactor, Span
+from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
+from .retention import RetentionPolicy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncSessionManager",
+    "BudgetShares",
+    "BudgetTooSmall",
+    "DocumentInfo",
+    "DocumentNotFound",
+    "Embedder",
+    "EmbedderMismatch",
+    "ErasureReceipt",
+    "Event",
+    "EventNotFound",
+    "Fact",
+    "FactNotFound",
+    "HashEmbedder",
+    "Hit",
+    "IngestResult",
+    "InvalidFilter",
+    "InvalidInput",
+    "InvalidPayload",
+    "MiniLMEmbedder",
+    "ModelNotAvailable",
+    "PermissionDenied",
+    "PiiRedactor",
+    "PoolAccessDenied",
+    "PoolGrant",
+    "Recency",
+    "Redaction",
+    "RedactionFailed",
+    "Redactor",
+    "RememberResult",
+    "ReportItem",
+    "Resolution",
+    "RestoreReport",
+    "RestoredContext",
+    "RetentionPolicy",
+    "SchemaTooNew",
+    "SectionShare",
+    "SentenceTransformerEmbedder",
+    "Session",
+    "SessionClosed",
+    "SessionKeyTaken",
+    "SessionManager",
+    "SessionManagerError",
+    "SessionNotFound",
+    "Span",
+    "StoreBusy",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreFull",
+    "StoreMisconfigured",
+    "StoreReadOnly",
+    "StoreUnavailable",
+    "Summarizer",
+    "TokenCounter",
+    "__version__",
+]

@@ -1,0 +1,638 @@
+"""Store-wide operations for operators and the ``memlane`` command line.
+
+:class:`StoreAdmin` opens the same SQLite file a :class:`~memlane.SessionManager`
+uses, but it is deliberately **not scoped to one agent**: it lists, exports, imports,
+deletes and prunes the sessions of every agent in the file. It is the operator's view of the
+whole store (like a database shell), not something to hand to an agent. Agents keep using
+``SessionManager``, whose isolation this module does not touch: nothing here changes what a
+``SessionManager`` may read or write.
+
+The export format (JSON Lines, one object per line, UTF-8):
+
+* a header ``{"type": "header", "format": "memlane/export", "version": 1}``;
+* the pool grants (all of them, or the exported agent's): ``{"type": "grant", "pool",
+  "agent_id", "access", "granted_at", "granted_by"}``, before any session so that an import
+  puts them in place first (an import of sessions from a file without them gives each pooled
+  session's agent the access the migration would: owner of a pool nobody owns, else write);
+* per session, oldest first: a ``{"type": "session", ...}`` record followed by its
+  ``{"type": "event", ...}`` records in log order.
+
+Timestamps are ISO-8601 UTC with microseconds (``2026-11-22T10:31:00.123456Z``); payloads and
+metadata are JSON values. Everything in the log is exported (ids, times, payloads, importance,
+tags, metadata, statuses, token and recall counts, pools); vectors and the keyword index are
+projections and are rebuilt after an import. Exporting, importing into a fresh file and
+exporting again gives a byte-identical file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._engine import Engine, Health, resolve_target, session_not_found
+from ._erasure import ErasureReceipt, erase_user
+from ._pool_admin import PoolAdministration
+from ._retention import RetentionResult, apply_retention
+from ._scope import Scope
+from ._time import age, from_us, now_us, to_us
+from ._transfer import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    BadRecord,
+    ImportResult,
+    Progress,
+    check_status,
+    event_to_dict,
+    format_time,
+    grant_to_dict,
+    json_line,
+    run_import,
+    session_to_dict,
+)
+from ._validate import identifier, text
+from .buffer import RedisBuffer, open_buffer
+from .embed import LoadedEmbedder
+from .errors import InvalidInput, SessionNotFound
+from .events import Event, Hit, Session, validate_kind
+from .protocols import Embedder
+from .retention import RetentionPolicy
+from .store.base import EventFilter, SessionFilter, Store
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "BadRecord",
+    "ImportResult",
+    "PruneResult",
+    "SessionInfo",
+    "StoreAdmin",
+    "StoreStats",
+    "event_to_dict",
+    "format_time",
+    "json_line",
+    "parse_cutoff",
+]
+
+_EXPORT_PAGE = 1_000
+
+
+# ---------------------------------------------------------------------------------------
+# Small public helpers
+# ---------------------------------------------------------------------------------------
+
+
+def parse_cutoff(value: datetime | timedelta | str, what: str = "older_than") -> int:
+    """A point in time, as microseconds since the epoch, from an age or a timestamp.
+
+    An age is a :class:`~datetime.timedelta` or a string such as ``"90d"``, ``"12h"``,
+    ``"30min"``, ``"2w"`` (s, m/min, h, d, w), counted back from now; anything else is an
+    ISO-8601 timestamp or a datetime (naive means UTC).
+
+    >>> parse_cutoff("1970-01-02T00:00:00Z")
+    86400000000
+    """
+    if isinstance(value, timedelta):
+        return now_us() - int(value.total_seconds() * 1_000_000)
+    if isinstance(value, str):
+        written = age(value)
+        if written is not None:
+            return now_us() - int(written.total_seconds() * 1_000_000)
+        try:
+            return to_us(value, what)
+        except InvalidInput:
+            raise InvalidInput(
+                f"{what} {value!r} is neither an age nor a timestamp; use e.g. '90d', '12h', "
+                "'30min' or '2026-05-01T12:00:00Z'."
+            ) from None
+    return to_us(value, what)
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session with its size: what ``memlane sessions`` lists.
+
+    ``last_activity`` is when the session last changed (an event recorded, the session
+    ended).
+    """
+
+    session: Session
+    events: int
+    tokens: int
+
+    @property
+    def last_activity(self) -> datetime:
+        return self.session.updated_at
+
+    def to_dict(self) -> dict[str, Any]:
+        data = session_to_dict(self.session)
+        data["last_activity"] = data.pop("updated_at")
+        data["events"] = self.events
+        data["tokens"] = self.tokens
+        return data
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What is in a store: counts, size, the embedder behind its vectors, the backlog."""
+
+    path: str
+    size_bytes: int
+    sessions: int
+    events: int
+    sessions_by_status: dict[str, int]
+    events_by_agent: dict[str, dict[str, int]]  # agent -> kind -> count
+    vectors: int
+    pending_embeddings: int
+    embedder_name: str | None  # the embedder that made the stored vectors, if any
+    embedder_dim: int | None
+    migrations: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size_bytes": self.size_bytes,
+            "sessions": self.sessions,
+            "events": self.events,
+            "sessions_by_status": self.sessions_by_status,
+            "events_by_agent": self.events_by_agent,
+            "vectors": self.vectors,
+            "pending_embeddings": self.pending_embeddings,
+            "embedder": {"name": self.embedder_name, "dim": self.embedder_dim},
+            "migrations": self.migrations,
+        }
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :meth:`StoreAdmin.prune` removed (or, with ``dry_run``, would remove).
+
+    Without a kind, whole sessions go (``sessions`` lists them, ``events`` counts their
+    events); with a kind, only events of that kind go and ``sessions`` stays empty
+    (``sessions_touched`` says how many sessions they came from).
+    """
+
+    cutoff: datetime
+    sessions: list[SessionInfo]
+    events: int
+    events_by_kind: dict[str, int]
+    sessions_touched: int
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cutoff": format_time(self.cutoff),
+            "dry_run": self.dry_run,
+            "sessions": [info.to_dict() for info in self.sessions],
+            "events": self.events,
+            "events_by_kind": self.events_by_kind,
+            "sessions_touched": self.sessions_touched,
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# The admin
+# ---------------------------------------------------------------------------------------
+
+
+class StoreAdmin(PoolAdministration):
+    """Store-wide operations on one SQLite session database, across every agent.
+
+    This is an operator's view and deliberately **not** scoped to an agent: it sees and
+    changes every agent's sessions. Give agents a :class:`~memlane.SessionManager`
+    (isolated per ``agent_id``), never a ``StoreAdmin``.
+
+    >>> from memlane.admin import StoreAdmin
+    >>> with StoreAdmin("./sessions.db") as admin:  # doctest: +SKIP
+    ...     for info in admin.sessions(status="active"):
+    ...         print(info.session.id, info.session.agent_id, info.events)
+
+    Parameters:
+        db_path: the SQLite file (created if missing, like ``SessionManager``'s).
+        url, index: instead of ``db_path``, any store ``SessionManager`` opens
+            (docs/backends.md): ``postgresql://...``, ``index="chroma+http://host:port"``.
+        embedder: used only by :meth:`search` and :meth:`reindex`; ``None`` for the default
+            all-MiniLM-L6-v2, loaded on first use.
+        batch_size: texts per embedding batch in :meth:`reindex`.
+    """
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        index: str | None = None,
+        embedder: Embedder | LoadedEmbedder | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        # The embedder's identity is checked on first use, not at open: an operator may
+        # list and export a store whatever embedder made its vectors.
+        self._engine = Engine(
+            resolve_target(db_path, url),
+            index,
+            embedder=embedder,
+            batch_size=batch_size,
+            check_embedder=False,
+        )
+        self.url, self.db_path = self._engine.url, self._engine.db_path
+        self._store: Store = self._engine.store
+        self._storage = self._engine.storage  # the log and its vector index
+        self.batch_size = batch_size
+
+    def close(self) -> None:
+        self._engine.close()
+
+    def __enter__(self) -> StoreAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StoreAdmin(url={self.url!r})"
+
+    @property
+    def store(self) -> Store:
+        """The backend (for tools built on this admin, such as ``memlane migrate``)."""
+        return self._store
+
+    @property
+    def embedder(self) -> LoadedEmbedder:
+        """The configured embedder (nothing is loaded until it first embeds)."""
+        return self._engine.embedder
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionInfo:
+        """One session of any agent, with its size.
+
+        Raises :class:`~memlane.errors.SessionNotFound` if the store has no such
+        session.
+        """
+        rows = self._infos(SessionFilter(None, session_id=session_id), limit=1)
+        if not rows:
+            raise session_not_found(session_id, agent=None, where=self.db_path)
+        return rows[0]
+
+    def sessions(
+        self,
+        agent: str | None = None,
+        status: str | None = None,
+        user: str | None = None,
+        since: datetime | timedelta | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        """Sessions of every agent (or of ``agent``), most recently active first.
+
+        ``since`` keeps sessions active since then: a timestamp or an age ("7d").
+
+        >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidInput(f"limit must be an integer, got {limit!r}.")
+        flt = SessionFilter(
+            None,
+            agent_id=agent,
+            status=None if status is None else check_status(status),
+            user_id=user,
+            since_us=None if since is None else parse_cutoff(since, "since"),
+        )
+        return self._infos(flt, limit=limit)
+
+    def _infos(self, flt: SessionFilter, *, limit: int | None = None) -> list[SessionInfo]:
+        found = self._store.sessions(flt, limit=limit)
+        sizes = self._store.session_sizes([session.id for session in found])
+        return [SessionInfo(session, *sizes[session.id]) for session in found]
+
+    def events(
+        self,
+        session_id: str,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """A session's events in log order (any agent's session); ``limit`` keeps the
+        *latest* ``limit`` events."""
+        self.session(session_id)
+        flt = EventFilter(
+            None,
+            session_id=session_id,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+        )
+        if limit is None:
+            return self._store.events(flt)
+        return self._store.events(flt, newest_first=True, limit=max(0, limit))[::-1]
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: str = "hybrid",
+        agent: str | None = None,
+        session: str | None = None,
+        kinds: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Search one agent's memory (``agent``), one session, or every agent's.
+
+        Each agent's own sessions are searched as that agent would search them; across
+        agents the best ``k`` hits are kept by score (cosine and BM25 scores compare across
+        agents; hybrid scores are rank fusions, so across agents they interleave ranks).
+        Unlike ``SessionManager.search``, an operator's search does **not** count recalls:
+        looking at memory should not change what agents restore.
+        """
+        query = text(query, "query")
+        if session is not None:
+            owner = self.session(session).session.agent_id
+            if agent is not None and agent != owner:
+                raise SessionNotFound(
+                    f"Session {session!r} does not exist for agent {agent!r} (it belongs to "
+                    f"{owner!r}). Drop the agent filter, or list sessions with `memlane sessions`."
+                )
+            agents = [owner]
+        elif agent is not None:
+            agents = [identifier(agent, "agent")]
+        else:
+            agents = self._store.agents()
+        hits: list[Hit] = []
+        for name in sorted(agents):
+            searcher = self._engine.searcher(Scope(name))
+            hits.extend(
+                searcher.search(
+                    query,
+                    k,
+                    mode=mode,
+                    session_id=session,
+                    kinds=kinds,
+                    where=where,
+                    count_recall=False,
+                )
+            )
+        hits.sort(key=lambda hit: (-hit.score, hit.event.id))
+        return hits[:k]
+
+    def health(self) -> Health:
+        """The store's health as any process sees it (``memlane health``): the embedding backlog
+        and whether anyone is draining it (:attr:`Health.stalled`: no batch stored for two
+        minutes while events wait), the store's and its WAL's size, the schema version. This
+        view runs no worker: ``worker_running`` is False here."""
+        return self._engine.health()
+
+    def stats(self) -> StoreStats:
+        """Counts by agent, kind and status; file size; the embedder behind the vectors."""
+        raw = self._storage.stats()
+        dim = self._store.get_meta("embedder_dim")
+        by_agent: dict[str, dict[str, int]] = raw["events_by_agent"]
+        by_status: dict[str, int] = raw["sessions_by_status"]
+        return StoreStats(
+            path=self.db_path,
+            size_bytes=int(raw["size_bytes"]),
+            sessions=sum(by_status.values()),
+            events=sum(sum(kinds.values()) for kinds in by_agent.values()),
+            sessions_by_status=by_status,
+            events_by_agent=by_agent,
+            vectors=int(raw["vectors"]),
+            pending_embeddings=self._store.pending_count(),
+            embedder_name=self._store.get_meta("embedder_name"),
+            embedder_dim=int(dim) if dim is not None else None,
+            migrations=list(raw["migrations"]),
+        )
+
+    # -- export ----------------------------------------------------------------------------
+
+    def export(
+        self, agent: str | None = None, session: str | None = None
+    ) -> Generator[dict[str, Any], None, None]:
+        """Yield the export records (see the module docstring) for every session, one
+        agent's, or one session; write each with :func:`json_line` for a JSON Lines file.
+
+        The records come from one read snapshot, oldest session first, events in log order,
+        so the same store always exports the same bytes.
+
+        >>> with open("backup.jsonl", "w", encoding="utf-8") as out:  # doctest: +SKIP
+        ...     for record in admin.export(agent="researcher"):
+        ...         print(json_line(record), file=out)
+        """
+        if session is not None:
+            self.session(session)
+        yield {"type": "header", "format": EXPORT_FORMAT, "version": EXPORT_VERSION}
+        # one snapshot for the whole export (writers go on meanwhile); events in pages, so a
+        # long session streams instead of loading at once
+        with self._store.snapshot() as tx:
+            if session is None:  # (before the sessions: an import sets them first)
+                for grant in self._store.pool_grants(agent_id=agent, tx=tx):
+                    yield {"type": "grant", **grant_to_dict(grant)}
+            found = self._store.sessions(
+                SessionFilter(None, session_id=session, agent_id=agent), oldest_first=True, tx=tx
+            )
+            for item in found:
+                yield {"type": "session", **session_to_dict(item)}
+                flt = EventFilter(None, session_id=item.id)
+                after: tuple[int, int] | None = None
+                while True:
+                    page = self._store.events(flt, limit=_EXPORT_PAGE, after=after, tx=tx)
+                    for event in page:
+                        yield {"type": "event", **event_to_dict(event)}
+                    if len(page) < _EXPORT_PAGE:
+                        break
+                    after = (to_us(page[-1].created_at), page[-1].seq)
+
+    # -- import ----------------------------------------------------------------------------
+
+    def import_records(
+        self,
+        records: Iterable[str | Mapping[str, Any]],
+        *,
+        dry_run: bool = False,
+        skip_bad: bool = False,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        """Import export records: lines of JSON (e.g. an open file) or decoded dicts.
+
+        Every record is validated with the rules of ``record()``; sessions and events keep
+        their ids, times and counts. A record whose id is already in the store is skipped,
+        so importing a file twice changes nothing (and an interrupted import resumes where
+        it stopped). New events are queued for embedding (any ``SessionManager`` on the
+        store, or the next search, embeds them). A bad record raises
+        :class:`~memlane.errors.InvalidInput` naming its line — records before it
+        stay imported, and importing again skips them — unless ``skip_bad``, which reports
+        it in the result and goes on. ``dry_run`` checks everything and counts what would
+        happen, writing nothing.
+
+        >>> with open("backup.jsonl", encoding="utf-8") as lines:  # doctest: +SKIP
+        ...     result = admin.import_records(lines)
+        >>> result.events_inserted, result.skipped  # doctest: +SKIP
+        (12, 0)
+        """
+        return run_import(self._store, records, dry_run, skip_bad, progress)
+
+    def copy_to(self, target: StoreAdmin, *, progress: Progress | None = None) -> ImportResult:
+        """Copy every session and event of this store into ``target`` (any backend), streaming:
+        this store's export feeds ``target``'s import, 500 records per transaction.
+
+        Lossless (the export then reads the same from both stores) and resumable: records
+        already in ``target`` are skipped, so after an interruption the same call carries on
+        where it stopped. ``progress(done, total)`` counts records. Vectors are not copied;
+        ``target`` queues every new event for embedding (``memlane migrate --embed`` drains it).
+
+        >>> with StoreAdmin("sessions.db") as old, StoreAdmin(url=pg_url) as new:  # doctest: +SKIP
+        ...     old.copy_to(new)
+        """
+        same = self._engine.identity
+        if self._store is target._store or (same is not None and same == target._engine.identity):
+            raise InvalidInput(
+                f"{self.url!r} and {target.url!r} are the same store; migrating a store into "
+                "itself copies nothing. Give another target."
+            )
+        stats = self._storage.stats()
+        total = 1 + sum(stats["sessions_by_status"].values())
+        total += sum(sum(kinds.values()) for kinds in stats["events_by_agent"].values())
+        total += len(self._store.pool_grants())
+
+        def report(done: int, _: int | None) -> None:
+            if progress is not None:
+                progress(done, total)
+
+        records = self.export()
+        try:
+            return target.import_records(records, progress=report)
+        finally:
+            records.close()
+
+    def embed_pending(self, progress: Progress | None = None) -> int:
+        """Embed everything waiting in the outbox with this admin's embedder (blocking),
+        calling ``progress(done, total)`` after each batch; return how many were embedded."""
+        return self._engine.embed_pending(progress)
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete any agent's session with its events, vectors and index rows; return the
+        number of events deleted."""
+        with self._store.atomic() as tx:
+            if self._store.owner_of(tx, session_id) is None:
+                raise session_not_found(session_id, agent=None, where=self.db_path)
+            return self._storage.delete_session(tx, session_id)
+
+    def prune(
+        self,
+        older_than: datetime | timedelta | str,
+        kind: str | None = None,
+        status: str | None = None,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        """Delete what is older than a cutoff (an age such as ``"90d"``, or a timestamp).
+
+        * Without ``kind``: whole sessions (with their events) whose last activity is older
+          than the cutoff — a session someone still records into is never cut in half.
+        * With ``kind``: only events of that kind created before the cutoff (e.g. bulky
+          ``tool_output``), in sessions of any age; the sessions stay. The goal cannot be
+          pruned this way (prune the session instead).
+
+        ``status`` restricts either form to sessions with that status (e.g. ``completed``).
+        ``dry_run`` reports what would go and deletes nothing. Vector caches of every
+        process rebuild after a prune.
+        """
+        cutoff = parse_cutoff(older_than)
+        status = None if status is None else check_status(status)
+        if kind is not None and validate_kind(kind) == "goal":
+            raise InvalidInput(
+                "Goal events cannot be pruned on their own: a session needs its goal. "
+                "Prune whole sessions (leave out the kind) instead."
+            )
+        # Decided and carried out in one transaction (a dry run: one snapshot): a session
+        # someone records into after the decision is not deleted, and the counts are what
+        # was deleted. The chosen sessions stay locked until the commit (PostgreSQL).
+        with self._store.snapshot() if dry_run else self._store.atomic() as tx:
+            if kind is None:
+                return self._prune_sessions(tx, cutoff, status, dry_run)
+            flt = EventFilter(None, kinds=(kind,), until_us=cutoff, session_status=status)
+            by_kind = self._store.kind_counts(flt, tx)
+            touched = self._store.sessions_touched(flt, tx)
+            count = sum(by_kind.values())
+            if not dry_run and count:
+                self._storage.delete_events(tx, flt)
+            return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
+
+    def erase_user(
+        self, user_id: str, *, buffer: str | RedisBuffer | None = None
+    ) -> ErasureReceipt:
+        """Erase a user from the whole store: every session of every agent with that
+        ``user_id``, as :meth:`SessionManager.erase_user <memlane.SessionManager.
+        erase_user>` does for one agent (and the copies in ``buffer``, the Redis working
+        buffer the agents use, if given). Safe to run again: it completes an interrupted
+        erasure. Returns the receipt."""
+        user_id = identifier(user_id, "user_id")
+        opened = open_buffer(buffer)
+        try:
+            return erase_user(self._storage, user_id, agent_id=None, buffer=opened)
+        finally:
+            if opened is not None and isinstance(buffer, str):
+                opened.close()
+
+    def apply_retention(self, policy: RetentionPolicy, dry_run: bool = False) -> RetentionResult:
+        """Delete what ``policy`` says the store no longer keeps, in every agent's sessions
+        (``memlane retention``): old whole sessions, or old events of some kinds, less the
+        newest ``keep`` (:mod:`memlane.retention`). Decided and deleted in one
+        transaction; ``dry_run`` counts and deletes nothing."""
+        if not isinstance(policy, RetentionPolicy):
+            raise InvalidInput(f"policy must be a RetentionPolicy, got {type(policy).__name__}.")
+        return apply_retention(self._storage, policy, dry_run=dry_run)
+
+    def prune_expired(self, dry_run: bool = False) -> PruneResult:
+        """Delete the events whose time to live has passed (``record(ttl=...)``), with their
+        vectors and keyword rows, in every agent's sessions; ``cutoff`` is now.
+
+        Reads stopped seeing them when they expired; a manager's background worker sweeps
+        them within about a second too, so this is for stores no worker keeps (``memlane prune
+        --expired`` from cron). ``dry_run`` counts them and deletes nothing.
+        """
+        now = now_us()
+        expired = EventFilter(None, expired_by_us=now)
+        with self._store.snapshot() as tx:
+            by_kind = self._store.kind_counts(expired, tx)
+            touched = self._store.sessions_touched(expired, tx)
+        if not dry_run:
+            by_kind = dict(sorted(self._storage.sweep_expired(now).items()))
+        return PruneResult(from_us(now), [], sum(by_kind.values()), by_kind, touched, dry_run)
+
+    def _prune_sessions(
+        self, tx: Any, cutoff: int, status: str | None, dry_run: bool
+    ) -> PruneResult:
+        found = self._store.sessions(
+            SessionFilter(None, status=status, before_us=cutoff), tx=tx, lock=not dry_run
+        )
+        sizes = self._store.session_sizes([session.id for session in found], tx)
+        doomed = [SessionInfo(session, *sizes[session.id]) for session in found]
+        by_kind = self._store.kind_counts(
+            EventFilter(None, session_status=status, session_before_us=cutoff), tx
+        )
+        if not dry_run:
+            for info in doomed:
+                self._storage.delete_session(tx, info.session.id)
+        return PruneResult(
+            from_us(cutoff),
+            doomed,
+            sum(info.events for info in doomed),
+            by_kind,
+            len(doomed),
+            dry_run,
+        )
+
+    # -- projections -----------------------------------------------------------------------
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Rebuild every projection from the log: drop all vectors, rebuild the keyword
+        index, and embed every event with this admin's embedder (blocking), calling
+        ``progress(done, total)`` after each batch. Use it after changing the embedder,
+        while no process that uses the old one is running (its background worker would
+        embed part of the queue with the old embedder). Returns the number of events queued.
+        """
+        return self._engine.reindex(progress)

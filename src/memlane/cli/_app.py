@@ -1,0 +1,360 @@
+"""The ``memlane`` group: global options, the shared context, and error handling.
+
+Every failure leaves as one line on stderr that names the problem and the fix, with a
+non-zero exit status: library errors (:class:`~memlane.SessionManagerError`), file
+errors, and click's usage errors alike. ``--debug`` prints the traceback first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from click.exceptions import NoArgsIsHelpError
+from rich.console import Console
+
+from .._engine import DEFAULT_DB
+from ..admin import StoreAdmin, parse_cutoff
+from ..embed import HashEmbedder
+from ..errors import InvalidInput, SessionManagerError
+from ..manager import SessionManager
+from ..protocols import Embedder
+from ..store import sqlite_path
+from ._console import make_console
+
+__all__ = [
+    "AGE",
+    "Env",
+    "agent_option",
+    "cli",
+    "db_option",
+    "emit_json",
+    "json_option",
+    "main",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit status of a failed command (click's usage errors exit with 2).
+FAILURE = 1
+#: The order `memlane --help` and docs/cli.md list the commands in: inspect, then maintain.
+COMMAND_ORDER = (
+    "sessions",
+    "show",
+    "search",
+    "restore",
+    "stats",
+    "health",
+    "facts",
+    "ingest",
+    "export",
+    "export-md",
+    "import",
+    "migrate",
+    "reindex",
+    "delete",
+    "prune",
+    "retention",
+    "erase-user",
+    "pool",
+    "agent-role",
+    "mcp",
+    "demo",
+)
+
+
+def embedder_from_env() -> Embedder | None:
+    """The embedder the CLI uses: all-MiniLM-L6-v2, or the hash embedder when the
+    (undocumented in ``--help``) testing aid ``MEMLANE_EMBEDDER=hash`` is set."""
+    choice = os.environ.get("MEMLANE_EMBEDDER", "").strip().lower()
+    if choice in ("", "default", "minilm"):
+        return None
+    if choice == "hash":
+        return HashEmbedder()
+    raise InvalidInput(
+        f"MEMLANE_EMBEDDER={choice!r} is not an embedder this CLI knows. Unset it to use "
+        "all-MiniLM-L6-v2, or set it to 'hash' (the fast test embedder)."
+    )
+
+
+@dataclass
+class Env:
+    """What every command gets: the global options and two consoles (stdout, stderr)."""
+
+    db: str
+    agent: str | None
+    index: str | None
+    debug: bool
+    out: Console
+    err: Console
+    _admin: StoreAdmin | None = field(default=None, init=False, repr=False)
+
+    def admin(self, *, must_exist: bool = True) -> StoreAdmin:
+        """The command's :class:`StoreAdmin` on ``--db``, closed when the command ends.
+
+        Read commands refuse a database file that does not exist rather than creating an
+        empty one: a typo in ``--db`` should not look like an empty store.
+        """
+        if self._admin is not None:
+            return self._admin
+        admin = self._admin = open_admin(self.db, self.index, must_exist=must_exist)
+        click.get_current_context().call_on_close(admin.close)
+        return admin
+
+    def manager(self, agent: str, **options: Any) -> SessionManager:
+        """A :class:`SessionManager` for ``agent`` on ``--db`` (no background thread). An
+        operator's reads count no recalls: looking must not change what the agent restores."""
+        mgr = SessionManager(
+            agent,
+            url=self.db,
+            index=self.index,
+            embedder=embedder_from_env(),
+            background=False,
+            count_recalls=False,
+            **options,
+        )
+        click.get_current_context().call_on_close(mgr.close)
+        return mgr
+
+    def note(self, message: str, style: str = "dim") -> None:
+        """A human remark on stderr (never mixed into data on stdout)."""
+        self.err.print(message, style=style)
+
+
+def open_admin(
+    target: str,
+    index: str | None,
+    *,
+    must_exist: bool = True,
+    option: str = "--db (or MEMLANE_DB)",
+) -> StoreAdmin:
+    """A :class:`StoreAdmin` on a path or URL, closed when the command ends.
+
+    Read commands refuse a SQLite file that does not exist rather than creating an empty
+    one: a typo in ``--db`` should not look like an empty store. ``option`` is what the
+    user gave the store with, for that message.
+    """
+    path_text = sqlite_path(target)
+    if must_exist and path_text is not None and path_text != ":memory:":
+        path = Path(path_text)
+        if path.parent.is_dir() and not path.exists():
+            raise InvalidInput(
+                f"The database {target!r} does not exist. Point {option} at a session "
+                "database, or run `memlane demo` to make one to explore."
+            )
+    admin = StoreAdmin(url=target, index=index, embedder=embedder_from_env())
+    click.get_current_context().call_on_close(admin.close)
+    return admin
+
+
+def emit_json(data: Any) -> None:
+    """One JSON document on stdout: UTF-8, indented, stable key order."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+class AgeOrTime(click.ParamType[str]):
+    """An age (``90d``, ``12h``, ``30min``, ``2w``) or an ISO-8601 time, checked while the
+    command line is parsed: a malformed one is a usage error (exit 2), like any bad option
+    value, and nothing is opened. The command passes the text on to the library."""
+
+    name = "age"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            parse_cutoff(text)
+        except InvalidInput:
+            self.fail(self._advice(text), param, ctx)
+        return text
+
+    @staticmethod
+    def _advice(text: str) -> str:
+        number = text.strip()
+        if number.replace(".", "", 1).isdigit():
+            return (
+                f"{text!r} has no unit; write e.g. '{number}d' for {number} days (units: s, "
+                "min, h, d, w) or an ISO-8601 time such as '2026-05-01T12:00:00Z'."
+            )
+        return (
+            f"{text!r} is neither an age nor an ISO-8601 time; write e.g. '90d', '12h', "
+            "'30min', '2w' or '2026-05-01T12:00:00Z'."
+        )
+
+
+#: The type of --older-than and --since.
+AGE = AgeOrTime()
+
+
+def _set_local(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            setattr(ctx.ensure_object(Env), name, value)
+
+    return callback
+
+
+def db_option(func: F) -> F:
+    """``--db`` on a command too (``memlane sessions --db x.db``), overriding the global one."""
+    return click.option(
+        "--db",
+        metavar="PATH",
+        expose_value=False,
+        callback=_set_local("db"),
+        help="The store: a SQLite path or a URL (same as the global --db).",
+    )(func)
+
+
+def agent_option(help_text: str) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        return click.option(
+            "--agent",
+            metavar="AGENT",
+            expose_value=False,
+            callback=_set_local("agent"),
+            help=help_text,
+        )(func)
+
+    return decorate
+
+
+def json_option(func: F) -> F:
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print JSON (stable field names, for jq) instead of the human view.",
+    )(func)
+
+
+def _fail(message: str, code: int = FAILURE) -> NoReturn:
+    click.secho(f"Error: {message}", err=True, fg="red")
+    sys.exit(code)
+
+
+class MemlaneGroup(click.Group):
+    """Lists commands in :data:`COMMAND_ORDER`; turns every error into one line."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        order = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(self.commands, key=lambda name: (order.get(name, len(order)), name))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise
+        except SessionManagerError as exc:
+            self._debug(ctx)
+            raise click.ClickException(str(exc)) from exc
+        except OSError as exc:
+            self._debug(ctx)
+            where = f" {exc.filename!r}" if exc.filename else ""
+            raise click.ClickException(
+                f"Cannot access{where}: {exc.strerror or exc}. Check the path and its permissions."
+            ) from exc
+        except Exception as exc:
+            self._debug(ctx)
+            raise click.ClickException(
+                f"Unexpected {type(exc).__name__}: {exc}. Rerun with --debug for the "
+                "traceback, and please report it."
+            ) from exc
+
+    @staticmethod
+    def _debug(ctx: click.Context) -> None:
+        if getattr(ctx.obj, "debug", False):
+            traceback.print_exc()
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        prog_name = prog_name or "memlane"
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as exc:  # plain `memlane`: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" See `{exc.ctx.command_path} --help`." if exc.ctx is not None else ""
+            message = exc.format_message().rstrip()
+            _fail(message + ("" if message.endswith((".", "?")) else ".") + hint, exc.exit_code)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except click.Abort:
+            _fail("Aborted; nothing more was done.", FAILURE)
+        except BrokenPipeError:
+            # The reader went away (`memlane export | head`): stop quietly, like other tools.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(FAILURE)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(
+    name="memlane", cls=MemlaneGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option(
+    "--db",
+    default=DEFAULT_DB,
+    show_default=True,
+    envvar=["MEMLANE_DB", "ASM_DB"],  # ASM_*: the names before 0.2.0
+    show_envvar=True,
+    metavar="PATH|URL",
+    help="The store: a SQLite file, sqlite:///path.db or postgresql://user@host/db "
+    "(docs/backends.md).",
+)
+@click.option(
+    "--index",
+    envvar=["MEMLANE_INDEX", "ASM_INDEX"],  # ASM_*: the names before 0.2.0
+    show_envvar=True,
+    metavar="URL",
+    help="Where the vectors live when not in the store itself: chroma:///dir or "
+    "chroma+http://host:port.",
+)
+@click.option(
+    "--agent",
+    envvar=["MEMLANE_AGENT", "ASM_AGENT"],  # ASM_*: the names before 0.2.0
+    show_envvar=True,
+    metavar="AGENT",
+    help="Restrict commands to one agent's sessions (see each command).",
+)
+@click.option("--debug", is_flag=True, help="On errors, print the full traceback too.")
+@click.version_option(package_name="memlane", prog_name="memlane")
+@click.pass_context
+def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug: bool) -> None:
+    """memlane: look into, search, restore and maintain memlane databases.
+
+    Every command reads or changes one store (--db: a SQLite file, or a PostgreSQL URL;
+    --index for vectors kept in Chroma). Read commands print tables
+    for people and JSON with --json; commands that delete ask first unless --yes.
+    Start with `memlane demo`, then `memlane sessions`.
+
+    Exit status: 0 when done (also when nothing matched, or you declined to delete), 1
+    when the command failed, 2 for a usage error.
+    """
+    ctx.obj = Env(
+        db=db,
+        agent=agent,
+        index=index,
+        debug=debug,
+        out=make_console(stderr=False),
+        err=make_console(stderr=True),
+    )
+
+
+def main() -> None:
+    """Entry point of the ``memlane`` script and of ``python -m memlane``."""
+    cli.main(prog_name="memlane")

@@ -1,0 +1,121 @@
+"""``memlane facts`` and ``memlane ingest``: an agent's user memory and knowledge documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..memory import Fact
+from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
+from ._render import table_of
+
+
+def _agent(env: Env, command: str) -> str:
+    if env.agent is None:
+        raise click.UsageError(
+            f"memlane {command} needs --agent AGENT (or MEMLANE_AGENT): "
+            "the agent whose memory it uses."
+        )
+    return env.agent
+
+
+def fact_to_dict(fact: Fact) -> dict[str, Any]:
+    """A fact as a JSON-able dict with stable field names."""
+    return {
+        "id": fact.id,
+        "user_id": fact.user_id,
+        "text": fact.text,
+        "kind": fact.kind,
+        "key": fact.key,
+        "status": fact.status,
+        "valid_from": fact.valid_from.isoformat(),
+        "valid_until": None if fact.valid_until is None else fact.valid_until.isoformat(),
+        "recorded_at": fact.recorded_at.isoformat(),
+        "seen": fact.seen,
+        "source": fact.source,
+        "importance": fact.importance,
+        "superseded_by": fact.superseded_by,
+        "retracted_reason": fact.retracted_reason,
+        "metadata": fact.metadata,
+    }
+
+
+@cli.command()
+@click.argument("user_id", metavar="USER")
+@agent_option("The agent whose memory to read (required; or MEMLANE_AGENT).")
+@click.option("--key", metavar="KEY", help="Only the values of this key.")
+@click.option(
+    "--as-of",
+    "as_of",
+    type=AGE,
+    metavar="WHEN",
+    help="What was true then: an age (30d) or an ISO-8601 time.",
+)
+@click.option(
+    "--history", is_flag=True, help="Every fact ever remembered: superseded and retracted too."
+)
+@json_option
+@db_option
+@click.pass_obj
+def facts(
+    env: Env, user_id: str, key: str | None, as_of: str | None, history: bool, as_json: bool
+) -> None:
+    """Show what an agent knows about a user (remember() / the MCP remember tool).
+
+    By default the current facts; --as-of what was true at a time; --history everything,
+    with each fact's status. Keyed facts show their key.
+
+    \b
+    memlane facts u1 --agent assistant
+    memlane facts u1 --agent assistant --key city --history --json
+    """
+    mgr = env.manager(_agent(env, "facts"), read_only=True)
+    found = mgr.fact_history(user_id, key) if history else mgr.facts(user_id, key, as_of=as_of)
+    if as_json:
+        emit_json([fact_to_dict(fact) for fact in found])
+        return
+    if not found:
+        env.out.print(f"Agent {env.agent} knows nothing about user {user_id} here.")
+        return
+    table = table_of("key", "fact", "kind", "since", "status", "seen", "id")
+    for fact in found:
+        table.add_row(
+            fact.key or "",
+            fact.text,
+            fact.kind,
+            fact.valid_from.strftime("%Y-%m-%d"),
+            fact.status,
+            str(fact.seen),
+            fact.id,
+        )
+    env.out.print(table)
+
+
+@cli.command()
+@click.argument("file", metavar="FILE")
+@agent_option("The agent whose knowledge it joins (required; or MEMLANE_AGENT).")
+@click.option("--name", metavar="NAME", help="The document's name (default: its absolute path).")
+@click.option("--pool", metavar="POOL", help="Share it through this pool.")
+@click.option("--user", metavar="USER", help="The user it came from: erasing them deletes it too.")
+@db_option
+@click.pass_obj
+def ingest(env: Env, file: str, name: str | None, pool: str | None, user: str | None) -> None:
+    """Add a UTF-8 document (Markdown or text) to an agent's knowledge.
+
+    It is cut into chunks the embedder reads whole (headings kept); ingesting the same
+    document again adds only what changed. Search it with --kinds knowledge.
+
+    \b
+    memlane ingest docs/runbook.md --agent assistant
+    memlane search "how often do we rotate keys?" --kind knowledge
+    """
+    mgr = env.manager(_agent(env, "ingest"))
+    result = mgr.ingest(file, name=name, pool=pool, user_id=user)
+    env.out.print(
+        f"Document {result.name} (id {result.document_id}), version {result.version}: "
+        f"{result.added:,} chunk(s) added, {result.unchanged:,} unchanged, "
+        f"{result.removed:,} removed."
+    )
+    if result.added:
+        env.note(f"{result.added:,} chunk(s) wait for embedding: the next search embeds them.")

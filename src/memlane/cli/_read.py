@@ -1,0 +1,597 @@
+"""Read commands: sessions, show, search, restore, stats. Each calls one library method."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..admin import SessionInfo, event_to_dict
+from ..errors import SessionNotFound
+from ..events import SESSION_STATUSES, Hit
+from ._app import AGE, FAILURE, Env, agent_option, cli, db_option, emit_json, json_option
+from ._render import (
+    STATUS_STYLES,
+    ago,
+    event_body,
+    human_size,
+    kind_label,
+    shorten,
+    snippet,
+    stamp,
+    table_of,
+)
+
+_KIND_ORDER = ("goal", "step", "tool_output", "decision", "fact", "pending", "error", "message")
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+@cli.command()
+@agent_option("Only this agent's sessions.")
+@click.option(
+    "--status", type=click.Choice(SESSION_STATUSES), help="Only sessions with this status."
+)
+@click.option("--user", metavar="USER", help="Only sessions of this user_id.")
+@click.option(
+    "--since",
+    type=AGE,
+    metavar="WHEN",
+    help="Only sessions active since then: an age (7d, 12h, 30min) or an ISO-8601 time.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="At most this many sessions.",
+)
+@json_option
+@db_option
+@click.pass_obj
+def sessions(
+    env: Env, status: str | None, user: str | None, since: str | None, limit: int, as_json: bool
+) -> None:
+    """List sessions of every agent, most recently active first.
+
+    Columns: id, agent, user, goal (shortened), status, events, tokens (the sum of the
+    events' token counts) and last activity.
+    """
+    rows = env.admin().sessions(agent=env.agent, status=status, user=user, since=since, limit=limit)
+    if as_json:
+        emit_json([info.to_dict() for info in rows])
+        return
+    if not rows:
+        env.note("No sessions match. Record some with SessionManager, or run `memlane demo`.")
+        return
+    headers = ("ID", "AGENT", "USER", "GOAL", "STATUS", "EVENTS", "TOKENS", "LAST ACTIVITY")
+    cells = [
+        [
+            info.session.id,
+            info.session.agent_id,
+            info.session.user_id or "",
+            info.session.goal,
+            info.session.status,
+            f"{info.events:,}",
+            f"{info.tokens:,}",
+            ago(info.last_activity),
+        ]
+        for info in rows
+    ]
+    # Ids are never cut. On a narrow terminal the goal gives way first, then whole columns
+    # of lesser use (tokens, user, events, last activity) are left out.
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    shown = list(range(len(headers)))
+
+    def others() -> int:
+        return sum(widths[i] for i in shown if i != 3) + 3 * (len(shown) - 1)
+
+    for optional in (6, 2, 5, 7):
+        if others() + min(16, widths[3]) <= env.out.width:
+            break
+        shown.remove(optional)
+    goal_width = max(16, min(60, env.out.width - others()))
+    table = table_of(*(headers[i] for i in shown))
+    for column, i in zip(table.columns, shown, strict=True):
+        column.no_wrap = True
+        column.justify = "right" if i in (5, 6) else "left"
+    for row in cells:
+        row[3] = shorten(row[3], goal_width)
+        styled: list[str | Text] = list(row)
+        styled[4] = Text(row[4], style=STATUS_STYLES.get(row[4], ""))
+        table.add_row(*(styled[i] for i in shown))
+    env.out.print(table)
+    more = " (--limit for more)" if len(rows) == limit else ""
+    env.note(f"{len(rows)} session(s){more}. Timeline of one: memlane show ID")
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def _owned_session(env: Env, session_id: str) -> SessionInfo:
+    """The session, checked against --agent when one is given: the one wording of "not
+    this agent's session" for show, search and restore (the library words it for agents)."""
+    info = env.admin().session(session_id)
+    owner = info.session.agent_id
+    if env.agent is not None and env.agent != owner:
+        raise SessionNotFound(
+            f"Session {session_id!r} does not exist for agent {env.agent!r} (it belongs to "
+            f"{owner!r}). Drop --agent (or unset MEMLANE_AGENT) to look at any agent's session."
+        )
+    return info
+
+
+@cli.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option(
+    "--kind", "kinds", multiple=True, metavar="KIND", help="Only events of this kind (repeatable)."
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the latest N events.")
+@click.option("--full", is_flag=True, help="Show long contents and payloads in full.")
+@agent_option("Show the session only if this agent owns it.")
+@json_option
+@db_option
+@click.pass_obj
+def show(
+    env: Env,
+    session_id: str,
+    kinds: tuple[str, ...],
+    limit: int | None,
+    full: bool,
+    as_json: bool,
+) -> None:
+    """Show a session's timeline: goal, steps with their tool and result, tool outputs,
+    decisions, facts, errors (resolved or not), pending steps and messages.
+
+    Long contents are folded to their first lines and long payloads to 160 characters,
+    each with its size; --full shows them whole.
+    The summary at the end lists the open pending queue and unresolved errors.
+    """
+    info = _owned_session(env, session_id)
+    events = env.admin().events(session_id, kinds=list(kinds) or None, limit=limit)
+    if as_json:
+        emit_json({"session": info.to_dict(), "events": [event_to_dict(e) for e in events]})
+        return
+    s = info.session
+    header = Text()
+    header.append(f"Session {s.id}", style="bold")
+    header.append(f"  agent {s.agent_id}")
+    if s.user_id:
+        header.append(f" · user {s.user_id}")
+    if s.shared_pool:
+        header.append(f" · pool {s.shared_pool}")
+    header.append(" · ")
+    header.append(s.status, style=STATUS_STYLES.get(s.status, ""))
+    env.out.print(header)
+    env.out.print(Text.assemble(("Goal: ", "bold"), s.goal))
+    env.out.print(
+        f"Started {stamp(s.created_at)} UTC · last activity {ago(info.last_activity)} · "
+        f"{info.events:,} events · {info.tokens:,} tokens",
+        style="dim",
+    )
+    if len(events) < info.events:
+        env.out.print(f"Showing {len(events):,} of {info.events:,} events.", style="dim")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="dim")
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    labels = [kind_label(event) for event in events]
+    # What is left of the width after the day (or time) and kind columns and their gaps:
+    # folded lines are cut to it, so that they do not wrap.
+    kind_width = max((label.cell_len for label in labels), default=0)
+    width = env.out.width - len("2026-11-22") - kind_width - 4
+    day = None
+    for event, label in zip(events, labels, strict=True):
+        if stamp(event.created_at)[:10] != day:
+            day = stamp(event.created_at)[:10]
+            grid.add_row(Text(day, style="bold"), "", "")
+        body = event_body(event, full=full, width=max(30, width))
+        grid.add_row(stamp(event.created_at)[11:], label, body)
+    env.out.print()
+    env.out.print(grid)
+    env.out.print()
+    _show_summary(env, events)
+
+
+def _show_summary(env: Env, events: list[Any]) -> None:
+    counts = Counter(e.kind for e in events)
+    open_steps = [e for e in events if e.kind == "pending" and e.status == "open"]
+    unresolved = [e for e in events if e.kind == "error" and e.status == "unresolved"]
+    line = Text("Pending queue: ", style="bold")
+    if open_steps:
+        line.append(f"{len(open_steps)} open — ", style="yellow")
+        line.append("; ".join(shorten(e.content, 60) for e in open_steps))
+    else:
+        line.append("nothing open")
+    env.out.print(line)
+    errors = Text("Errors: ", style="bold")
+    errors.append(f"{counts['error'] - len(unresolved)} resolved, ")
+    errors.append(f"{len(unresolved)} unresolved", style="bold red" if unresolved else "")
+    errors.append(
+        f" · decisions {counts['decision']} · facts {counts['fact']} · "
+        f"steps {counts['step']} · tool outputs {counts['tool_output']} · "
+        f"messages {counts['message']}"
+    )
+    env.out.print(errors)
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+def _parse_where(values: tuple[str, ...]) -> dict[str, Any] | None:
+    filters: list[dict[str, Any]] = []
+    for value in values:
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise click.BadParameter(
+                    f"{value!r} is not a valid JSON filter ({exc.msg}); e.g. "
+                    """'{"year": {"$gte": 2024}}'.""",
+                    param_hint="--where",
+                ) from None
+            filters.append(parsed)
+            continue
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(
+                f"{value!r} is not key=value; e.g. --where tool=arxiv or --where http.status=200",
+                param_hint="--where",
+            )
+        try:
+            parsed_value = json.loads(raw)  # 200, true, null, "quoted"
+        except json.JSONDecodeError:
+            parsed_value = raw
+        filters.append({key.strip(): parsed_value})
+    if not filters:
+        return None
+    return filters[0] if len(filters) == 1 else {"$and": filters}
+
+
+@cli.command()
+@click.argument("query")
+@agent_option("Search only this agent's sessions (default: every agent's).")
+@click.option("--session", "session_id", metavar="SESSION", help="Search only this session.")
+@click.option(
+    "--kind", "kinds", multiple=True, metavar="KIND", help="Only events of this kind (repeatable)."
+)
+@click.option(
+    "--k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="How many hits."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "semantic", "keyword"]),
+    default="hybrid",
+    show_default=True,
+    help="hybrid fuses keyword (BM25) and semantic (cosine) rankings; each mode's scores "
+    "are on its own scale, so compare them within one search only.",
+)
+@click.option(
+    "--where",
+    "wheres",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Filter on event metadata (repeatable, all must hold); VALUE is JSON if it parses "
+    """(200, true), else text; or a JSON filter such as '{"year": {"$gte": 2024}}'.""",
+)
+@json_option
+@db_option
+@click.pass_obj
+def search(
+    env: Env,
+    query: str,
+    session_id: str | None,
+    kinds: tuple[str, ...],
+    k: int,
+    mode: str,
+    wheres: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Search past events by meaning and keywords: ranked hits with score, kind, session
+    and a snippet.
+
+    The header names the scores' scale, which depends on --mode: fused (RRF) for hybrid
+    (rank fusion, at most about 0.3), cosine for semantic (at most 1), BM25 for keyword
+    (unbounded). With --json each hit says it in score_scale: rrf, cosine or bm25.
+
+    Without --agent or --session every agent's memory is searched. Looking does not
+    count as a recall (restore ranking is left as it was).
+    """
+    where = _parse_where(wheres)
+    if session_id is not None:
+        _owned_session(env, session_id)
+    hits = env.admin().search(
+        query,
+        k,
+        mode=mode,
+        agent=env.agent,
+        session=session_id,
+        kinds=list(kinds) or None,
+        where=where,
+    )
+    label, scale = _SCORE_SCALES[mode]
+    if as_json:
+        emit_json(
+            [
+                {"rank": rank, "score": hit.score, "score_scale": scale, **event_to_dict(hit.event)}
+                for rank, hit in enumerate(hits, start=1)
+            ]
+        )
+        return
+    if not hits:
+        env.note("No hits. Try --mode semantic, fewer filters, or another wording.")
+        return
+    _print_hits(env, hits, query, label)
+
+
+#: What a score is in each search mode: its label in the header, its --json score_scale.
+#: The three differ by an order of magnitude (≈0.2 fused, ≤1 cosine, ≈4 BM25).
+_SCORE_SCALES = {
+    "hybrid": ("fused (RRF)", "rrf"),
+    "semantic": ("cosine", "cosine"),
+    "keyword": ("BM25", "bm25"),
+}
+
+
+def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
+    """Two lines per hit, so it reads well at any terminal width: where it is, then what;
+    under a header that names the scale of the scores."""
+    scores = [f"{hit.score:.3f}" for hit in hits]
+    width = max(len(label), *(len(score) for score in scores))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(
+        Text("#", style="bold"),
+        Text.assemble((label.ljust(width), "bold"), ("  kind · agent · session · time", "dim")),
+    )
+    for rank, (hit, score) in enumerate(zip(hits, scores, strict=True), start=1):
+        event = hit.event
+        located = Text.assemble(
+            kind_label(event),
+            (f" · {event.agent_id} · session {event.session_id} · ", "dim"),
+            (stamp(event.created_at, seconds=False), "dim"),
+        )
+        grid.add_row(
+            Text(f"{rank}.", style="bold"),
+            Text.assemble((f"{score.ljust(width)}  ", "bold"), located),
+        )
+        grid.add_row("", snippet(event.content, query, width=max(40, env.out.width - 8)))
+    env.out.print(grid)
+
+
+# -- restore ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=4000,
+    show_default=True,
+    help="The budget the restored text never exceeds.",
+)
+@click.option("--query", help="What the next turn is about (default: the goal and pending steps).")
+@click.option(
+    "--model",
+    default="gpt-4o",
+    show_default=True,
+    help="Model family whose tokenizer counts the budget (gpt-4o, gpt-4, claude-3-5-sonnet, ...).",
+)
+@click.option(
+    "--explain", is_flag=True, help="Also show what was included, summarised or dropped, and why."
+)
+@agent_option("Restore as this agent (default: the session's owner).")
+@json_option
+@db_option
+@click.pass_obj
+def restore(
+    env: Env,
+    session_id: str,
+    max_tokens: int,
+    query: str | None,
+    model: str,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Print the context restore() rebuilds for a session within --max-tokens.
+
+    This is exactly what an agent would get back from SessionManager.restore(). --explain
+    adds the report: every candidate event with its section, action, tokens and reason,
+    the tokens each section used, and the share of the budget each section was offered
+    and why. --json always includes the report, and the chat view (system and turns).
+    """
+    agent = _owned_session(env, session_id).session.agent_id
+    context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
+    report = context.report
+    if as_json:
+        emit_json(
+            {
+                "session_id": session_id,
+                "agent_id": agent,
+                "max_tokens": max_tokens,
+                "model": model,
+                "token_count": context.token_count,
+                "text": context.text,
+                "messages": context.messages,
+                "system": context.system,
+                "turns": context.turns,
+                "report": report.to_dict(),
+            }
+        )
+        return
+    click.echo(context.text)
+    counts = Counter(item.action for item in report.items)
+    env.note(
+        f"— {context.token_count:,} of {max_tokens:,} tokens ({report.model}, {report.encoding}"
+        f"{', estimate' if report.estimate else ''}) · {counts['included']} included, "
+        f"{counts['summarised']} summarised, {counts['dropped']} dropped of "
+        f"{report.total_events} events" + ("" if explain else " · --explain says why")
+    )
+    if not explain:
+        return
+    admin = env.admin()
+    contents = {e.id: e.content for e in admin.events(session_id)}
+    table = table_of("SECTION", "ACTION", "KIND", "TOKENS", "EVENT", "REASON")
+    table.columns[3].justify = "right"
+    table.columns[4].ratio = 1
+    table.columns[5].ratio = 1
+    styles = {"included": "green", "summarised": "yellow", "dropped": "red"}
+    for item in report.items:
+        table.add_row(
+            item.section,
+            Text(item.action, style=styles.get(item.action, "")),
+            item.kind,
+            str(item.tokens),
+            Text(f"{shorten(contents.get(item.event_id, ''), 48)}  ").append(
+                item.event_id, style="dim"
+            ),
+            item.reason,
+        )
+    env.out.print(table)
+    budget = table_of("SECTION", "TOKENS", "SHARE OF BUDGET")
+    budget.columns[1].justify = "right"
+    budget.columns[2].justify = "right"
+    for section, tokens in report.sections.items():
+        budget.add_row(section, f"{tokens:,}", f"{tokens / max_tokens:.0%}")
+    budget.add_row(
+        Text("whole text", style="bold"),
+        f"{context.token_count:,}",
+        f"{context.token_count / max_tokens:.0%}",
+    )
+    env.out.print(budget)
+    offered = table_of("SECTION", "OFFERED", "USED", "WHY")
+    offered.columns[1].justify = "right"
+    offered.columns[2].justify = "right"
+    offered.columns[3].ratio = 1
+    for share in report.shares:
+        offered.add_row(share.section, f"{share.offered:,}", f"{share.used:,}", share.why)
+    env.out.print(offered)
+    env.note(report.note)
+
+
+# -- health -------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@db_option
+@click.pass_obj
+def health(env: Env, as_json: bool) -> None:
+    """Say whether the store is healthy; exit 1 when it is not (for monitoring).
+
+    Not healthy: events wait for embedding and no process has stored a batch for two
+    minutes (no worker runs, or every one is failing), or an index cannot be reached. Also
+    shows the store's size, its WAL's (SQLite) and the schema version.
+    """
+    admin = env.admin()
+    report = admin.health()
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        out = env.out
+        state = ("healthy", "green") if report.ok else ("NOT HEALTHY", "bold red")
+        out.print(Text.assemble(("Health    ", "bold"), state))
+        last = report.last_embedded_at
+        since = "never" if last is None else f"{stamp(last)} UTC"
+        backlog_style = "yellow" if report.backlog else ""
+        out.print(
+            Text.assemble(
+                ("Backlog   ", "bold"),
+                (f"{report.backlog:,} event(s) waiting for embedding", backlog_style),
+                f"; last batch stored {since}",
+                (" (stalled: is a worker running?)", "bold red") if report.stalled else "",
+            )
+        )
+        for label, error in (("Index", report.index_error), ("Worker", report.last_error)):
+            if error:
+                out.print(Text.assemble((f"{label:<10}", "bold"), (error, "red")))
+        size = human_size(report.store_bytes or 0)
+        wal = "" if report.wal_bytes is None else f"; WAL {human_size(report.wal_bytes)}"
+        out.print(Text.assemble(("Store     ", "bold"), f"{report.store} ({size}{wal})"))
+        out.print(Text.assemble(("Schema    ", "bold"), report.schema or "none"))
+        out.print(Text.assemble(("Embedder  ", "bold"), report.embedder))
+    if not report.ok:
+        raise SystemExit(FAILURE)
+
+
+# -- stats --------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@db_option
+@click.pass_obj
+def stats(env: Env, as_json: bool) -> None:
+    """Show what the database holds: events by agent and kind, sessions by status, file
+    size, the embedder behind the vectors, and events still waiting for embedding."""
+    admin = env.admin()
+    st = admin.stats()
+    if as_json:
+        data = st.to_dict()
+        data["cli_embedder"] = admin.embedder.name
+        emit_json(data)
+        return
+    out = env.out
+    out.print(Text.assemble(("Database  ", "bold"), f"{st.path} ({human_size(st.size_bytes)})"))
+    statuses = ", ".join(f"{n:,} {status}" for status, n in st.sessions_by_status.items())
+    out.print(
+        Text.assemble(
+            ("Sessions  ", "bold"), f"{st.sessions:,}" + (f": {statuses}" if statuses else "")
+        )
+    )
+    out.print(
+        Text.assemble(
+            ("Events    ", "bold"),
+            f"{st.events:,}; {st.vectors:,} embedded, ",
+            (
+                f"{st.pending_embeddings:,} waiting for embedding",
+                "yellow" if st.pending_embeddings else "",
+            ),
+        )
+    )
+    if st.embedder_name:
+        made_by = f"{st.embedder_name} (dim {st.embedder_dim}) made the stored vectors"
+    else:
+        made_by = "no vectors yet"
+    line = Text.assemble(("Embedder  ", "bold"), made_by)
+    if st.embedder_name and st.embedder_name != admin.embedder.name:
+        line.append(
+            f"; this CLI embeds with {admin.embedder.name}: run `memlane reindex` to switch",
+            style="yellow",
+        )
+    out.print(line)
+    out.print(Text.assemble(("Schema    ", "bold"), ", ".join(st.migrations)))
+    if not st.events_by_agent:
+        return
+    present = {kind for kinds in st.events_by_agent.values() for kind in kinds}
+    columns = [k for k in _KIND_ORDER if k in present]
+    columns += sorted(present - set(columns))
+    headers = ["AGENT", *[c.upper().replace("_", " ") for c in columns], "TOTAL"]
+    rows = [
+        [agent, *[f"{kinds.get(c, 0):,}" for c in columns], f"{sum(kinds.values()):,}"]
+        for agent, kinds in st.events_by_agent.items()
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    if sum(widths) + 3 * (len(widths) - 1) > out.width:
+        # Too many kinds for the terminal: one row per agent and kind instead.
+        headers = ["AGENT", "KIND", "EVENTS"]
+        rows = [
+            [agent, kind, f"{count:,}"]
+            for agent, kinds in st.events_by_agent.items()
+            for kind, count in kinds.items()
+        ]
+    table = table_of(*headers)
+    for col in table.columns[1:]:
+        col.justify = "right"
+    for row in rows:
+        table.add_row(*row)
+    out.print()
+    out.print(table)

@@ -1,0 +1,663 @@
+"""Commands that move or change data: export, import, reindex, delete, prune."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager, nullcontext
+from pathlib import Path
+from typing import IO, Any
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from .._retention import RetentionResult
+from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
+from ..events import SESSION_STATUSES
+from ..retention import RetentionPolicy
+from ..store import describe_url, sqlite_path, store_identity
+from ._app import AGE, Env, agent_option, cli, db_option, open_admin
+from ._render import shorten, stamp
+
+
+@contextmanager
+def _progress(env: Env, description: str, total: int | None) -> Iterator[Progress]:
+    """A progress bar with an ETA on stderr; silent when stderr is not a terminal."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=env.err,
+        disable=not env.err.is_terminal,
+        transient=False,
+    )
+    with progress:
+        progress.add_task(description, total=total)
+        yield progress
+
+
+def _confirmed(question: str, yes: bool, *, instead: str = "") -> bool:
+    """Whether to go ahead: --yes, or "y" to ``question`` (asked on stderr; default no).
+
+    Declining is an answer, not an error. Having no answer to read (stdin closed or
+    /dev/null, as under cron or in CI) is a usage error that names --yes: a script that
+    deletes must say so. ``instead`` is a further way out for that message.
+    """
+    if yes:
+        return True
+    click.echo(f"{question} [y/N]: ", nl=False, err=True)
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        click.echo(err=True)  # a piped answer is not echoed: end the question's line
+        if not answer:  # end of input, not a person pressing Ctrl-D at the question
+            raise click.UsageError(
+                "This deletes data, so it asks first, and there is no terminal to answer on. "
+                f"Pass --yes to delete without asking{instead}."
+            )
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _nothing_deleted(env: Env) -> None:
+    env.out.print("Nothing deleted.")
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write to FILE instead of stdout (replaced if it exists).",
+)
+@agent_option("Export only this agent's sessions.")
+@click.option("--session", "session_id", metavar="SESSION", help="Export only this session.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "yaml"]),
+    default="jsonl",
+    show_default=True,
+    help="JSON Lines, or YAML (one document per record); `memlane import` reads both.",
+)
+@db_option
+@click.pass_obj
+def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> None:
+    """Export sessions and their events as JSON Lines (or YAML), losslessly.
+
+    The first line is a header; then, oldest session first, each session followed by its
+    events. Ids, times (ISO-8601 UTC, microseconds), payloads, importance, tags,
+    metadata, statuses, token and recall counts and pools are all kept; vectors are not
+    (`memlane import` queues the events for embedding). The same database always exports
+    the same bytes.
+
+    \b
+    memlane export -o backup.jsonl
+    memlane export --agent researcher | gzip > researcher.jsonl.gz
+    memlane export --format yaml -o backup.yaml
+    """
+    records = env.admin().export(agent=env.agent, session=session_id)
+    encode: Callable[[Mapping[str, Any]], bytes]
+    if fmt == "yaml":
+        from .._yaml_export import yaml_document
+
+        def encode(record: Mapping[str, Any]) -> bytes:
+            return yaml_document(record).encode()
+    else:
+
+        def encode(record: Mapping[str, Any]) -> bytes:
+            return json_line(record).encode() + b"\n"
+
+    header = next(records)  # checks --session before any file is touched
+    sessions = events = 0
+    # Bytes, not text: UTF-8 and "\n" whatever the platform or locale, so the same store
+    # always gives the same file. closing(): end the read snapshot even if writing fails.
+    with closing(records), open(output, "wb") if output else _stdout() as out:
+        out.write(encode(header))
+        for record in records:
+            out.write(encode(record))
+            sessions += record["type"] == "session"
+            events += record["type"] == "event"
+    target = output or "stdout"
+    env.note(f"Exported {sessions:,} session(s) and {events:,} event(s) to {target}.")
+
+
+@cli.command(name="export-md")
+@click.argument("directory", metavar="DIR")
+@agent_option("The agent whose memory to write (required; or MEMLANE_AGENT).")
+@click.option("--user", "user_id", metavar="USER", help="Only this user's sessions and facts.")
+@db_option
+@click.pass_obj
+def export_md(env: Env, directory: str, user_id: str | None) -> None:
+    """Write an agent's memory as Markdown files into DIR.
+
+    MEMORY.md holds what the agent knows now: the current facts about each user (by key)
+    and the pinned decisions, each with its date and a stable anchor. memory/YYYY-MM-DD.md
+    holds each UTC day's goals, decisions, steps, errors and summaries, by session. The
+    files say they are generated; unchanged files are left byte for byte as they were.
+
+    \b
+    memlane export-md ./memory --agent assistant
+    memlane export-md ./memory --agent assistant --user u1
+    """
+    if env.agent is None:
+        raise click.UsageError(
+            "memlane export-md needs --agent AGENT (or MEMLANE_AGENT): "
+            "the agent whose memory it writes."
+        )
+    result = env.manager(env.agent, read_only=True).export_markdown(directory, user_id=user_id)
+    env.out.print(
+        f"Wrote {len(result.written):,} file(s) to {result.directory}; "
+        f"{len(result.unchanged):,} unchanged, {len(result.removed):,} removed."
+    )
+
+
+@contextmanager
+def _stdout() -> Iterator[IO[bytes]]:
+    sys.stdout.flush()
+    try:
+        yield sys.stdout.buffer
+    finally:
+        sys.stdout.buffer.flush()
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+def _count_lines(path: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+@cli.command(name="import")
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--dry-run", is_flag=True, help="Check every record and count what would change; write nothing."
+)
+@click.option(
+    "--skip-bad",
+    is_flag=True,
+    help="Report bad lines and import the rest (default: stop at the first).",
+)
+@db_option
+@click.pass_obj
+def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
+    """Import a file written by `memlane export`, JSON Lines or YAML (- reads stdin).
+
+    Sessions and events keep their ids and times; a record whose id is already in the
+    database is skipped, so importing the same file twice changes nothing. The database
+    is created if missing. A bad line stops the import with its line number (lines before
+    it stay imported; importing again skips them) unless --skip-bad.
+
+    \b
+    memlane export --db old.db | memlane import --db new.db -
+    """
+    total = None if file == "-" else _count_lines(file)
+    verb = "Checking" if dry_run else "Importing"
+    with open(file, "rb") if file != "-" else nullcontext(sys.stdin.buffer) as raw:
+        # (peekable, to tell YAML from JSON Lines by the first bytes)
+        stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
+        if _is_yaml(stream):
+            total = None  # (records are not lines there)
+        path = sqlite_path(env.db)
+        if dry_run and path is not None and Path(path).parent.is_dir() and not Path(path).exists():
+            # Check against an empty store in memory: a dry run creates no file either.
+            admin = StoreAdmin(":memory:")
+            click.get_current_context().call_on_close(admin.close)
+        else:
+            admin = env.admin(must_exist=False)
+        with _progress(env, verb, total) as bar:
+            result = admin.import_records(
+                _records(stream),
+                dry_run=dry_run,
+                skip_bad=skip_bad,
+                progress=lambda done, _: bar.update(bar.task_ids[0], completed=done),
+            )
+    _report_import(env, result)
+
+
+def _is_yaml(stream: IO[bytes]) -> bool:
+    """Whether an export is YAML (``memlane export --format yaml``: it starts with ``---``)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(16)[:16] if peek is not None else b""
+    return bool(head.lstrip().startswith((b"---", b"%YAML")))
+
+
+def _records(stream: IO[bytes]) -> Iterator[Any]:
+    """The records of an export: YAML documents, or lines of JSON."""
+    if _is_yaml(stream):
+        from .._yaml_export import yaml_records
+
+        return yaml_records(stream)
+    return _lines(stream)
+
+
+def _lines(stream: IO[bytes]) -> Iterator[str]:
+    # surrogateescape: a line that is not UTF-8 becomes a bad record with its line number
+    # (its text holds lone surrogates, which validation rejects), not a crash of the run.
+    for line in stream:
+        yield line.decode("utf-8", "surrogateescape")
+
+
+def _report_import(env: Env, result: ImportResult) -> None:
+    would = "Would import" if result.dry_run else "Imported"
+    env.out.print(
+        f"{would} {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
+        f"event(s); {result.skipped:,} record(s) already in the database were skipped."
+    )
+    if result.grants_inserted or result.grants_skipped:
+        env.note(
+            f"Pool grants: {result.grants_inserted:,} "
+            f"{'to import' if result.dry_run else 'imported'}, {result.grants_skipped:,} "
+            "skipped (the agent already had a grant there, or the pool another owner)."
+        )
+    if result.events_expired:
+        env.note(f"{result.events_expired:,} event(s) had expired (expires_at): not imported.")
+    if result.events_inserted and not result.dry_run:
+        env.note(
+            f"{result.events_inserted:,} new event(s) wait for embedding: the next search (or "
+            "any SessionManager on this database) embeds them."
+        )
+    if result.bad:
+        env.err.print(f"Skipped {len(result.bad):,} bad line(s):", style="yellow")
+        for bad in result.bad[:20]:
+            env.err.print(f"  line {bad.line}: {bad.message}")
+        if len(result.bad) > 20:
+            env.err.print(f"  ... and {len(result.bad) - 20:,} more")
+    if result.dry_run:
+        env.note("Dry run: nothing was written.")
+
+
+# -- migrate ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--from", "source", required=True, metavar="URL", help="The store to copy from (path or URL)."
+)
+@click.option(
+    "--to", "target", required=True, metavar="URL", help="The store to copy into (created if new)."
+)
+@click.option("--from-index", metavar="URL", help="The source's Chroma index, if it has one.")
+@click.option("--to-index", metavar="URL", help="Keep the target's vectors in Chroma (URL).")
+@click.option(
+    "--embed",
+    is_flag=True,
+    help="Also embed the copied events in the target now (default: its next user does).",
+)
+@click.pass_obj
+def migrate(
+    env: Env,
+    source: str,
+    target: str,
+    from_index: str | None,
+    to_index: str | None,
+    embed: bool,
+) -> None:
+    """Copy every session and event from one store to another, losslessly.
+
+    Works between any two backends (SQLite, PostgreSQL, either with a Chroma index),
+    streaming, with a progress bar. Interrupted? Run the same command again: what is
+    already in the target is skipped, and the copy carries on. Vectors are not copied: the
+    target embeds the events (at once with --embed, else in the background of its next
+    SessionManager). --from and --to must be two stores, however they are spelt.
+
+    \b
+    memlane migrate --from sessions.db --to postgresql://app@db/agents
+    memlane migrate --from postgresql://app@db/agents --to sqlite:///backup.db
+    """
+    _refuse_the_same_store(source, target)
+    old = open_admin(source, from_index, option="--from")
+    new = open_admin(target, to_index, must_exist=False, option="--to")
+    started = time.perf_counter()
+    with _progress(env, "Copying", None) as bar:
+        task = bar.task_ids[0]
+        result = old.copy_to(
+            new, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    env.out.print(
+        f"Copied {result.sessions_inserted:,} session(s) and {result.events_inserted:,} "
+        f"event(s) in {time.perf_counter() - started:.1f} s; {result.skipped:,} record(s) "
+        "already in the target were skipped."
+    )
+    if embed:
+        with _progress(env, f"Embedding with {new.embedder.name}", None) as bar:
+            task = bar.task_ids[0]
+            count = new.embed_pending(
+                progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        env.out.print(f"Embedded {count:,} event(s) in the target.")
+    elif result.events_inserted:
+        env.note(
+            f"{result.events_inserted:,} event(s) wait for embedding in the target: its next "
+            "SessionManager (or `memlane migrate ... --embed`) embeds them."
+        )
+
+
+def _refuse_the_same_store(source: str, target: str) -> None:
+    """A usage error when --from and --to name one store, however each is spelt: the copy
+    would skip every record as already there and "succeed" having done nothing."""
+    same = store_identity(source)
+    if same is None or same != store_identity(target):
+        return
+    spelt = f"{describe_url(source)!r} and {describe_url(target)!r} both name {same}"
+    if source == target:
+        spelt = f"both are {describe_url(source)!r}"
+    raise click.UsageError(
+        f"--from and --to name the same store ({spelt}); migrating a store into itself "
+        "copies nothing. Give --to another path or URL."
+    )
+
+
+# -- reindex ------------------------------------------------------------------------------
+
+
+@cli.command()
+@db_option
+@click.pass_obj
+def reindex(env: Env) -> None:
+    """Rebuild every projection from the log: re-embed all events and rebuild the
+    keyword index.
+
+    Needed after changing the embedder (the error that says so names this command);
+    safe at any time. Shows a progress bar with an ETA.
+    """
+    admin = env.admin()
+    started = time.perf_counter()
+    name = admin.embedder.name
+    with _progress(env, f"Embedding with {name}", None) as bar:
+        task = bar.task_ids[0]
+        count = admin.reindex(
+            progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    env.out.print(
+        f"Re-embedded {count:,} event(s) with {name} and rebuilt the keyword index in "
+        f"{time.perf_counter() - started:.1f} s."
+    )
+
+
+# -- delete and prune ---------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def delete(env: Env, session_id: str, yes: bool) -> None:
+    """Delete one session (of any agent) with its events, vectors and index entries.
+
+    Asks first unless --yes (a script, with no terminal to answer on, must pass --yes).
+    This cannot be undone; `memlane export --session ID` keeps a copy.
+    """
+    admin = env.admin()
+    info = admin.session(session_id)
+    s = info.session
+    question = (
+        f"Delete session {s.id} of agent {s.agent_id!r} ({shorten(s.goal, 50)!r}, "
+        f"{info.events:,} events)? This cannot be undone."
+    )
+    if not _confirmed(question, yes):
+        _nothing_deleted(env)
+        return
+    count = admin.delete_session(session_id)
+    env.out.print(f"Deleted session {s.id} of agent {s.agent_id!r} and its {count:,} event(s).")
+
+
+@cli.command()
+@click.option(
+    "--older-than",
+    type=AGE,
+    metavar="AGE",
+    help="An age (90d, 12h, 2w) or an ISO-8601 time; what is older goes.",
+)
+@click.option(
+    "--expired",
+    is_flag=True,
+    help="Delete the events whose time to live has passed (record(ttl=...)) instead.",
+)
+@click.option(
+    "--kind",
+    metavar="KIND",
+    help="Delete only events of this kind (e.g. tool_output), keeping the sessions.",
+)
+@click.option(
+    "--status", type=click.Choice(SESSION_STATUSES), help="Only in sessions with this status."
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def prune(
+    env: Env,
+    older_than: str | None,
+    expired: bool,
+    kind: str | None,
+    status: str | None,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Delete old data, of every agent.
+
+    Without --kind: whole sessions whose last activity is older than --older-than (a
+    session still in use is never cut in half). With --kind: only events of that kind
+    created before the cutoff, in any session; the sessions stay. --status limits either
+    to sessions with that status. --expired instead deletes the short-term memory whose
+    time to live has passed (a running manager's worker does it too). Asks first unless
+    --yes or --dry-run (a script, with no terminal to answer on, must pass one of them).
+
+    \b
+    memlane prune --older-than 90d --status completed
+    memlane prune --older-than 30d --kind tool_output --dry-run
+    memlane prune --expired --yes
+    """
+    if expired:
+        if older_than is not None or kind is not None or status is not None:
+            raise click.UsageError(
+                "--expired deletes every expired event; it takes no --older-than, --kind "
+                "or --status."
+            )
+        _prune_expired(env, dry_run, yes)
+        return
+    if older_than is None:
+        raise click.UsageError("Say what to delete: --older-than AGE, or --expired.")
+    admin = env.admin()
+    plan = admin.prune(older_than, kind=kind, status=status, dry_run=True)
+    if not plan.events and not plan.sessions:
+        env.out.print(f"Nothing is older than {stamp(plan.cutoff)} UTC; nothing to prune.")
+        return
+    _describe_prune(env, plan)
+    if dry_run:
+        env.note("Dry run: nothing was deleted.")
+        return
+    question = "Delete all of that? This cannot be undone."
+    if not _confirmed(question, yes, instead=", or --dry-run to only list what would go"):
+        _nothing_deleted(env)
+        return
+    done = admin.prune(plan.cutoff, kind=kind, status=status)
+    _describe_prune(env, done)
+
+
+def _prune_expired(env: Env, dry_run: bool, yes: bool) -> None:
+    admin = env.admin()
+    plan = admin.prune_expired(dry_run=True)
+    if not plan.events:
+        env.out.print("No event has expired; nothing to prune.")
+        return
+    _describe_expired(env, plan)
+    if dry_run:
+        env.note("Dry run: nothing was deleted.")
+        return
+    if not _confirmed("Delete them? This cannot be undone.", yes, instead=", or --dry-run"):
+        _nothing_deleted(env)
+        return
+    _describe_expired(env, admin.prune_expired())
+
+
+def _describe_expired(env: Env, result: PruneResult) -> None:
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    env.out.print(
+        f"{verb} {result.events:,} expired event(s) ({kinds}) from "
+        f"{result.sessions_touched:,} session(s)."
+    )
+
+
+@cli.command()
+@click.option(
+    "--max-age", required=True, metavar="AGE", help="What is older than this goes (90d, 12h, 2w)."
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only events of this kind (repeatable), keeping the sessions.",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(SESSION_STATUSES),
+    help="Only in sessions with this status (repeatable).",
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Spare the newest this many sessions of each agent (events of each session, with --kind).",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def retention(
+    env: Env,
+    max_age: str,
+    kinds: tuple[str, ...],
+    statuses: tuple[str, ...],
+    keep: int,
+    dry_run: bool,
+    as_json: bool,
+    yes: bool,
+) -> None:
+    """Apply a retention policy to every agent's sessions.
+
+    Without --kind: whole task sessions inactive for longer than --max-age (memory sessions,
+    which hold users' facts and knowledge, stay). With --kind: the events of those kinds
+    older than that. Never deleted: goals, open pending steps, users' current facts,
+    knowledge documents. Decided and deleted in one transaction. Asks first unless --yes or
+    --dry-run.
+
+    \b
+    memlane retention --max-age 180d --status completed --status abandoned --dry-run
+    memlane retention --max-age 30d --kind tool_output --kind message --keep 50 --yes
+    """
+    policy = RetentionPolicy(max_age, kinds=kinds or None, statuses=statuses or None, keep=keep)
+    admin = env.admin()
+    plan = admin.apply_retention(policy, dry_run=True)
+    if dry_run or not plan.events:
+        _report_retention(env, plan, as_json)
+        return
+    _report_retention(env, plan, False)
+    if not _confirmed("Delete all of that? This cannot be undone.", yes, instead=", or --dry-run"):
+        _nothing_deleted(env)
+        return
+    _report_retention(env, admin.apply_retention(policy), as_json)
+
+
+def _report_retention(env: Env, result: RetentionResult, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    what = f"{len(result.sessions):,} session(s) with " if result.policy.kinds is None else ""
+    env.out.print(
+        f"{verb} {what}{result.events:,} event(s){f' ({kinds})' if kinds else ''} older than "
+        f"{stamp(result.cutoff)} UTC, from {result.sessions_touched:,} session(s)."
+    )
+
+
+@cli.command("erase-user")
+@click.argument("user_id", metavar="USER")
+@click.option("--buffer", metavar="URL", help="The agents' Redis working buffer, to erase too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the receipt as JSON.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@click.pass_obj
+def erase_user(env: Env, user_id: str, buffer: str | None, as_json: bool, yes: bool) -> None:
+    """Erase a user from the store: every session of every agent with that user id.
+
+    Events, vectors, keyword rows, summaries and the facts agents remembered about the user
+    go, physically (freed pages overwritten, the keyword index merged, the log truncated;
+    PostgreSQL vacuumed). Prints a receipt, with the copies no erasure reaches. Running it
+    again completes an interrupted erasure. Asks first unless --yes.
+
+    \b
+    memlane erase-user u-4711 --yes --json > receipt.json
+    """
+    admin = env.admin()
+    found = admin.sessions(user=user_id)
+    events = sum(info.events for info in found)
+    question = (
+        f"Erase user {user_id!r}: {len(found):,} session(s) with {events:,} event(s), of "
+        f"{len({info.session.agent_id for info in found}):,} agent(s)? This cannot be undone."
+    )
+    if not _confirmed(question, yes):
+        _nothing_deleted(env)
+        return
+    receipt = admin.erase_user(user_id, buffer=buffer)
+    if as_json:
+        click.echo(json.dumps(receipt.to_dict(), indent=2))
+        return
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in receipt.events.items()) or "no events"
+    env.out.print(
+        f"Erased user {user_id!r}: {receipt.sessions:,} session(s), {kinds} "
+        f"({receipt.facts:,} fact(s) about them)."
+    )
+    env.out.print("Not reached by this erasure:")
+    for note in receipt.unreachable:
+        env.out.print(f"  - {note}")
+
+
+def _describe_prune(env: Env, result: PruneResult) -> None:
+    verb = "Would delete" if result.dry_run else "Deleted"
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result.events_by_kind.items())
+    cutoff = f"{stamp(result.cutoff)} UTC"
+    if result.sessions:
+        env.out.print(
+            f"{verb} {len(result.sessions):,} session(s) inactive since before {cutoff}, "
+            f"with {result.events:,} event(s) ({kinds}):"
+        )
+        for info in result.sessions[:20]:
+            s = info.session
+            env.out.print(f"  {s.id}  {s.agent_id}  {s.status}  {shorten(s.goal, 60)}")
+        if len(result.sessions) > 20:
+            env.out.print(f"  ... and {len(result.sessions) - 20:,} more")
+    else:
+        env.out.print(
+            f"{verb} {result.events:,} event(s) ({kinds}) created before {cutoff}, from "
+            f"{result.sessions_touched:,} session(s)."
+        )

@@ -1,0 +1,718 @@
+"""An MCP server over an agent's memory: any MCP client (Claude Desktop, IDEs, agent
+frameworks) starts sessions, records events, searches and restores context through tools.
+
+Install the extra: ``pip install 'memlane[mcp]'`` (the MCP Python SDK 2.x,
+whose server class is ``MCPServer``). Then either run ``memlane mcp --db memory.db --agent
+assistant`` (stdio, the transport MCP clients launch) or build the server yourself::
+
+    from memlane import AsyncSessionManager
+    from memlane.integrations.mcp import build_server
+
+    server = build_server(lambda: AsyncSessionManager("assistant", "memory.db"))
+    server.run()                                  # stdio; or hand it to mcp.Client in tests
+
+What it guarantees (docs/integrations/mcp.md has the tool list):
+
+* **One agent per server.** The manager's ``agent_id`` scopes every tool; session ids and
+  session keys are interchangeable wherever a tool takes a ``session_id``.
+* **Never blocks its event loop.** Every call runs on the worker threads of
+  :class:`~memlane.AsyncSessionManager`.
+* **Bad input is a tool error, not a crash.** An error of this library (unknown session or
+  kind, empty content, too small a budget, a closed session, ...) comes back as a result with
+  ``isError: true`` and the library's message; such calls write nothing.
+* **Bounded output.** Lists are capped (``limit``/``k`` have maxima in the schema) and every
+  event's content, payload and metadata are cut to ``max_chars`` characters (2,000 by default)
+  with a ``… [N more characters]`` marker and ``truncated: true``. ``restore_context``
+  returns the restored text, which already fits the ``max_tokens`` asked for.
+* **stdout is the protocol.** Logs go to stderr only (:func:`run_stdio` sets that up).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+from typing import Annotated, Any, Literal, TypeVar
+
+from ..aio import AsyncSessionManager
+from ..errors import InvalidInput, SessionKeyTaken, SessionManagerError
+from ..events import KINDS, MESSAGE_ROLES, Event, Session
+from . import require
+
+require("mcp.server.mcpserver", "mcp")
+
+import anyio  # noqa: E402  (after the check that names the extra; anyio comes with mcp)
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+from ._mcp_users import user_memory_tools  # noqa: E402
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "TOOL_NAMES",
+    "ManagerFactory",
+    "build_server",
+    "run_stdio",
+]
+
+log = logging.getLogger("memlane.mcp")
+
+#: Characters of an event's content (and of its payload's or metadata's JSON) a tool returns.
+DEFAULT_MAX_CHARS = 2_000
+#: ``list_sessions`` / ``get_events`` / ``search_memory`` return at most this many items.
+MAX_SESSIONS = 100
+MAX_EVENTS = 100
+MAX_HITS = 25
+#: The largest ``max_tokens`` restore_context accepts (a sanity bound, not a model limit).
+MAX_RESTORE_TOKENS = 200_000
+
+#: A zero-argument callable that opens the manager the server uses (called when it starts).
+ManagerFactory = Callable[[], AsyncSessionManager]
+
+_READ_TOOLS = ("list_sessions", "search_memory", "restore_context", "get_events", "user_facts")
+_WRITE_TOOLS = (
+    "start_session",
+    "end_session",
+    "record",
+    "record_step",
+    "add_message",
+    "add_pending",
+    "complete_pending",
+    "remember",
+)
+#: Every tool the server offers (``read_only=True`` offers the read ones only).
+TOOL_NAMES: tuple[str, ...] = _WRITE_TOOLS + _READ_TOOLS
+
+_T = TypeVar("_T")
+
+# -- parameter types: the JSON schema (types, bounds, descriptions) clients see --------------
+
+SessionRef = Annotated[
+    str,
+    Field(
+        description="The session: its id (from start_session or list_sessions) or the key it "
+        "was started with.",
+        min_length=1,
+    ),
+]
+OptionalSessionRef = Annotated[
+    str | None,
+    Field(description="Only this session (its id or key); omit for all of this agent's sessions."),
+]
+KindsFilter = Annotated[
+    list[str] | None,
+    Field(description="Only events of these kinds (e.g. ['fact', 'decision']); omit for all."),
+]
+Text = Annotated[str, Field(description="The text to store (not empty).")]
+Importance = Annotated[
+    float | None,
+    Field(
+        description="0 to 1; how much restore_context should favour this event (default: "
+        "by kind, e.g. decision 0.8, fact 0.6, message 0.3).",
+        ge=0.0,
+        le=1.0,
+    ),
+]
+Tags = Annotated[list[str] | None, Field(description="Short labels to file the event under.")]
+Metadata = Annotated[
+    dict[str, Any] | None,
+    Field(description="Small JSON object stored with the item (filterable, e.g. {'tool': 'x'})."),
+]
+JsonValue = Annotated[
+    Any, Field(description="Any JSON value (text, number, object, list); stored verbatim.")
+]
+FinalStatus = Literal["completed", "failed", "abandoned"]
+SessionStatus = Literal["active", "completed", "failed", "abandoned"]
+SearchModeParam = Literal["hybrid", "semantic", "keyword"]
+
+# -- outputs ---------------------------------------------------------------------------------
+
+
+class SessionOut(BaseModel):
+    """One session of the agent."""
+
+    id: str = Field(description="The session id; pass it (or the key) as session_id.")
+    key: str | None = Field(description="The caller's own name for the session, if given.")
+    goal: str = Field(description="What the session is for (cut to the server's limit).")
+    status: str = Field(description="active, completed, failed or abandoned.")
+    user_id: str | None = None
+    created_at: str = Field(description="ISO-8601 UTC.")
+    updated_at: str = Field(description="ISO-8601 UTC; the last activity.")
+    metadata: Any = Field(
+        default=None, description="The session's metadata, or its JSON cut to the limit."
+    )
+    truncated: bool = Field(default=False, description="True when a field was cut.")
+
+
+class StartedSession(SessionOut):
+    """The session start_session opened, or the one its key already named."""
+
+    created: bool = Field(
+        description="False when the key already named a session: that session is returned, "
+        "unchanged, instead of a new one."
+    )
+
+
+class EventOut(BaseModel):
+    """One event of a session's log."""
+
+    id: str = Field(description="The event id (a pending step's id is its pending_id).")
+    session_id: str
+    kind: str
+    content: str = Field(description="The event's text, cut to the server's limit.")
+    created_at: str = Field(description="ISO-8601 UTC.")
+    importance: float
+    status: str | None = Field(
+        default=None, description="pending: open/done/cancelled; error: unresolved/resolved."
+    )
+    role: str | None = Field(default=None, description="The speaker of a message event.")
+    tags: list[str] = Field(default_factory=list)
+    metadata: Any = Field(default=None, description="Metadata, or its JSON cut to the limit.")
+    payload: Any = Field(
+        default=None, description="Structured detail (a step's result, ...), or its JSON cut."
+    )
+    truncated: bool = Field(default=False, description="True when a field was cut.")
+    expires_at: str | None = Field(
+        default=None, description="ISO-8601 UTC: when this short-term memory is forgotten."
+    )
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionOut]
+    more: bool = Field(description="True when more sessions match than were returned.")
+
+
+class EventList(BaseModel):
+    events: list[EventOut] = Field(description="Oldest first.")
+    more: bool = Field(description="True when the session has older matching events.")
+
+
+class SearchHit(BaseModel):
+    score: float = Field(description="Relevance; higher is better (comparable within a call).")
+    event: EventOut
+
+
+class SearchResult(BaseModel):
+    hits: list[SearchHit] = Field(description="Best first.")
+
+
+# -- bounding --------------------------------------------------------------------------------
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` or its first ``limit`` characters and a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text, False
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]", True
+
+
+def _bounded(value: Any, limit: int) -> tuple[Any, bool]:
+    """A JSON value as is when its JSON text fits ``limit``, else that text cut."""
+    if value is None:
+        return None, False
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) <= limit:
+        return value, False
+    return _cut(text, limit)
+
+
+def _session_out(session: Session, limit: int) -> dict[str, Any]:
+    goal, cut_goal = _cut(session.goal, limit)
+    metadata, cut_meta = _bounded(session.metadata or None, limit)
+    return {
+        "id": session.id,
+        "key": session.key,
+        "goal": goal,
+        "status": session.status,
+        "user_id": session.user_id,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+        "metadata": metadata,
+        "truncated": cut_goal or cut_meta,
+    }
+
+
+def _event_out(event: Event, limit: int) -> EventOut:
+    content, cut_content = _cut(event.content, limit)
+    metadata, cut_meta = _bounded(event.metadata or None, limit)
+    payload, cut_payload = _bounded(event.payload, limit)
+    return EventOut(
+        id=event.id,
+        session_id=event.session_id,
+        kind=event.kind,
+        content=content,
+        created_at=event.created_at.isoformat(),
+        importance=event.importance,
+        status=event.status,
+        role=event.role,
+        tags=list(event.tags),
+        metadata=metadata,
+        payload=payload,
+        truncated=cut_content or cut_meta or cut_payload,
+        expires_at=None if event.expires_at is None else event.expires_at.isoformat(),
+    )
+
+
+async def _call(what: Awaitable[_T]) -> _T:
+    """Await a library call; this library's errors become tool errors (``isError``) carrying
+    their message. Anything else is a crash the SDK reports generically and logs."""
+    try:
+        return await what
+    except SessionManagerError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+class _Manager:
+    """The manager the tools use: the caller's instance, or one opened from a factory while
+    the server runs (opened by the first connection, closed after the last)."""
+
+    def __init__(self, source: AsyncSessionManager | ManagerFactory) -> None:
+        self._factory: ManagerFactory | None = None
+        self._manager: AsyncSessionManager | None = None
+        if isinstance(source, AsyncSessionManager):
+            self._manager = source
+        elif callable(source):
+            self._factory = source
+        else:
+            raise InvalidInput(
+                "build_server takes an AsyncSessionManager or a zero-argument callable that "
+                f"returns one, not {type(source).__name__}."
+            )
+        self._users = 0
+        self._lock = anyio.Lock()
+
+    @property
+    def owned(self) -> bool:
+        return self._factory is not None
+
+    def get(self) -> AsyncSessionManager:
+        if self._manager is None:
+            raise ToolError("The memory store is not open: the server is not running.")
+        return self._manager
+
+    @asynccontextmanager
+    async def lifespan(self, _server: MCPServer[None]) -> AsyncIterator[None]:
+        factory = self._factory
+        if factory is None:
+            yield None
+            return
+        async with self._lock:
+            if self._users == 0:
+                manager = await anyio.to_thread.run_sync(factory)
+                if not isinstance(manager, AsyncSessionManager):
+                    raise InvalidInput(
+                        "build_server's factory must return an AsyncSessionManager, not "
+                        f"{type(manager).__name__}."
+                    )
+                self._manager = manager
+            self._users += 1
+        try:
+            yield None
+        finally:
+            async with self._lock:
+                self._users -= 1
+                if self._users == 0 and self._manager is not None:
+                    manager, self._manager = self._manager, None
+                    await manager.close()
+
+
+_INSTRUCTIONS = """\
+Durable memory for one agent, kept across conversations. Call start_session once per task \
+(pass key= your own conversation or task name to get the same session back later), record \
+what you learn and decide as you work (record, record_step, add_message), and add_pending \
+for work left to do. At the start of a new conversation, restore_context(session_id, \
+max_tokens) gives back the goal, open pending steps, important events and relevant history \
+within that token budget; search_memory finds past events by meaning and keywords. Use \
+remember for what you learn about the user (with a key such as 'city' when it has one \
+current value) and user_facts to look it up; restore_context shows it for a session started \
+with that user_id."""
+
+
+def _version() -> str:
+    try:
+        return _dist_version("memlane")
+    except PackageNotFoundError:  # running from a checkout that is not installed
+        return "0"
+
+
+def build_server(
+    manager: AsyncSessionManager | ManagerFactory,
+    *,
+    name: str = "memlane",
+    read_only: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> MCPServer[None]:
+    """An ``MCPServer`` (MCP Python SDK 2.x) whose tools read and write ``manager``'s memory.
+
+    ``manager``: an :class:`~memlane.AsyncSessionManager` (yours: the server never
+    closes it), or a zero-argument callable returning one, which the server calls when it
+    starts and closes when it stops. ``read_only``: offer only the read tools
+    (list_sessions, search_memory, restore_context, get_events). ``max_chars``: how many
+    characters of each event's content, payload and metadata a tool returns.
+
+    Serve it with ``server.run()`` (stdio), or connect ``mcp.Client(server)`` in-process.
+    """
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 100:
+        raise InvalidInput(f"max_chars must be an int of at least 100, not {max_chars!r}.")
+    memory = _Manager(manager)
+    server: MCPServer[None] = MCPServer(
+        name,
+        title="Agent session memory",
+        instructions=_INSTRUCTIONS,
+        version=_version(),
+        lifespan=memory.lifespan if memory.owned else None,
+    )
+    cap = max_chars
+    cut_note = f" Content, payload and metadata are cut to {cap:,} characters (truncated: true)."
+    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    add = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+    settle = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+
+    # -- read tools ----------------------------------------------------------------------
+
+    async def list_sessions(
+        status: Annotated[
+            SessionStatus | None, Field(description="Only sessions with this status.")
+        ] = None,
+        limit: Annotated[int, Field(description="At most this many.", ge=1, le=MAX_SESSIONS)] = 20,
+    ) -> SessionList:
+        mgr = memory.get()
+        found = await _call(mgr.list_sessions(status, limit=limit + 1))
+        return SessionList(
+            sessions=[SessionOut(**_session_out(s, cap)) for s in found[:limit]],
+            more=len(found) > limit,
+        )
+
+    async def search_memory(
+        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        k: Annotated[int, Field(description="At most this many hits.", ge=1, le=MAX_HITS)] = 5,
+        mode: Annotated[
+            SearchModeParam,
+            Field(
+                description="hybrid (meaning and keywords, best in general), semantic "
+                "(meaning only) or keyword (exact words)."
+            ),
+        ] = "hybrid",
+        session_id: OptionalSessionRef = None,
+        kinds: KindsFilter = None,
+    ) -> SearchResult:
+        mgr = memory.get()
+        hits = await _call(mgr.search(query, k, mode=mode, session_id=session_id, kinds=kinds))
+        return SearchResult(
+            hits=[SearchHit(score=hit.score, event=_event_out(hit.event, cap)) for hit in hits]
+        )
+
+    async def restore_context(
+        session_id: SessionRef,
+        max_tokens: Annotated[
+            int,
+            Field(
+                description="The token budget the returned text never exceeds (e.g. 2000).",
+                ge=1,
+                le=MAX_RESTORE_TOKENS,
+            ),
+        ],
+        query: Annotated[
+            str | None,
+            Field(
+                description="What the next turn is about, to pull in the relevant history "
+                "(default: the goal and the pending steps)."
+            ),
+        ] = None,
+        other_sessions: Annotated[
+            bool, Field(description="Also draw relevant history from the agent's other sessions.")
+        ] = False,
+    ) -> str:
+        mgr = memory.get()
+        context = await _call(
+            mgr.restore(session_id, max_tokens, query, other_sessions=other_sessions)
+        )
+        return context.text
+
+    async def get_events(
+        session_id: SessionRef,
+        kinds: KindsFilter = None,
+        limit: Annotated[
+            int,
+            Field(description="How many of the newest events to return.", ge=1, le=MAX_EVENTS),
+        ] = 20,
+    ) -> EventList:
+        mgr = memory.get()
+        newest = await _call(mgr.events(session_id, kinds, limit=limit + 1, newest_first=True))
+        return EventList(
+            events=[_event_out(e, cap) for e in reversed(newest[:limit])],
+            more=len(newest) > limit,
+        )
+
+    # -- write tools ---------------------------------------------------------------------
+
+    async def start_session(
+        goal: Annotated[str, Field(description="What the session is for, in a sentence.")],
+        key: Annotated[
+            str | None,
+            Field(
+                description="Your own name for the session (a conversation or task id), "
+                "usable as session_id. If a session of this agent already has the key, that "
+                "session is returned (created: false) instead of a new one."
+            ),
+        ] = None,
+        user_id: Annotated[str | None, Field(description="The user the session is for.")] = None,
+        metadata: Metadata = None,
+    ) -> StartedSession:
+        mgr = memory.get()
+        try:
+            session = await mgr.start_session(goal, user_id, metadata, key=key)
+            created = True
+        except SessionKeyTaken:
+            session = await _call(mgr.get_session(key or ""))
+            created = False
+        except SessionManagerError as exc:
+            raise ToolError(str(exc)) from exc
+        return StartedSession(**_session_out(session, cap), created=created)
+
+    async def end_session(
+        session_id: SessionRef,
+        status: Annotated[
+            FinalStatus,
+            Field(description="How it ended; the session then takes no new events."),
+        ] = "completed",
+    ) -> SessionOut:
+        mgr = memory.get()
+        return SessionOut(**_session_out(await _call(mgr.end_session(session_id, status)), cap))
+
+    async def record(
+        session_id: SessionRef,
+        kind: Annotated[
+            str,
+            Field(
+                description=f"One of {', '.join(sorted(KINDS - {'goal', 'summary'}))}, or a "
+                "namespaced custom kind such as 'custom:plan'."
+            ),
+        ],
+        content: Text,
+        importance: Importance = None,
+        tags: Tags = None,
+        metadata: Metadata = None,
+        ttl_seconds: Annotated[
+            float | None,
+            Field(
+                description="Short-term memory: forget the event this many seconds from now "
+                "(not for goals or pending steps). Leave out to keep it."
+            ),
+        ] = None,
+    ) -> EventOut:
+        mgr = memory.get()
+        event = await _call(
+            mgr.record(
+                session_id,
+                kind,
+                content,
+                importance=importance,
+                tags=tags,
+                metadata=metadata,
+                ttl=ttl_seconds,
+            )
+        )
+        return _event_out(event, cap)
+
+    async def record_step(
+        session_id: SessionRef,
+        step: Annotated[str, Field(description="What was done, in a sentence.")],
+        result: JsonValue = None,
+        tool: Annotated[str | None, Field(description="The tool that did it, if any.")] = None,
+    ) -> EventOut:
+        mgr = memory.get()
+        event = await _call(mgr.record_step(session_id, step, result, tool))
+        return _event_out(event, cap)
+
+    async def add_message(
+        session_id: SessionRef,
+        role: Annotated[
+            str,
+            Field(
+                description=f"One of {', '.join(MESSAGE_ROLES)}, or a namespaced role such as "
+                "'crew:critic'."
+            ),
+        ],
+        content: Text,
+    ) -> EventOut:
+        mgr = memory.get()
+        return _event_out(await _call(mgr.add_message(session_id, role, content)), cap)
+
+    async def add_pending(
+        session_id: SessionRef,
+        text: Annotated[str, Field(description="The step still to do.")],
+    ) -> EventOut:
+        mgr = memory.get()
+        return _event_out(await _call(mgr.add_pending(session_id, text)), cap)
+
+    async def complete_pending(
+        pending_id: Annotated[
+            str, Field(description="The pending step's id (add_pending's result id).")
+        ],
+        result: JsonValue = None,
+    ) -> EventOut:
+        mgr = memory.get()
+        return _event_out(await _call(mgr.complete_pending(pending_id, result)), cap)
+
+    user_facts, remember = user_memory_tools(memory.get, _call, cap)
+    tools: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
+        (
+            list_sessions,
+            "List sessions",
+            "List this agent's sessions, most recently active first (at most "
+            f"{MAX_SESSIONS}).{cut_note}",
+            read,
+        ),
+        (
+            search_memory,
+            "Search memory",
+            "Find past events (facts, decisions, steps, messages, ...) of this agent by "
+            f"meaning and keywords, best first (at most {MAX_HITS} hits).{cut_note}",
+            read,
+        ),
+        (
+            restore_context,
+            "Restore context",
+            "Rebuild a session's context as text within max_tokens: the goal, open pending "
+            "steps, important events and unresolved errors, a summary of older history, the "
+            "latest turns and the history relevant to query. Use it at the start of a new "
+            "conversation to continue where the session left off.",
+            read,
+        ),
+        (
+            get_events,
+            "Get events",
+            "A session's newest events (optionally of some kinds), returned oldest first "
+            f"(at most {MAX_EVENTS}).{cut_note}",
+            read,
+        ),
+        (
+            user_facts,
+            "What you know about a user",
+            "The facts and preferences remembered about a user across all sessions: the "
+            "current ones, what was true as_of a date, or with include_superseded the values "
+            "keys had before.",
+            read,
+        ),
+    ]
+    if not read_only:
+        tools[:0] = [
+            (
+                start_session,
+                "Start a session",
+                "Start a session of this agent towards a goal (recorded as its first event) "
+                "and return it; with a key already in use, return that session instead.",
+                add,
+            ),
+            (
+                end_session,
+                "End a session",
+                "End a session as completed, failed or abandoned; it then takes no new "
+                "events (ending it again with the same status changes nothing).",
+                settle,
+            ),
+            (
+                record,
+                "Record an event",
+                "Append an event to an active session's log: a fact learned, a decision "
+                "taken, an error met, a tool output, ... Returns the stored event."
+                f"{cut_note}",
+                add,
+            ),
+            (
+                record_step,
+                "Record a step",
+                "Record a completed step, with the tool that did it and its result (any "
+                f"JSON).{cut_note}",
+                add,
+            ),
+            (
+                add_message,
+                "Add a message",
+                f"Record one conversation turn (user, assistant, tool, ...).{cut_note}",
+                add,
+            ),
+            (
+                add_pending,
+                "Add a pending step",
+                "Note a step still to do; restore_context always shows open pending steps. "
+                "Returns the pending event: its id is the pending_id for complete_pending.",
+                add,
+            ),
+            (
+                complete_pending,
+                "Complete a pending step",
+                "Mark an open pending step done and record the step that did it (with an "
+                "optional result); returns that step.",
+                add,
+            ),
+            (
+                remember,
+                "Remember a fact about a user",
+                "Keep something learnt about the user (a fact or a preference) across "
+                "sessions. With a key ('city', 'diet'), it replaces that key's current value; "
+                "the same fact again is counted, not duplicated; facts close in meaning come "
+                "back as similar. Nothing is ever deleted.",
+                add,
+            ),
+        ]
+    for fn, title, description, hints in tools:
+        server.add_tool(fn, title=title, description=description, annotations=hints)
+    return server
+
+
+def run_stdio(
+    manager: AsyncSessionManager | ManagerFactory,
+    *,
+    name: str = "memlane",
+    read_only: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    log_level: int = logging.INFO,
+) -> None:
+    """Serve ``manager``'s memory over stdin/stdout until the client closes stdin.
+
+    A factory is called before serving starts, so a store that cannot be opened fails here
+    with this library's error, and its manager is closed when serving ends; an instance is
+    left open. Logging goes to stderr (stdout carries only protocol messages).
+    """
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    async def serve() -> None:
+        if isinstance(manager, AsyncSessionManager):
+            mgr, owned = manager, False
+        else:
+            mgr, owned = await anyio.to_thread.run_sync(manager), True
+        try:
+            server = build_server(mgr, name=name, read_only=read_only, max_chars=max_chars)
+            log.info(
+                "serving the memory of agent %r in %s over stdio (%d tools%s)",
+                mgr.agent_id,
+                mgr.url,
+                len(TOOL_NAMES) - (len(_WRITE_TOOLS) if read_only else 0),
+                ", read-only" if read_only else "",
+            )
+            await server.run_stdio_async()
+            log.info("stdin closed; stopping")
+        finally:
+            if owned:
+                await mgr.close()
+
+    anyio.run(serve)

@@ -1,0 +1,162 @@
+"""PostgreSQL's own vector index: pgvector columns in the log's schema.
+
+The ``vectors`` table lives beside the events (its rows go with them, by foreign key), so
+vectors commit in the same transactions as the outbox they drain. Search is exact by default
+(``vector_index=exact``): ranked in memory by SQLite's vector cache fed in commit order
+(``_pg_caches.py``), or in SQL by ``<=>`` with ``?search_cache=off``; ``vector_index=hnsw``
+adds an HNSW index searched with iterative scans (docs/backends.md has the measurements).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any, Protocol
+
+from .._seams import EventFilter, OutboxRow, Tx, Vectors
+from ..errors import InvalidInput
+from ._partition_rows import RowQuery
+from ._pg_caches import PgVectorCache
+from ._pg_feed import Connect
+from ._vector_table import VectorTable
+
+__all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_M", "PgVectors"]
+
+#: HNSW search settings (vector_index=hnsw): see docs/backends.md for the measurement
+HNSW_EF_SEARCH = 200
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+class _Log(Protocol):
+    """What this index uses of its :class:`~memlane.store.postgres.PostgresStore`."""
+
+    def within(self, tx: Tx | None) -> AbstractContextManager[Tx]: ...
+    def atomic(self) -> AbstractContextManager[Tx]: ...
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
+    def event_where(self, flt: EventFilter, *, live: bool = True) -> tuple[str, list[Any]]: ...
+
+
+class PgVectors(VectorTable):
+    """The :class:`~memlane._seams.VectorIndex` of a PostgreSQL log."""
+
+    _store: _Log
+
+    transactional = True
+    multi_process = True
+    multi_host = True
+    name = "pgvector"
+    location = ""
+
+    def __init__(self, store: _Log, kind: str, *, cache_from: Connect | None = None) -> None:
+        """``cache_from``: rank exact searches in memory, reading through these connections."""
+        self._store = store
+        self.kind = kind  # "exact" or "hnsw"
+        self.exact = kind == "exact"
+        self._cache = PgVectorCache(cache_from) if cache_from and self.exact else None
+        self._dim: int | None = None
+        self._dim_lock = threading.Lock()
+
+    def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
+        """Insert the vectors in ``tx`` (an event deleted meanwhile, or that has a vector
+        already, is skipped); the first ones create the HNSW index when asked for."""
+        with self._store.within(tx) as write:
+            write.executemany(
+                "INSERT INTO vectors (seq, partition, agent_id, embedding) "
+                "SELECT ?, ?, agent_id, ? FROM events WHERE seq = ? "
+                "ON CONFLICT (seq) DO NOTHING",
+                [
+                    (row.seq, row.partition, vector, row.seq)
+                    for row, vector in zip(rows, vectors, strict=True)
+                ],
+            )
+            if self.kind == "hnsw" and rows:
+                write.execute(
+                    "CREATE INDEX IF NOT EXISTS vectors_hnsw ON vectors USING hnsw "
+                    f"((embedding::vector({int(vectors.shape[1])})) vector_cosine_ops) "
+                    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                )
+
+    def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
+        with self._store.within(tx) as write:
+            write.execute("DELETE FROM vectors WHERE seq = ANY(?)", (list(seqs),))
+
+    def clear(self, tx: Tx | None) -> None:
+        with self._store.within(tx) as write:
+            write.execute("DELETE FROM vectors")
+            write.execute("DROP INDEX IF EXISTS vectors_hnsw")
+        with self._dim_lock:
+            self._dim = None
+
+    def search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+        allowed: Callable[[], Sequence[int]],
+    ) -> list[tuple[int, float]]:
+        """Exact cosine over the cached per-partition matrices (``allowed()`` answering
+        what only the log can filter), or in SQL without the cache. There, isolation comes
+        from the scope: ``Scope.partition_sql`` when it is the only restriction, else
+        ``Scope.sql`` with the rest of ``flt``."""
+        if flt.scope is None:
+            raise InvalidInput("A vector search needs a scope.")
+        if self._cache is not None:
+            filters = RowQuery.of(flt, allowed)
+            return self._cache.search(query, list(partitions), flt.scope.agent_id, k, filters)
+        dim = self._vector_dim()
+        if dim is None or dim != len(query):
+            return []
+        store = self._store
+        # (the searcher leaves expired events out of every ranking itself)
+        rest, _ = store.event_where(replace(flt, scope=None, include_shared=True), live=False)
+        if rest == "TRUE":
+            # only the scope: read the vectors table alone, by partition (measured: 2x faster
+            # than through the events at 100k rows; docs/backends.md)
+            source = "vectors v"
+            where, params = flt.scope.partition_sql(list(partitions))
+        else:
+            # filters too: start from the events they select (their indexes), scope by SQL
+            source = "vectors v JOIN events e ON e.seq = v.seq "
+            source += "JOIN sessions s ON s.id = e.session_id"
+            where, params = store.event_where(flt, live=False)
+        if self.kind == "hnsw":
+            distance = f"(v.embedding::vector({dim})) <=> ?::vector({dim})"
+        else:
+            distance = "v.embedding <=> ?"
+        sql = (
+            f"SELECT v.seq, {distance} AS distance FROM {source} "
+            f"WHERE {where} ORDER BY {distance} LIMIT ?"
+        )
+        if self.kind == "exact":
+            rows = store.read(
+                f"SELECT seq, 1 - distance FROM ({sql}) hits ORDER BY distance, seq",
+                (query, *params, query, k),
+            )
+        else:
+            with store.atomic() as tx:
+                tx.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, k)}")
+                tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                # relaxed_order may return neighbours slightly out of order: sort them again
+                rows = tx.execute(
+                    f"WITH hits AS MATERIALIZED ({sql}) "
+                    "SELECT seq, 1 - distance FROM hits ORDER BY distance, seq",
+                    (query, *params, query, k),
+                ).fetchall()
+        return [(int(row[0]), float(row[1])) for row in rows]
+
+    def _vector_dim(self) -> int | None:
+        if self._dim is None:
+            value = self._store.get_meta("embedder_dim")
+            with self._dim_lock:
+                self._dim = int(value) if value is not None else None
+        return self._dim
+
+    def close(self) -> None:
+        """Frees the cache; the log's pool holds the connections."""
+        if self._cache is not None:
+            self._cache.invalidate()

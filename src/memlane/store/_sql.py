@@ -1,0 +1,733 @@
+"""What the SQL backends share: the log's tables, read and written with the same statements.
+
+SQLite and PostgreSQL hold the same tables (``sessions``, ``events``, ``outbox``, ``vectors``,
+``meta``, ``migrations``) and accept the same SQL for everything but keyword search, vector
+search, the outbox claim and schema management, which each backend writes itself. Statements
+here use ``?`` placeholders; the PostgreSQL backend rewrites them for psycopg. Isolation comes
+from :meth:`Scope.sql <memlane._scope.Scope.sql>` and ``where`` filters from
+:func:`~memlane._filters.compile_where` with the backend's dialect — never from SQL
+written by callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from .. import _json
+from .._filters import compile_where
+from .._scope import Scope
+from .._seams import Cursor
+from .._time import from_us, now_us
+from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
+from ..summarize import PREVIEW_THRESHOLD
+from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
+
+__all__ = [
+    "EVENTS_JOIN",
+    "EVENT_COLUMNS",
+    "SESSION_COLUMNS",
+    "SqlStore",
+    "SqlTx",
+    "row_to_event",
+    "row_to_session",
+]
+
+_EVENT_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, {payload}, e.importance, "
+    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, e.indexed, "
+    "e.expires_us"
+)
+# The same columns for reads that take a large payload's preview instead of the payload
+# (restore): the preview stands in for it, and the last two columns say so. CASE evaluates
+# lazily, so a payload with a preview is never read.
+_PREVIEW_COLUMNS = (
+    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
+    "CASE WHEN e.payload_preview IS NULL THEN {payload} ELSE e.payload_preview END, "
+    "e.importance, e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, "
+    "e.indexed, e.expires_us, e.payload_chars, "
+    "CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
+)
+#: every column of an event, the payload read in place (see SqlStore.payload_sql)
+EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
+SESSION_COLUMNS = (
+    "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
+    "s.created_us, s.updated_us, s.key"
+)
+#: the expired events still stored (one parameter: now), read through the partial index
+EXPIRED_ROWS = "SELECT seq, partition FROM events WHERE expires_us IS NOT NULL AND expires_us <= ?"
+#: an event that has not expired (one parameter: now, in microseconds)
+LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
+#: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
+EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
+_INSERT_EVENT = (
+    "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
+    "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
+    "payload_preview, indexed, deferred, expires_us) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING RETURNING seq"
+)
+
+
+def row_to_event(row: Sequence[Any]) -> Event:
+    return Event(
+        seq=int(row[0]),
+        id=row[1],
+        session_id=row[2],
+        agent_id=row[3],
+        kind=row[4],
+        content=row[5],
+        payload=_json.loads(row[6]),
+        importance=float(row[7]),
+        tags=tuple(_json.loads(row[8])),
+        metadata=_json.loads(row[9]),
+        status=row[10],
+        created_at=from_us(row[11]),
+        token_count=int(row[12]),
+        recall_count=int(row[13]),
+        indexed=bool(row[14]),
+        expires_at=None if row[15] is None else from_us(row[15]),
+        payload_chars=None if len(row) < 17 or row[16] is None else int(row[16]),
+        preview=len(row) > 17 and bool(row[17]),
+    )
+
+
+def row_to_session(row: Sequence[Any]) -> Session:
+    return Session(
+        id=row[0],
+        agent_id=row[1],
+        user_id=row[2],
+        goal=row[3],
+        status=row[4],
+        shared_pool=row[5],
+        metadata=_json.loads(row[6]),
+        created_at=from_us(row[7]),
+        updated_at=from_us(row[8]),
+        key=row[9],
+    )
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+class SqlTx:
+    """One open transaction on a DB-API connection (``?`` placeholders)."""
+
+    __slots__ = ("_hooks", "conn")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._hooks: list[Callable[[], None]] | None = None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cursor: Cursor = self.conn.execute(sql, params)
+        return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(callback)
+
+    def hand_hooks_to(self, outer: SqlTx) -> None:
+        """A nested transaction was released: its callbacks now wait for ``outer``'s commit
+        (and are dropped if ``outer`` rolls back)."""
+        for hook in self._hooks or ():
+            outer.on_commit(hook)
+        self._hooks = None
+
+    def committed(self) -> None:
+        hooks, self._hooks = self._hooks, None
+        for hook in hooks or ():
+            hook()
+
+
+class SqlStore:
+    """The statements both SQL backends share; subclasses add connections and schema."""
+
+    #: the ``where`` dialect (``_filters.compile_where``)
+    dialect = "sqlite"
+    #: the column ``where`` filters read (PostgreSQL: a generated ``jsonb`` column)
+    metadata_column = "e.metadata"
+    session_metadata = "s.metadata"  # (as compile_where reads it)
+    #: appended to the write check's read: PostgreSQL locks the session row
+    lock_suffix = ""
+    #: where a payload is read from, and the join that brings it (SQLite keeps payloads over
+    #: PREVIEW_THRESHOLD out of the events row: a row's later columns sit behind its payload,
+    #: so a 1 MB payload in place costs every read of that row ~0.3 ms)
+    payload_sql = "e.payload"
+    payload_join = ""
+    large_payloads_apart = False
+
+    # -- provided by the backend -----------------------------------------------------------
+
+    #: the agent a database role confines this connection to (PostgreSQL row-level
+    #: security: store/_pg_row_security.py); None when the store sees every row
+    confined_agent: str | None = None
+
+    def _confined(self, table: str) -> tuple[str, list[Any]]:
+        """``AND <table>.agent_id = ?`` when the connection is confined to one agent: the
+        work done for every agent (the expiry sweep, deferred digests) then selects only
+        the rows this role may change, so it never returns to rows it cannot."""
+        if self.confined_agent is None:
+            return "", []
+        return f" AND {table}.agent_id = ?", [self.confined_agent]
+
+    def _read(self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None) -> list[Any]:
+        raise NotImplementedError
+
+    def atomic(self) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read statement (``?`` placeholders), outside any transaction."""
+        return self._read(sql, params)
+
+    @contextmanager
+    def within(self, tx: Tx | None) -> Iterator[Tx]:
+        """``tx``, or a transaction of its own when there is none."""
+        if tx is not None:
+            yield tx
+        else:
+            with self.atomic() as own:
+                yield own
+
+    def _deleted(self, tx: Tx) -> None:
+        """Called in the transaction that deleted events (SQLite: vector caches rebuild)."""
+
+    def _deleting_session(self, tx: Tx, session_id: str) -> None:
+        """Called before a session's rows go (SQLite: drop its keyword rows first)."""
+
+    def columns(self, *, previews: bool = False) -> str:
+        """The columns of an event read (``row_to_event``); ``previews`` as in ``events``."""
+        return (_PREVIEW_COLUMNS if previews else _EVENT_COLUMNS).format(payload=self.payload_sql)
+
+    # -- filters ---------------------------------------------------------------------------
+
+    def event_where(self, flt: EventFilter, *, live: bool = True) -> tuple[str, list[Any]]:
+        """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``): never an expired
+        event, unless the filter asks for exactly those (the sweep), or ``live=False`` (a
+        ranking whose caller leaves the expired out itself: ``Searcher``)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if flt.scope is not None:
+            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+            parts.append(clause)
+        if flt.expired_by_us is not None:  # (the sweep: only what this role may delete)
+            mine, confined = self._confined("e")
+            parts.append("e.expires_us <= ?" + mine)
+            params.extend([flt.expired_by_us, *confined])
+        elif live:
+            parts.append(LIVE)
+            params.append(now_us())
+        if flt.lasting:
+            parts.append("e.expires_us IS NULL")
+        if flt.session_id is not None:
+            parts.append("e.session_id = ?")
+            params.append(flt.session_id)
+        if flt.event_id is not None:
+            parts.append("e.id = ?")
+            params.append(flt.event_id)
+        if flt.kinds:
+            parts.append(f"e.kind IN ({_marks(flt.kinds)})")
+            params.extend(flt.kinds)
+        if flt.exclude_kinds:
+            parts.append(f"e.kind NOT IN ({_marks(flt.exclude_kinds)})")
+            params.extend(flt.exclude_kinds)
+        if flt.status is not None:
+            parts.append("e.status = ?")
+            params.append(flt.status)
+        if flt.exclude_statuses:
+            parts.append(f"(e.status IS NULL OR e.status NOT IN ({_marks(flt.exclude_statuses)}))")
+            params.extend(flt.exclude_statuses)
+        if flt.min_importance is not None:
+            parts.append("e.importance >= ?")
+            params.append(flt.min_importance)
+        if flt.since_us is not None:
+            parts.append("e.created_us >= ?")
+            params.append(flt.since_us)
+        if flt.until_us is not None:
+            parts.append("e.created_us < ?")
+            params.append(flt.until_us)
+        if flt.where:
+            sql, where_params = compile_where(flt.where, self.metadata_column, self.dialect)
+            parts.append(sql)
+            params.extend(where_params)
+        if flt.session_status is not None:
+            parts.append("s.status = ?")
+            params.append(flt.session_status)
+        if flt.session_before_us is not None:
+            parts.append("s.updated_us < ?")
+            params.append(flt.session_before_us)
+        return " AND ".join(parts) or "TRUE", params
+
+    def session_where(self, flt: SessionFilter) -> tuple[str, list[Any]]:
+        parts: list[str] = []
+        params: list[Any] = []
+        if flt.scope is not None:
+            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+            parts.append(clause)
+        for column, value in (
+            ("s.id = ?", flt.session_id),
+            ("s.agent_id = ?", flt.agent_id),
+            ("s.status = ?", flt.status),
+            ("s.user_id = ?", flt.user_id),
+            ("s.key = ?", flt.key),
+            ("s.updated_us >= ?", flt.since_us),
+            ("s.updated_us < ?", flt.before_us),
+        ):
+            if value is not None:
+                parts.append(column)
+                params.append(value)
+        if flt.marked is not None:
+            sql, marked = compile_where({"asm": flt.marked}, self.session_metadata, self.dialect)
+            parts.append(sql)
+            params.extend(marked)
+        return " AND ".join(parts) or "TRUE", params
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
+        row = tx.execute(
+            "SELECT agent_id, status, shared_pool FROM sessions WHERE id = ?" + self.lock_suffix,
+            (session_id,),
+        ).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
+        cursor = tx.execute(
+            "INSERT INTO sessions (id, agent_id, user_id, goal, status, shared_pool, metadata, "
+            "created_us, updated_us, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (
+                record.id,
+                record.agent_id,
+                record.user_id,
+                record.goal,
+                record.status,
+                record.shared_pool,
+                record.metadata_json,
+                record.created_us,
+                record.updated_us,
+                record.key,
+            ),
+        )
+        return bool(cursor.rowcount)
+
+    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
+        # The preview was made before the transaction (PreparedEvent) or is the worker's
+        # (a deferred event): nothing slow here.
+        apart = (
+            self.large_payloads_apart
+            and record.payload_chars is not None
+            and record.payload_chars > PREVIEW_THRESHOLD
+        )
+        values = (
+            record.id,
+            record.session_id,
+            record.agent_id,
+            record.kind,
+            record.content,
+            None if apart else record.payload_json,
+            record.importance,
+            record.tags_json,
+            record.metadata_json,
+            record.status,
+            record.created_us,
+            record.token_count,
+            record.recall_count,
+            record.partition,
+            record.payload_chars,
+            record.payload_preview,
+            record.indexed,
+            record.deferred,
+            record.expires_us,
+        )
+        found = tx.execute(_INSERT_EVENT, values).fetchone()
+        if found is None:
+            return None
+        seq = int(found[0])
+        if apart:
+            tx.execute(
+                "INSERT INTO large_payloads (seq, payload) VALUES (?, ?)",
+                (seq, record.payload_json),
+            )
+        if record.indexed:  # index=False: stored, never embedded
+            tx.execute("INSERT INTO outbox (seq, partition) VALUES (?, ?)", (seq, record.partition))
+        if touch_us is not None:
+            tx.execute(
+                "UPDATE sessions SET updated_us = ? WHERE id = ?", (touch_us, record.session_id)
+            )
+        return seq
+
+    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None:
+        tx.execute(
+            "UPDATE sessions SET status = ?, updated_us = ? WHERE id = ?",
+            (status, now, session_id),
+        )
+
+    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
+        cursor = tx.execute(
+            "UPDATE events SET status = ? WHERE id = ? AND status = ?", (after, event_id, before)
+        )
+        return bool(cursor.rowcount)
+
+    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None:
+        tx.execute("UPDATE events SET metadata = ? WHERE id = ?", (metadata_json, event_id))
+
+    def delete_session(self, tx: Tx, session_id: str) -> int:
+        count = tx.execute(
+            "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        self._deleting_session(tx, session_id)
+        tx.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._deleted(tx)
+        return int(count)
+
+    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+        where, params = self.event_where(flt, live=False)
+        cursor = tx.execute(
+            f"DELETE FROM events WHERE seq IN (SELECT e.seq {EVENTS_JOIN} WHERE {where})",
+            params,
+        )
+        self._deleted(tx)
+        return int(cursor.rowcount)
+
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,), tx)
+        return rows[0][0] if rows else None
+
+    def set_meta(self, tx: Tx, key: str, value: str) -> None:
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def session(self, session_id: str, scope: Scope | None) -> Session | None:
+        found = self.sessions(SessionFilter(scope, session_id=session_id), limit=1)
+        return found[0] if found else None
+
+    def sessions(
+        self,
+        flt: SessionFilter,
+        *,
+        limit: int | None = None,
+        oldest_first: bool = False,
+        tx: Tx | None = None,
+        lock: bool = False,
+    ) -> list[Session]:
+        """``lock`` (inside ``atomic``): the rows stay locked until the transaction ends, so
+        a decision made on them (prune) holds when it is carried out."""
+        where, params = self.session_where(flt)
+        order = "s.created_us, s.id" if oldest_first else "s.updated_us DESC, s.id DESC"
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        if lock:
+            sql += self.lock_suffix
+        return [row_to_session(row) for row in self._read(sql, params, tx)]
+
+    def session_sizes(
+        self, session_ids: Sequence[str], tx: Tx | None = None
+    ) -> dict[str, tuple[int, int]]:
+        sizes = {session_id: (0, 0) for session_id in session_ids}
+        for chunk in batched(list(session_ids)):
+            for session_id, count, tokens in self._read(
+                "SELECT session_id, count(*), coalesce(sum(token_count), 0) FROM events "
+                f"WHERE session_id IN ({_marks(chunk)}) GROUP BY session_id",
+                chunk,
+                tx,
+            ):
+                sizes[session_id] = (int(count), int(tokens))
+        return sizes
+
+    def agents(self) -> list[str]:
+        return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
+
+    # -- pools: who may read and write them (_pools.py) -----------------------------------
+
+    def pool_view(self, agent_id: str) -> tuple[set[str], set[str]]:
+        # one round trip per search: the pools the agent has sessions in, and its grants now
+        rows = self._read(
+            "SELECT DISTINCT shared_pool, 0 FROM sessions "
+            "WHERE agent_id = ? AND shared_pool IS NOT NULL "
+            "UNION ALL SELECT pool, 1 FROM pool_grants WHERE agent_id = ?",
+            (agent_id, agent_id),
+        )
+        own = {row[0] for row in rows if not row[1]}
+        return own, {row[0] for row in rows if row[1]}
+
+    def pool_grants(
+        self, *, pool: str | None = None, agent_id: str | None = None, tx: Tx | None = None
+    ) -> list[PoolGrant]:
+        parts, params = ["TRUE"], []
+        for column, value in (("pool", pool), ("agent_id", agent_id)):
+            if value is not None:
+                parts.append(f"{column} = ?")
+                params.append(value)
+        rows = self._read(
+            "SELECT pool, agent_id, access, granted_us, granted_by FROM pool_grants "
+            f"WHERE {' AND '.join(parts)} ORDER BY pool, "
+            "CASE access WHEN 'owner' THEN 0 WHEN 'write' THEN 1 ELSE 2 END, agent_id",
+            params,
+            tx,
+        )
+        return [PoolGrant(r[0], r[1], r[2], from_us(int(r[3])), r[4]) for r in rows]
+
+    def set_pool_access(
+        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
+    ) -> bool:
+        if access is None:
+            return bool(
+                tx.execute(
+                    "DELETE FROM pool_grants WHERE pool = ? AND agent_id = ?", (pool, agent_id)
+                ).rowcount
+            )
+        if access == "owner":  # (the unique index of owners turns a second one into a no-op)
+            cursor = tx.execute(
+                "INSERT INTO pool_grants (pool, agent_id, access, granted_us, granted_by) "
+                "VALUES (?, ?, 'owner', ?, ?) ON CONFLICT DO NOTHING",
+                (pool, agent_id, at_us, by),
+            )
+            return bool(cursor.rowcount)
+        cursor = tx.execute(
+            "INSERT INTO pool_grants (pool, agent_id, access, granted_us, granted_by) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (pool, agent_id) DO UPDATE "
+            "SET access = excluded.access, granted_us = excluded.granted_us, "
+            "granted_by = excluded.granted_by WHERE pool_grants.access <> 'owner'",
+            (pool, agent_id, access, at_us, by),
+        )
+        return bool(cursor.rowcount)
+
+    def event(self, event_id: str, scope: Scope | None) -> Event | None:
+        params: list[Any] = [event_id, now_us()]
+        clause = "TRUE"
+        if scope is not None:
+            clause, scope_params = scope.sql("s")
+            params.extend(scope_params)
+        rows = self._read(
+            f"SELECT {self.columns()} {EVENTS_JOIN}{self.payload_join} "
+            f"WHERE e.id = ? AND {LIVE} AND {clause}",
+            params,
+        )
+        return row_to_event(rows[0]) if rows else None
+
+    def events(
+        self,
+        flt: EventFilter,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        after: tuple[int, int] | None = None,
+        tx: Tx | None = None,
+        previews: bool = False,
+        offset: int = 0,
+    ) -> list[Event]:
+        where, params = self.event_where(flt)
+        columns = self.columns(previews=previews)
+        if after is not None:
+            where += " AND (e.created_us, e.seq) > (?, ?)"
+            params.extend(after)
+        order = "e.created_us DESC, e.seq DESC" if newest_first else "e.created_us, e.seq"
+        sql = f"SELECT {columns} {EVENTS_JOIN}{self.payload_join} WHERE {where} ORDER BY {order}"
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"  # LIMIT -1 / ALL: SQLite and PostgreSQL differ, so a
+            params.extend((max(0, int(limit)) if limit is not None else 2**62, max(0, offset)))
+        return [row_to_event(row) for row in self._read(sql, params, tx)]
+
+    def count_events(self, flt: EventFilter) -> int:
+        where, params = self.event_where(flt)
+        return int(self._read(f"SELECT count(*) {EVENTS_JOIN} WHERE {where}", params)[0][0])
+
+    def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]:
+        where, params = self.event_where(flt)
+        rows = self._read(
+            f"SELECT e.kind, count(*) {EVENTS_JOIN} WHERE {where} GROUP BY e.kind ORDER BY e.kind",
+            params,
+            tx,
+        )
+        return {kind: int(count) for kind, count in rows}
+
+    def event_sessions(self, flt: EventFilter, tx: Tx | None = None) -> list[str]:
+        """The sessions holding events that ``flt`` selects."""
+        where, params = self.event_where(flt)
+        rows = self._read(f"SELECT DISTINCT e.session_id {EVENTS_JOIN} WHERE {where}", params, tx)
+        return sorted(str(row[0]) for row in rows)
+
+    def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int:
+        where, params = self.event_where(flt)
+        rows = self._read(
+            f"SELECT count(DISTINCT e.session_id) {EVENTS_JOIN} WHERE {where}", params, tx
+        )
+        return int(rows[0][0])
+
+    def select_seqs(self, flt: EventFilter, *, live: bool = True) -> list[int]:
+        where, params = self.event_where(flt, live=live)
+        return [
+            int(row[0]) for row in self._read(f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
+        ]
+
+    def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]:
+        out: dict[int, Event] = {}
+        columns = self.columns(previews=previews)
+        now = now_us()
+        for chunk in batched(list(seqs)):
+            for row in self._read(
+                f"SELECT {columns} FROM events e{self.payload_join} "
+                f"WHERE e.seq IN ({_marks(chunk)}) AND {LIVE}",
+                [*chunk, now],
+            ):
+                event = row_to_event(row)
+                out[event.seq] = event
+        return out
+
+    def event_times(self, seqs: Sequence[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk in batched(list(seqs)):
+            for seq, created in self._read(
+                f"SELECT e.seq, e.created_us FROM events e WHERE e.seq IN ({_marks(chunk)})",
+                chunk,
+            ):
+                out[int(seq)] = int(created)
+        return out
+
+    def expired_seqs(self, partitions: Sequence[str], now: int) -> list[int]:
+        """The events of these partitions that have expired but are still stored (the sweep
+        has not reached them): what a search leaves out of its rankings."""
+        if not partitions:
+            return []
+        # The partitions are filtered here, not in SQL: with ``partition IN (...)`` SQLite's
+        # planner walked the partition's index (every row of it: 17 ms at 100k events)
+        # instead of the partial index, which holds only the expiring rows (~0.01 ms).
+        wanted = set(partitions)
+        return [
+            int(seq) for seq, partition in self._read(EXPIRED_ROWS, (now,)) if partition in wanted
+        ]
+
+    def expiry_cutoff(self, now: int, batch: int) -> int | None:
+        """An expiry time at or before ``now`` up to which about ``batch`` expired events lie
+        (the sweep deletes them a batch per transaction); None when none has expired."""
+        mine, params = self._confined("events")
+        rows = self._read(
+            "SELECT max(expires_us) FROM (SELECT expires_us FROM events "
+            f"WHERE expires_us IS NOT NULL AND expires_us <= ?{mine} ORDER BY expires_us "
+            "LIMIT ?) b",
+            (now, *params, batch),
+        )
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
+        counts = seqs if isinstance(seqs, Mapping) else dict.fromkeys(seqs, 1)
+        if not counts:
+            return
+        by_count: dict[int, list[int]] = {}
+        for seq, count in counts.items():
+            by_count.setdefault(count, []).append(seq)
+        # In batches, like every IN list here: a statement may carry only so many variables
+        # (999 in SQLite builds before 3.32, 65,535 in PostgreSQL's protocol).
+        with self.atomic() as tx:
+            for count, seqs_of in sorted(by_count.items()):
+                for chunk in batched(sorted(seqs_of)):
+                    tx.execute(
+                        "UPDATE events SET recall_count = recall_count + ? "
+                        f"WHERE seq IN ({_marks(chunk)})",
+                        [count, *chunk],
+                    )
+
+    def vector_partitions(self) -> list[str]:
+        """Every partition that holds events (an external index audits each)."""
+        return [row[0] for row in self._read("SELECT DISTINCT partition FROM events")]
+
+    def embedded_seqs(self, partition: str) -> list[int]:
+        """The events of ``partition`` that should have a vector: all but those waiting in
+        the outbox."""
+        rows = self._read(
+            "SELECT e.seq FROM events e WHERE e.partition = ? AND e.indexed "
+            "AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq)",
+            (partition,),
+        )
+        return [int(row[0]) for row in rows]
+
+    def requeue(self, seqs: Sequence[int]) -> int:
+        """Queue these events for embedding again (their vectors were lost); return how
+        many were queued (events deleted meanwhile, or already queued, are skipped)."""
+        queued = 0
+        with self.atomic() as tx:
+            for chunk in batched(list(seqs)):
+                cursor = tx.execute(
+                    "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
+                    f"WHERE indexed AND seq IN ({_marks(chunk)}) ON CONFLICT DO NOTHING",
+                    chunk,
+                )
+                queued += max(0, cursor.rowcount)
+        return queued
+
+    def pending_count(self, partitions: Sequence[str] | None = None) -> int:
+        if partitions is None:
+            return int(self._read("SELECT count(*) FROM outbox")[0][0])
+        if not partitions:
+            return 0
+        rows = self._read(
+            f"SELECT count(*) FROM outbox WHERE partition IN ({_marks(partitions)})",
+            list(partitions),
+        )
+        return int(rows[0][0])
+
+    # -- deferred digests ------------------------------------------------------------------
+
+    def deferred_events(self, limit: int) -> list[DeferredEvent]:
+        """See :meth:`Store.deferred_events <memlane.store.base.Store.deferred_events>`
+        (a partial index holds exactly these rows)."""
+        mine, params = self._confined("e")
+        rows = self._read(
+            f"SELECT e.seq, e.content, {self.payload_sql}, e.metadata, e.indexed "
+            f"FROM events e{self.payload_join} WHERE e.deferred{mine} ORDER BY e.seq LIMIT ?",
+            (*params, limit),
+        )
+        return [
+            DeferredEvent(int(seq), content, payload, metadata, bool(indexed))
+            for seq, content, payload, metadata, indexed in rows
+        ]
+
+    # -- operators -------------------------------------------------------------------------
+
+    def schema_version(self) -> str | None:
+        """The newest migration applied (``0010_pool_grants``): the schema's version."""
+        rows = self._read("SELECT max(name) FROM migrations")
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def base_stats(self) -> dict[str, Any]:
+        by_agent: dict[str, dict[str, int]] = {}
+        for agent, kind, count in self._read(
+            "SELECT agent_id, kind, count(*) FROM events GROUP BY agent_id, kind "
+            "ORDER BY agent_id, kind"
+        ):
+            by_agent.setdefault(agent, {})[kind] = int(count)
+        by_status = {
+            status: int(count)
+            for status, count in self._read(
+                "SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status"
+            )
+        }
+        return {
+            "events_by_agent": by_agent,
+            "sessions_by_status": by_status,
+            "migrations": [
+                row[0] for row in self._read("SELECT name FROM migrations ORDER BY name")
+            ],
+        }
+
+    def session_owner(self, session_id: str) -> tuple[str, str | None] | None:
+        rows = self._read("SELECT agent_id, shared_pool FROM sessions WHERE id = ?", (session_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def event_exists(self, event_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM events WHERE id = ?", (event_id,)))

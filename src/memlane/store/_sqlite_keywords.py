@@ -1,0 +1,165 @@
+"""SQLite's keyword index: FTS5 (the persistent index, kept by triggers and the worker) and the
+in-memory BM25 ranking that answers scoped searches (``_keyword_cache.py``).
+
+A mixin of :class:`~memlane.store.sqlite.SqliteStore`, which creates the cache
+(``_keywords``); the log's connections, reads and filters are the store's. Not part of the
+public API.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._seams import EventFilter, Tx
+from .._searchable import CONTENT_CHARS
+from ._keyword import KEYWORD_WEIGHTS, fts_query
+from ._keyword_cache import KeywordCache
+from ._partition_rows import RowQuery
+
+__all__ = ["SqliteKeywordIndex"]
+
+
+class SqliteKeywordIndex:
+    """Keyword search, the rows the in-memory index reads, and the FTS5 rows the worker
+    writes (a neighbour's context, a large event's whole text)."""
+
+    _keywords: KeywordCache
+
+    if TYPE_CHECKING:  # provided by SqliteStore (through SqlStore)
+
+        def _read(
+            self, sql: str, params: Sequence[Any] = (), tx: Tx | None = None
+        ) -> list[Any]: ...
+        def event_where(self, flt: EventFilter, *, live: bool = True) -> tuple[str, list[Any]]: ...
+        def select_seqs(self, flt: EventFilter, *, live: bool = True) -> list[int]: ...
+
+    def keyword_search(
+        self,
+        text: str,
+        flt: EventFilter,
+        limit: int,
+        *,
+        content_only: bool,
+        partitions: Sequence[tuple[str, bool]] | None = None,
+    ) -> list[tuple[int, float]]:
+        """BM25 over the event's content and its context (``0002_keyword_context``),
+        weighted by :data:`~memlane.store._keyword.KEYWORD_WEIGHTS`; higher is better.
+
+        Ranked in memory (``_keyword_cache.py``) over ``partitions`` (the searcher's, as for
+        vectors), or by FTS5 when no partitions are given, while the in-memory index of a
+        partition is still being built (in the background: a process's first search does
+        not wait for it), or when it cannot rank the query as FTS5 would (see
+        :meth:`~memlane.store._keyword.Words.query_stems`)."""
+        if (
+            partitions is None
+            or flt.scope is None
+            or not self._keywords.ready([name for name, _ in partitions])
+        ):
+            return self.fts_search(text, flt, limit, content_only=content_only)
+        stems = self._keywords.query_stems(text)
+        if stems is None:
+            return self.fts_search(text, flt, limit, content_only=content_only)
+        filters = RowQuery.of(flt, lambda: self.select_seqs(flt))
+        return self._keywords.search(
+            stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
+        )
+
+    def fts_search(
+        self, text: str, flt: EventFilter, limit: int, *, content_only: bool
+    ) -> list[tuple[int, float]]:
+        """FTS5's own BM25 ranking (negated: higher is better), filtered by ``flt``."""
+        fts = fts_query(text)
+        if not fts:
+            return []
+        if content_only:
+            fts = f"content : ({fts})"
+        where, params = self.event_where(flt)
+        content, context = (float(w) for w in KEYWORD_WEIGHTS)
+        rows = self._read(
+            f"SELECT e.seq, bm25(events_fts, {content!r}, {context!r}) AS rank FROM events_fts "
+            "JOIN events e ON e.seq = events_fts.rowid JOIN sessions s ON s.id = e.session_id "
+            f"WHERE events_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
+            (fts, *params, limit),
+        )
+        return [(int(row[0]), -float(row[1])) for row in rows]
+
+    def keyword_rows(self, partition: str, after_seq: int, limit: int) -> list[Any]:
+        """What the keyword cache indexes: see ``_keyword_cache._Source``."""
+        # The payload is read only for a flattened output cut at CONTENT_CHARS.
+        return self._read(
+            "SELECT e.seq, e.session_id, e.agent_id, e.kind, e.created_us, e.content, "
+            f"CASE WHEN length(e.content) >= {CONTENT_CHARS} "
+            "AND json_extract(e.metadata, '$.derived_content') = 1 "
+            "THEN coalesce((SELECT lp.payload FROM large_payloads lp WHERE lp.seq = e.seq), "
+            "e.payload) END FROM events e "
+            "WHERE e.partition = ? AND e.seq > ? AND e.indexed ORDER BY e.seq LIMIT ?",
+            (partition, after_seq, limit),
+        )
+
+    def has_keyword_rows_beyond(self, partition: str, count: int) -> bool:
+        """Whether ``partition`` holds more than ``count`` indexed events (an index range
+        scan of ``count`` entries at most)."""
+        return bool(
+            self._read(
+                "SELECT 1 FROM events WHERE partition = ? AND indexed LIMIT 1 OFFSET ?",
+                (partition, count),
+            )
+        )
+
+    def generation(self) -> int:
+        """Moves whenever events or vectors disappear (any process): caches then rebuild."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
+
+    # -- what the worker writes into FTS5 --------------------------------------------------
+
+    @staticmethod
+    def refresh_previous_context(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+        """Re-index the keyword context of the two events recorded just before each of ``seqs``
+        in its session.
+
+        An event's context includes the next events of its session, which do not exist yet
+        when it is recorded; the outbox worker calls this for the batch it embeds, so
+        ``record()`` never rewrites other keyword rows (0002_keyword_context).
+        """
+        if not seqs:
+            return
+        marks = ", ".join("?" for _ in seqs)
+        before = (
+            "(SELECT p.seq FROM events p WHERE p.session_id = e.session_id AND p.seq < e.seq "
+            "ORDER BY p.seq DESC LIMIT 1 OFFSET {})"
+        )
+        rows = conn.execute(
+            f"SELECT {before.format(0)}, {before.format(1)} FROM events e WHERE e.seq IN ({marks})",
+            list(seqs),
+        ).fetchall()
+        previous = sorted({seq for row in rows for seq in row if seq is not None})
+        conn.executemany(
+            "UPDATE events_fts SET context = "
+            "(SELECT t.context FROM events_search_text t WHERE t.seq = ?) WHERE rowid = ?",
+            [(seq, seq) for seq in previous],
+        )
+
+    def finish_deferred(
+        self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
+    ) -> bool:
+        """See :meth:`Store.finish_deferred <memlane.store.base.Store.finish_deferred>`:
+        the keyword row is written with the context the event has now (its neighbours as
+        the insert trigger would have read them)."""
+        cursor = tx.execute(
+            "UPDATE events SET token_count = ?, payload_preview = ?, deferred = 0 "
+            "WHERE seq = ? AND deferred",
+            (token_count, preview, seq),
+        )
+        if not cursor.rowcount:
+            return False
+        if text is not None:
+            tx.execute("DELETE FROM events_fts WHERE rowid = ?", (seq,))  # the head's row
+            tx.execute(
+                "INSERT INTO events_fts (rowid, content, context) "
+                "SELECT t.seq, ?, t.context FROM events_search_text t WHERE t.seq = ?",
+                (text, seq),
+            )
+        return True

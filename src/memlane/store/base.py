@@ -1,0 +1,343 @@
+"""The log store's interface: the primitive operations every log backend implements.
+
+The façade (:class:`~memlane.SessionManager`), the operator's
+:class:`~memlane.admin.StoreAdmin`, search, restore and export/import are written once,
+on top of :class:`Store` and a :class:`~memlane._seams.VectorIndex`, which
+``_storage.py`` composes. A log store holds sessions, events, the embedding outbox, ``meta``
+and the keyword index over the events:
+
+* :class:`~memlane.store.sqlite.SqliteStore` — one SQLite file (the default);
+* :class:`~memlane.store.postgres.PostgresStore` — PostgreSQL.
+
+Each also offers the vector index in its own database (:meth:`Store.vector_index`: float32
+BLOBs ranked by numpy, or pgvector), whose vectors commit in the log's transactions; the
+alternative is an external index (``index/chroma.py``) fed by the same outbox.
+
+Isolation is never built by callers: reads take a :class:`~memlane._scope.Scope` (or
+``None`` for the operator's unscoped view) inside an :class:`EventFilter` /
+:class:`SessionFilter`, and each backend turns it into its own clause in one place.
+
+What a backend cannot do it declares in :class:`Capabilities`; the conformance suite
+(``memlane.testing``) checks each declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .._scope import Scope
+from .._seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
+from ..errors import SchemaTooNew
+from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
+
+__all__ = [
+    "Capabilities",
+    "DeferredEvent",
+    "EventFilter",
+    "OutboxBatch",
+    "SessionFilter",
+    "Store",
+    "Tx",
+    "Vectors",
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; the conformance suite checks every ``False`` as well.
+
+    Attributes:
+        multi_process: several processes may open the store at once (SQLite: on one machine;
+            PostgreSQL and a Chroma server: from many hosts). Chroma's embedded client cannot:
+            a second process is refused with a clear error.
+        multi_host: processes on different machines may share the store.
+        keyword_context: the keyword index also sees each event's neighbours and date
+            (docs/architecture.md §3b).
+        exact_vectors: semantic search is exact (brute force); otherwise approximate (HNSW).
+        transactional_vectors: vectors commit in the log's own transactions.
+    """
+
+    name: str
+    multi_process: bool
+    multi_host: bool
+    keyword_context: bool
+    exact_vectors: bool
+    transactional_vectors: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredEvent:
+    """What the worker reads of an event it owes a digest (``Store.deferred_events``)."""
+
+    seq: int
+    content: str
+    payload_json: str | None
+    metadata_json: str
+    indexed: bool
+
+
+class OutboxBatch(Protocol):
+    """Outbox rows claimed for embedding (from :meth:`Store.claim_outbox`)."""
+
+    #: in seq order, each with what a vector index keeps beside its vector
+    rows: list[OutboxRow]
+
+    def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
+        """Clear the rows from the outbox; in the same transaction, ``write(tx, kept)``
+        stores what was made of them (the embedder's identity, a transactional index's
+        vectors). ``kept``: the rows still this batch's — events deleted or queued again
+        meanwhile are left out."""
+
+
+class Store(Protocol):
+    """A log store: sessions, events, the outbox, ``meta`` and the keyword index."""
+
+    capabilities: Capabilities
+    #: where the store lives, for messages (a path or a URL without its password)
+    location: str
+    #: the agent a database role confines this store's connections to (PostgreSQL
+    #: row-level security); None when the connection sees every row
+    confined_agent: str | None
+
+    def close(self) -> None: ...
+
+    # -- transactions and writes (inside atomic) ------------------------------------------
+    def atomic(self) -> AbstractContextManager[Tx]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        ...
+
+    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
+        """``(agent_id, status, shared_pool)`` of a session, unscoped and locked for the rest
+        of the transaction: what write checks are made from."""
+        ...
+
+    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
+        """Insert a session; False if one with that id exists (left as it is)."""
+        ...
+
+    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
+        """Append an event and its outbox row; return its seq, or None if the id exists.
+        ``touch_us`` also sets the session's ``updated_us``."""
+        ...
+
+    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None: ...
+    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
+        """Compare-and-set an event's status; True if it was ``before``."""
+        ...
+
+    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None: ...
+    def delete_session(self, tx: Tx, session_id: str) -> int:
+        """Delete a session, its events and every projection of them; return the count."""
+        ...
+
+    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+        """Delete the events matching ``flt``, expired or not (and their projections);
+        return the count."""
+        ...
+
+    def footprint(self) -> tuple[int, int | None, str | None]:
+        """``(bytes stored, bytes of its write-ahead log or None, schema version)``."""
+        ...
+
+    def secure_deletes(self) -> AbstractContextManager[None]:
+        """Deletes by this thread meanwhile overwrite the data they free, where the backend
+        can (SQLite's ``secure_delete``)."""
+        ...
+
+    def scrub(self, partitions: Sequence[str]) -> list[str]:
+        """Make committed deletes physical: what lingers after a delete (index segments, the
+        write-ahead log, dead rows, snapshot files of ``partitions``) is merged, truncated,
+        vacuumed or removed; return notes on what could not be reached."""
+        ...
+
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
+    def set_meta(self, tx: Tx, key: str, value: str) -> None: ...
+
+    # -- reads -----------------------------------------------------------------------------
+    def session(self, session_id: str, scope: Scope | None) -> Session | None: ...
+    def sessions(
+        self,
+        flt: SessionFilter,
+        *,
+        limit: int | None = None,
+        oldest_first: bool = False,
+        tx: Tx | None = None,
+        lock: bool = False,
+    ) -> list[Session]: ...
+    def session_sizes(
+        self, session_ids: Sequence[str], tx: Tx | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """``session id -> (events, tokens)``."""
+        ...
+
+    def pool_view(self, agent_id: str) -> tuple[set[str], set[str]]:
+        """``(pools the agent has sessions in, pools it holds a grant on)``, read now."""
+        ...
+
+    def pool_grants(
+        self, *, pool: str | None = None, agent_id: str | None = None, tx: Tx | None = None
+    ) -> list[PoolGrant]:
+        """The grants on ``pool`` / of ``agent_id`` (both None: all), by pool, owner first."""
+        ...
+
+    def set_pool_access(
+        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
+    ) -> bool:
+        """Grant ``access`` ("owner", "write", "read"; None revokes); False when nothing
+        changed (a second owner, a grant on the owner, revoking what was not granted)."""
+        ...
+
+    def agents(self) -> list[str]: ...
+    def event(self, event_id: str, scope: Scope | None) -> Event | None: ...
+    def events(
+        self,
+        flt: EventFilter,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        after: tuple[int, int] | None = None,
+        tx: Tx | None = None,
+        previews: bool = False,
+        offset: int = 0,
+    ) -> list[Event]:
+        """Events in log order (``created_us, seq``); ``after`` continues a keyset page,
+        ``offset`` skips that many first.
+
+        ``previews``: a large payload comes as its bounded preview (``Event.preview``), as
+        restore() reads it, instead of in full."""
+        ...
+
+    def count_events(self, flt: EventFilter) -> int: ...
+    def select_seqs(self, flt: EventFilter, *, live: bool = True) -> list[int]:
+        """The seqs of the events ``flt`` selects (``live=False``: expired ones too)."""
+        ...
+
+    def expired_seqs(self, partitions: Sequence[str], now: int) -> list[int]:
+        """Events of these partitions expired at ``now`` but not swept yet."""
+        ...
+
+    def expiry_cutoff(self, now: int, batch: int) -> int | None:
+        """An expiry time ``<= now`` below which about ``batch`` expired events lie (None:
+        none has expired): the sweep's batches."""
+        ...
+
+    def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]: ...
+    def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int: ...
+    def event_sessions(self, flt: EventFilter, tx: Tx | None = None) -> list[str]:
+        """The ids of the sessions holding events that ``flt`` selects."""
+        ...
+
+    def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]: ...
+    def event_times(self, seqs: Sequence[int]) -> dict[int, int]: ...
+    def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
+        """Add one recall to each of ``seqs`` (once, however often it is listed), or
+        ``count`` to each ``seq`` of a ``{seq: count}`` mapping: one transaction."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Tx]:
+        """A read transaction: every read given this ``tx`` sees one consistent state."""
+        ...
+
+    # -- search ----------------------------------------------------------------------------
+    def keyword_search(
+        self,
+        text: str,
+        flt: EventFilter,
+        limit: int,
+        *,
+        content_only: bool,
+        partitions: Sequence[tuple[str, bool]] | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(seq, score)`` best first; ``content_only`` matches the event's own text only,
+        otherwise its keyword context too. ``partitions`` (``(partition, owner_only)`` pairs,
+        as for vector searches) are those ``flt``'s scope may read; a store may rank within
+        them instead of filtering the whole index by scope."""
+        ...
+
+    # -- the outbox ------------------------------------------------------------------------
+    def pending_count(self, partitions: Sequence[str] | None = None) -> int: ...
+    def claim_outbox(
+        self,
+        limit: int,
+        partitions: Sequence[str] | None = None,
+        *,
+        force: bool = False,
+        seqs: Sequence[int] | None = None,
+    ) -> AbstractContextManager[OutboxBatch]:
+        """Claim up to ``limit`` pending events for embedding.
+
+        The background worker (no ``partitions``, no ``force``) skips rows another worker
+        holds, so any number of workers share the outbox without double work. A search
+        catching up on its partitions, or ``force`` (flush), takes every pending row; ``seqs``
+        restricts a claim to those events (a search's own recent writes).
+        """
+        ...
+
+    # -- deferred digests (events larger than _validate.DIGEST_INLINE_CHARS) ---------------
+    def deferred_events(self, limit: int) -> list[DeferredEvent]:
+        """Up to ``limit`` events the worker still owes a digest, oldest first."""
+        ...
+
+    def finish_deferred(
+        self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
+    ) -> bool:
+        """Store an event's digest: its exact ``token_count``, its payload ``preview`` and
+        (unless it is not indexed: None) the ``text`` keyword search indexes; False when
+        another worker got there first (nothing written)."""
+        ...
+
+    def vector_partitions(self) -> list[str]:
+        """Every partition that holds events."""
+        ...
+
+    def embedded_seqs(self, partition: str) -> list[int]:
+        """The events of ``partition`` that should have a vector (not waiting in the outbox)."""
+        ...
+
+    def requeue(self, seqs: Sequence[int]) -> int:
+        """Queue these events for embedding again; return how many were queued."""
+        ...
+
+    def requeue_all(self, tx: Tx) -> int:
+        """Drop the embedder identity, queue every event again and rebuild the keyword
+        index, in ``tx``. Returns the number of events queued."""
+        ...
+
+    def vector_index(self) -> VectorIndex:
+        """The vector index in the log's own database (vectors that commit with the log)."""
+        ...
+
+    def maintenance(self) -> None:
+        """Housekeeping the background worker runs between batches (a WAL checkpoint)."""
+        ...
+
+    # -- operators -------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """``size_bytes``, ``vectors``, ``migrations``, ``events_by_agent`` (agent -> kind ->
+        count) and ``sessions_by_status``."""
+        ...
+
+    def session_owner(self, session_id: str) -> tuple[str, str | None] | None:
+        """``(agent_id, shared_pool)`` of any session (import's check)."""
+        ...
+
+    def event_exists(self, event_id: str) -> bool: ...
+
+
+def batched(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+def refuse_unknown_migrations(applied: set[str], known: set[str], location: str) -> None:
+    """Raise :class:`SchemaTooNew` when a store holds migrations this version does not know."""
+    unknown = sorted(applied - known)
+    if unknown:
+        raise SchemaTooNew(
+            f"The store {location} has schema migrations this version does not know "
+            f"({', '.join(unknown)}); it was written by a newer memlane. "
+            "Upgrade: pip install -U memlane."
+        )
