@@ -503,36 +503,30 @@ def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
     assert limit_seen and peak <= limit_seen + 96 * 1024 * 1024, (peak, limit_seen)
 
 
-def test_the_wal_stays_under_the_floor_when_the_model_is_much_slower_than_the_writer(
+def test_a_writer_empties_a_wal_past_the_bound_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12: the worker checkpoints after each batch, but a real model's batch takes
     ~0.3 s, during which a writer adds a whole batch's worth of WAL (MiniLM, 8,000 events:
-    171-237 MB beside a 43 MB database). A writer that outpaces the worker checkpoints
-    itself near the floor: the WAL never passes it (the same run: 51-52 MB)."""
+    171-237 MB beside a 43 MB database). So a writer that finds the WAL past the bound empties
+    it before its own write. Checked without timing (issue 29: the timed version of this test
+    failed under load): SQLite's automatic checkpoint is off and no worker runs, so only the
+    writer's own check can bring the WAL back (without it: ~4 MB here and growing)."""
     from memlane.store import sqlite as sqlite_store
 
-    floor = 2 * 1024 * 1024
-    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", floor)
-
-    class Slow(HashEmbedder):  # a batch as slow as MiniLM's on this machine
-        def __call__(self, texts: list[str]) -> Any:
-            time.sleep(0.3)
-            return super().__call__(texts)
-
-    db = tmp_path / "s.db"
-    wal = tmp_path / "s.db-wal"
-    peak, over = 0, []
-    with SessionManager("a", db, embedder=Slow()) as mgr:
+    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
+    db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session("a long ingest")
+        mgr._store.connection().execute("PRAGMA wal_autocheckpoint = 0")  # type: ignore[attr-defined]
+        sizes = []
         for i in range(1_500):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
-            if wal.exists():
-                size = wal.stat().st_size
-                peak = max(peak, size)
-                if size > sqlite_store.wal_limit(db):  # max(floor, the database's size)
-                    over.append(size)
-    assert peak > floor // 2 and not over, (peak, over[:3])
+            sizes.append((wal.stat().st_size, sqlite_store.wal_limit(db)))
+    # One write transaction may pass the bound; the next one starts from an empty WAL.
+    over = [i for i, (size, limit) in enumerate(sizes) if size > limit]
+    assert not [i for i in over if i - 1 in over], sizes[-3:]
+    assert max(size for size, _ in sizes) > 256 * 1024 // 2  # the WAL did fill up
 
 
 _WAL_WRITER = """
