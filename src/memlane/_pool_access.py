@@ -43,7 +43,7 @@ __all__ = [
     "pool_owner",
 ]
 
-#: the ``memlane`` mark of a pool log session (``SessionFilter(marked=POOL_LOG)``)
+#: the ``asm`` mark of a pool log session (``SessionFilter(marked=POOL_LOG)``)
 POOL_LOG = "pool-log"
 #: the kind of the events that record a grant, a revocation or a change of owner
 GRANT_KIND = "asm:grant"

@@ -92,7 +92,7 @@ class SessionFilter:
     status: str | None = None
     user_id: str | None = None
     key: str | None = None
-    #: the session's ``memlane`` metadata value: what the library keeps in it ("user-memory",
+    #: the session's ``asm`` metadata value: what the library keeps in it ("user-memory",
     #: "knowledge")
     marked: str | None = None
     since_us: int | None = None  # updated at or after
