@@ -9,7 +9,8 @@ import sys
 from importlib.metadata import distribution, entry_points
 from pathlib import Path
 
-from memlane import SessionManager, StoreAdmin
+from memlane import SessionManager
+from memlane.admin import StoreAdmin
 from memlane.testing import HashEmbedder
 
 from .conftest import child_env
