@@ -40,8 +40,13 @@ def test_facts_now_then_and_history(tmp_path: Path) -> None:
     )
     assert [f["status"] for f in history] == ["superseded", "current", "current"]
     assert "knows nothing" in asm(db, "facts", "u2", "--agent", "assistant").output
+    only = asm(db, "facts", "u1")  # one agent in the store: no need to name it (issue 29)
+    assert only.exit_code == 0 and "Lives in Rome" in only.output
+    with SessionManager("critic", db, embedder=HashEmbedder(), background=False) as other:
+        other.start_session("a second agent")
     missing = asm(db, "facts", "u1")
     assert missing.exit_code == 2 and "--agent" in missing.output
+    assert "'assistant', 'critic'" in missing.output
 
 
 def test_ingest_then_search_then_again(tmp_path: Path) -> None:

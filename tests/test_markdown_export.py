@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from memlane import InvalidInput, SessionManager
 from memlane._markdown_export import GENERATED
 from memlane.cli import cli
+from memlane.testing import HashEmbedder
 
 FORGERY = 'line one\n# Forged heading\n---\ntitle: forged\n---\n<a id="fact-x"></a> <!-- x -->'
 
@@ -107,5 +108,13 @@ def test_the_command(mgr: SessionManager, tmp_path: Path, monkeypatch: pytest.Mo
     run = CliRunner().invoke(cli, ["--db", str(db), "export-md", str(out), "--agent", "researcher"])
     assert run.exit_code == 0, run.output
     assert "Wrote" in run.output and (out / "MEMORY.md").is_file()
+    # the store's only agent needs no naming (issue 29); with two, the error lists them
+    only = CliRunner().invoke(cli, ["--db", str(db), "export-md", str(tmp_path / "only")])
+    assert (
+        only.exit_code == 0
+        and (tmp_path / "only" / "MEMORY.md").read_bytes() == (out / "MEMORY.md").read_bytes()
+    )
+    with SessionManager("critic", db, embedder=HashEmbedder(), background=False) as other:
+        other.start_session("a second agent")
     missing = CliRunner().invoke(cli, ["--db", str(db), "export-md", str(out)])
-    assert missing.exit_code == 2 and "--agent" in missing.output
+    assert missing.exit_code == 2 and "'critic', 'researcher'" in missing.output

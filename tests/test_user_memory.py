@@ -41,7 +41,7 @@ def test_restore_shows_what_the_agent_knows_about_the_user(mgr: SessionManager) 
     # no user, no section; and the user's memory session itself has none either
     other = mgr.start_session("no user here")
     assert "## About the user" not in mgr.restore(other.id, 2000).text
-    memory = [s for s in mgr.list_sessions() if s.metadata.get("asm") == "user-memory"]
+    memory = [s for s in mgr.list_sessions(internal=True) if s.metadata.get("asm") == "user-memory"]
     assert memory and all("## About" not in mgr.restore(s.id, 2000).text for s in memory)
 
 

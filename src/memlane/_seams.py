@@ -92,9 +92,13 @@ class SessionFilter:
     status: str | None = None
     user_id: str | None = None
     key: str | None = None
+    #: ids that start with this (the command line takes a unique prefix of an id)
+    id_prefix: str | None = None
     #: the session's ``asm`` metadata value: what the library keeps in it ("user-memory",
     #: "knowledge")
     marked: str | None = None
+    #: only the agents' own sessions: none the library keeps for itself (marked ones)
+    unmarked: bool = False
     since_us: int | None = None  # updated at or after
     before_us: int | None = None  # updated before (prune)
 

@@ -150,6 +150,7 @@ class AutoSummary:
             since=None if self.checked_us is None else from_us(self.checked_us),
             limit=None,
             include_shared=False,
+            internal=True,  # users' memory sessions grow too
         )
         store = self.searcher.store
         sizes = store.session_sizes([s.id for s in sessions]) if sessions else {}

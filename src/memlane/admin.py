@@ -26,6 +26,7 @@ exporting again gives a byte-identical file.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,10 @@ __all__ = [
     "parse_cutoff",
 ]
 
+#: the shortest id prefix that names a session (shorter ones name too many)
+MIN_PREFIX = 4
+#: how many recent sessions a "did you mean" looks through
+SUGGEST_FROM = 500
 _EXPORT_PAGE = 1_000
 
 
@@ -270,16 +275,49 @@ class StoreAdmin(PoolAdministration):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def session(self, session_id: str) -> SessionInfo:
-        """One session of any agent, with its size.
+    def session(self, session_id: str, agent: str | None = None) -> SessionInfo:
+        """One session of any agent (or of ``agent``), with its size: ``session_id`` is its
+        id, its key, or a unique prefix of its id (at least :data:`MIN_PREFIX` characters),
+        tried in that order.
 
-        Raises :class:`~memlane.errors.SessionNotFound` if the store has no such
-        session.
+        Raises :class:`~memlane.errors.SessionNotFound` if nothing matches (with the closest
+        ids and keys as suggestions), :class:`~memlane.errors.InvalidInput` if a key or a
+        prefix matches more than one session.
         """
-        rows = self._infos(SessionFilter(None, session_id=session_id), limit=1)
-        if not rows:
-            raise session_not_found(session_id, agent=None, where=self.db_path)
-        return rows[0]
+        ref = session_id
+        if not isinstance(ref, str) or not ref:
+            raise InvalidInput(f"A session is named by its id or its key, not {ref!r}.")
+        rows = self._infos(SessionFilter(None, session_id=ref, agent_id=agent), limit=1)
+        if rows:
+            return rows[0]
+        rows = self._infos(SessionFilter(None, key=ref, agent_id=agent), limit=5)
+        if len(rows) > 1:  # a key is unique per agent, not across agents
+            owners = ", ".join(sorted(repr(info.session.agent_id) for info in rows))
+            raise InvalidInput(
+                f"Key {ref!r} names sessions of several agents ({owners}). Say which agent "
+                "with --agent (agent=...), or use the session's id."
+            )
+        if not rows and len(ref) >= MIN_PREFIX:
+            rows = self._infos(SessionFilter(None, id_prefix=ref, agent_id=agent), limit=5)
+            if len(rows) > 1:
+                shown = ", ".join(info.session.id for info in rows[:4])
+                raise InvalidInput(
+                    f"{ref!r} is the start of more than one session id ({shown}"
+                    f"{', ...' if len(rows) > 4 else ''}). Type more of the id."
+                )
+        if rows:
+            return rows[0]
+        error = session_not_found(ref, agent=agent, where=self.db_path)
+        close = self._closest_sessions(ref, agent)
+        if close:
+            error.args = (f"{error.args[0]} Did you mean {' or '.join(map(repr, close))}?",)
+        raise error
+
+    def _closest_sessions(self, ref: str, agent: str | None) -> list[str]:
+        """Ids and keys of the most recent sessions that look like ``ref`` (a typo)."""
+        recent = self._store.sessions(SessionFilter(None, agent_id=agent), limit=SUGGEST_FROM)
+        names = [s.id for s in recent] + [s.key for s in recent if s.key]
+        return difflib.get_close_matches(ref, names, n=2, cutoff=0.75)
 
     def sessions(
         self,
@@ -288,10 +326,14 @@ class StoreAdmin(PoolAdministration):
         user: str | None = None,
         since: datetime | timedelta | str | None = None,
         limit: int | None = None,
+        *,
+        internal: bool = False,
     ) -> list[SessionInfo]:
         """Sessions of every agent (or of ``agent``), most recently active first.
 
-        ``since`` keeps sessions active since then: a timestamp or an age ("7d").
+        ``since`` keeps sessions active since then: a timestamp or an age ("7d"). The
+        sessions the library keeps for itself (users' facts, knowledge documents, pool logs)
+        are left out unless ``internal=True``.
 
         >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
         """
@@ -303,6 +345,7 @@ class StoreAdmin(PoolAdministration):
             status=None if status is None else check_status(status),
             user_id=user,
             since_us=None if since is None else parse_cutoff(since, "since"),
+            unmarked=not internal,
         )
         return self._infos(flt, limit=limit)
 
@@ -319,7 +362,7 @@ class StoreAdmin(PoolAdministration):
     ) -> list[Event]:
         """A session's events in log order (any agent's session); ``limit`` keeps the
         *latest* ``limit`` events."""
-        self.session(session_id)
+        session_id = self.session(session_id).session.id
         flt = EventFilter(
             None,
             session_id=session_id,
@@ -350,7 +393,8 @@ class StoreAdmin(PoolAdministration):
         """
         query = text(query, "query")
         if session is not None:
-            owner = self.session(session).session.agent_id
+            found = self.session(session).session
+            session, owner = found.id, found.agent_id
             if agent is not None and agent != owner:
                 raise SessionNotFound(
                     f"Session {session!r} does not exist for agent {agent!r} (it belongs to "
@@ -384,6 +428,10 @@ class StoreAdmin(PoolAdministration):
         minutes while events wait), the store's and its WAL's size, the schema version. This
         view runs no worker: ``worker_running`` is False here."""
         return self._engine.health()
+
+    def agents(self) -> list[str]:
+        """The agents that have sessions in the store, sorted."""
+        return sorted(self._store.agents())
 
     def stats(self) -> StoreStats:
         """Counts by agent, kind and status; file size; the embedder behind the vectors."""
@@ -421,7 +469,7 @@ class StoreAdmin(PoolAdministration):
         ...         print(json_line(record), file=out)
         """
         if session is not None:
-            self.session(session)
+            session = self.session(session).session.id
         yield {"type": "header", "format": EXPORT_FORMAT, "version": EXPORT_VERSION}
         # one snapshot for the whole export (writers go on meanwhile); events in pages, so a
         # long session streams instead of loading at once
@@ -515,7 +563,9 @@ class StoreAdmin(PoolAdministration):
 
     def delete_session(self, session_id: str) -> int:
         """Delete any agent's session with its events, vectors and index rows; return the
-        number of events deleted."""
+        number of events deleted. ``session_id`` may also be its key or a unique prefix of
+        its id (see :meth:`session`)."""
+        session_id = self.session(session_id).session.id
         with self._store.atomic() as tx:
             if self._store.owner_of(tx, session_id) is None:
                 raise session_not_found(session_id, agent=None, where=self.db_path)

@@ -224,10 +224,18 @@ class AsyncSessionManager:
         limit: int | None = 100,
         *,
         include_shared: bool = True,
+        internal: bool = False,
     ) -> list[Session]:
-        """Visible sessions, most recently active first."""
+        """Visible sessions, most recently active first (the library's own only with
+        ``internal=True``)."""
         return await self._run(
-            self._sync.list_sessions, status, user_id, since, limit, include_shared=include_shared
+            self._sync.list_sessions,
+            status,
+            user_id,
+            since,
+            limit,
+            include_shared=include_shared,
+            internal=internal,
         )
 
     async def end_session(self, session_id: str, status: str = "completed") -> Session:

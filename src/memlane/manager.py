@@ -380,11 +380,17 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         limit: int | None = 100,
         *,
         include_shared: bool = True,
+        internal: bool = False,
     ) -> list[Session]:
-        """Visible sessions, most recently active first."""
+        """Visible sessions, most recently active first.
+
+        The sessions the library keeps for itself (what the agent knows about each user,
+        its knowledge documents, pool logs) are left out unless ``internal=True``.
+        """
         flt = SessionFilter(
             self.scope,
             include_shared=include_shared,
+            unmarked=not internal,
             status=None if status is None else self._check_status(status),
             user_id=user_id,
             since_us=None if since is None else to_us(since, "since"),

@@ -123,6 +123,20 @@ class Env:
         click.get_current_context().call_on_close(mgr.close)
         return mgr
 
+    def the_agent(self, command: str) -> str:
+        """``--agent``, or the store's only agent: a command about one agent's memory needs
+        it named only when the store holds several (then the error lists them)."""
+        if self.agent is not None:
+            return self.agent
+        agents = self.admin().agents()
+        if len(agents) == 1:
+            return agents[0]
+        known = f"it holds {', '.join(map(repr, agents))}" if agents else "it holds no agent yet"
+        raise click.UsageError(
+            f"memlane {command} needs --agent AGENT (or MEMLANE_AGENT): the agent whose memory "
+            f"it uses; {known}."
+        )
+
     def note(self, message: str, style: str = "dim") -> None:
         """A human remark on stderr (never mixed into data on stdout)."""
         self.err.print(message, style=style)

@@ -70,7 +70,7 @@ def facts(
     memlane facts u1 --agent assistant
     memlane facts u1 --agent assistant --key city --history --json
     """
-    mgr = env.manager(_agent(env, "facts"), read_only=True)
+    mgr = env.manager(env.the_agent("facts"), read_only=True)
     found = mgr.fact_history(user_id, key) if history else mgr.facts(user_id, key, as_of=as_of)
     if as_json:
         emit_json([fact_to_dict(fact) for fact in found])

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..admin import SessionInfo, event_to_dict
-from ..errors import SessionNotFound
+from ..errors import InvalidInput, SessionNotFound
 from ..events import SESSION_STATUSES, Hit
 from ._app import AGE, FAILURE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import (
@@ -51,18 +51,34 @@ _KIND_ORDER = ("goal", "step", "tool_output", "decision", "fact", "pending", "er
     show_default=True,
     help="At most this many sessions.",
 )
+@click.option(
+    "--internal",
+    is_flag=True,
+    help="Also list the sessions the library keeps for itself (what each agent knows about "
+    "a user, knowledge documents, pool logs).",
+)
 @json_option
 @db_option
 @click.pass_obj
 def sessions(
-    env: Env, status: str | None, user: str | None, since: str | None, limit: int, as_json: bool
+    env: Env,
+    status: str | None,
+    user: str | None,
+    since: str | None,
+    limit: int,
+    internal: bool,
+    as_json: bool,
 ) -> None:
     """List sessions of every agent, most recently active first.
 
     Columns: id, agent, user, goal (shortened), status, events, tokens (the sum of the
     events' token counts) and last activity.
     """
-    rows = env.admin().sessions(agent=env.agent, status=status, user=user, since=since, limit=limit)
+    rows = env.admin().sessions(
+        agent=env.agent, status=status, user=user, since=since, limit=limit + 1, internal=internal
+    )
+    more = len(rows) > limit  # one more than asked for says whether --limit cut the list
+    rows = rows[:limit]
     if as_json:
         emit_json([info.to_dict() for info in rows])
         return
@@ -106,8 +122,8 @@ def sessions(
         styled[4] = Text(row[4], style=STATUS_STYLES.get(row[4], ""))
         table.add_row(*(styled[i] for i in shown))
     env.out.print(table)
-    more = " (--limit for more)" if len(rows) == limit else ""
-    env.note(f"{len(rows)} session(s){more}. Timeline of one: memlane show ID")
+    hint = " (--limit for more)" if more else ""
+    env.note(f"{len(rows)} session(s){hint}. Timeline of one: memlane show ID")
 
 
 # -- show ---------------------------------------------------------------------------------
@@ -115,8 +131,14 @@ def sessions(
 
 def _owned_session(env: Env, session_id: str) -> SessionInfo:
     """The session, checked against --agent when one is given: the one wording of "not
-    this agent's session" for show, search and restore (the library words it for agents)."""
-    info = env.admin().session(session_id)
+    this agent's session" for show, search and restore (the library words it for agents).
+    ``session_id`` may be an id, a key or a unique prefix of an id."""
+    try:
+        info = env.admin().session(session_id)
+    except InvalidInput:  # a key several agents use: --agent says whose
+        if env.agent is None:
+            raise
+        info = env.admin().session(session_id, agent=env.agent)
     owner = info.session.agent_id
     if env.agent is not None and env.agent != owner:
         raise SessionNotFound(
@@ -153,6 +175,7 @@ def show(
     The summary at the end lists the open pending queue and unresolved errors.
     """
     info = _owned_session(env, session_id)
+    session_id = info.session.id
     events = env.admin().events(session_id, kinds=list(kinds) or None, limit=limit)
     if as_json:
         emit_json({"session": info.to_dict(), "events": [event_to_dict(e) for e in events]})
@@ -305,7 +328,7 @@ def search(
     """
     where = _parse_where(wheres)
     if session_id is not None:
-        _owned_session(env, session_id)
+        session_id = _owned_session(env, session_id).session.id
     hits = env.admin().search(
         query,
         k,
@@ -408,7 +431,8 @@ def restore(
     the tokens each section used, and the share of the budget each section was offered
     and why. --json always includes the report, and the chat view (system and turns).
     """
-    agent = _owned_session(env, session_id).session.agent_id
+    found = _owned_session(env, session_id).session
+    session_id, agent = found.id, found.agent_id
     context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
     report = context.report
     if as_json:

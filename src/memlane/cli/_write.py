@@ -140,7 +140,9 @@ def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> No
 
 @cli.command(name="export-md")
 @click.argument("directory", metavar="DIR")
-@agent_option("The agent whose memory to write (required; or MEMLANE_AGENT).")
+@agent_option(
+    "The agent whose memory to write (or MEMLANE_AGENT; needed when the store holds several)."
+)
 @click.option("--user", "user_id", metavar="USER", help="Only this user's sessions and facts.")
 @db_option
 @click.pass_obj
@@ -156,12 +158,8 @@ def export_md(env: Env, directory: str, user_id: str | None) -> None:
     memlane export-md ./memory --agent assistant
     memlane export-md ./memory --agent assistant --user u1
     """
-    if env.agent is None:
-        raise click.UsageError(
-            "memlane export-md needs --agent AGENT (or MEMLANE_AGENT): "
-            "the agent whose memory it writes."
-        )
-    result = env.manager(env.agent, read_only=True).export_markdown(directory, user_id=user_id)
+    agent = env.the_agent("export-md")
+    result = env.manager(agent, read_only=True).export_markdown(directory, user_id=user_id)
     env.out.print(
         f"Wrote {len(result.written):,} file(s) to {result.directory}; "
         f"{len(result.unchanged):,} unchanged, {len(result.removed):,} removed."
@@ -419,7 +417,7 @@ def delete(env: Env, session_id: str, yes: bool) -> None:
     if not _confirmed(question, yes):
         _nothing_deleted(env)
         return
-    count = admin.delete_session(session_id)
+    count = admin.delete_session(s.id)
     env.out.print(f"Deleted session {s.id} of agent {s.agent_id!r} and its {count:,} event(s).")
 
 

@@ -283,8 +283,18 @@ class SqlStore:
             if value is not None:
                 parts.append(column)
                 params.append(value)
+        if flt.id_prefix is not None:
+            escaped = flt.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            parts.append("s.id LIKE ? ESCAPE '\\'")
+            params.append(escaped + "%")
         if flt.marked is not None:
             sql, marked = compile_where({"asm": flt.marked}, self.session_metadata, self.dialect)
+            parts.append(sql)
+            params.extend(marked)
+        if flt.unmarked:
+            sql, marked = compile_where(
+                {"asm": {"$exists": False}}, self.session_metadata, self.dialect
+            )
             parts.append(sql)
             params.extend(marked)
         return " AND ".join(parts) or "TRUE", params

@@ -1,0 +1,91 @@
+"""What a new user tripped over in the command line (issue 29), one test each: session keys and
+id prefixes wherever a session is named, the library's own sessions out of listings, and a
+`--limit` note that tells the truth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memlane import InvalidInput, SessionManager, SessionNotFound
+from memlane.admin import StoreAdmin
+from memlane.testing import HashEmbedder
+
+from .test_cli import asm, fails, ok
+
+
+@pytest.fixture(autouse=True)
+def _hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
+
+
+def build(db: Path) -> str:
+    with SessionManager("support", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("refund order 1042", key="thread-42", user_id="u1")
+        mgr.add_message(session.id, "user", "the parcel arrived broken")
+        mgr.record_decision(session.id, "refund without a restocking fee")
+        mgr.remember("u1", "Lives in Porto", key="city")  # a session the library keeps
+        return session.id
+
+
+def test_a_key_works_wherever_a_session_id_does(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    sid = build(db)
+    assert "the parcel arrived broken" in ok(asm(db, "show", "thread-42")).output
+    restored = json.loads(ok(asm(db, "restore", "thread-42", "--json")).stdout)
+    assert restored["session_id"] == sid and "restocking fee" in restored["text"]
+    assert "restocking" in ok(asm(db, "search", "refund", "--session", "thread-42")).output
+    exported = ok(asm(db, "export", "--session", "thread-42")).stdout.splitlines()
+    assert any(sid in line for line in exported[1:])
+
+
+def test_a_unique_prefix_of_an_id_works_too(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    sid = build(db)
+    assert "the parcel arrived broken" in ok(asm(db, "show", sid[:10])).output
+    fails(asm(db, "show", sid[:3]), "does not exist")  # too short to be taken as a prefix
+
+
+def test_a_near_miss_gets_a_suggestion(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    fails(asm(db, "show", "thread-24"), "does not exist", "Did you mean 'thread-42'?")
+
+
+def test_an_ambiguous_key_or_prefix_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    with SessionManager("billing", db, embedder=HashEmbedder(), background=False) as mgr:
+        other = mgr.start_session("the same ticket, billing's side", key="thread-42")
+        mgr.add_message(other.id, "user", "invoice please")
+    fails(asm(db, "show", "thread-42"), "several agents", "--agent")
+    assert "invoice please" in ok(asm(db, "--agent", "billing", "show", "thread-42")).output
+    with StoreAdmin(db, embedder=HashEmbedder()) as admin:
+        with pytest.raises(InvalidInput, match="several agents"):
+            admin.session("thread-42")
+        assert admin.session("thread-42", agent="billing").session.id == other.id
+        with pytest.raises(SessionNotFound):
+            admin.delete_session("thread-4")  # neither an id, a key nor an id's start
+
+
+def test_listings_leave_out_the_librarys_own_sessions(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    sid = build(db)
+    listed = json.loads(ok(asm(db, "sessions", "--json")).stdout)
+    assert [row["id"] for row in listed] == [sid]
+    everything = json.loads(ok(asm(db, "sessions", "--internal", "--json")).stdout)
+    assert len(everything) == 2 and "What agent support knows" in str(everything)
+    with SessionManager("support", db, embedder=HashEmbedder(), background=False) as mgr:
+        assert [s.id for s in mgr.list_sessions()] == [sid]
+        assert len(mgr.list_sessions(internal=True)) == 2
+
+
+def test_the_limit_note_appears_only_when_the_limit_cut_the_list(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        for i in range(3):
+            mgr.start_session(f"task {i}")
+    assert "--limit for more" not in asm(db, "sessions", "--limit", "3").stderr
+    assert "--limit for more" in asm(db, "sessions", "--limit", "2").stderr
