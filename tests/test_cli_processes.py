@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from memlane import SessionManager
+from memlane.testing import HashEmbedder
+
 from .conftest import PYTHON, child_env
 from .test_cli import Store, build
 
@@ -138,3 +141,39 @@ def test_piped_show_has_no_trailing_spaces(store: Store) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) > 10 and all(line == line.rstrip() for line in lines)
+
+
+@pytest.mark.parametrize("command", [["export"], ["show", "SID"]])
+def test_a_reader_that_goes_away_ends_the_command_with_success(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 29: `memlane export | head -1` exited 1. A store big enough that the output
+    outlasts the pipe's buffer, so the command really writes into a closed pipe."""
+    db = tmp_path / "big.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        sid = mgr.start_session("a long chat").id
+        mgr.record_many(
+            sid,
+            [
+                {"kind": "message", "role": "user", "content": f"turn {i} " + "words " * 60}
+                for i in range(3_000)
+            ],
+        )
+    argv = [sid if part == "SID" else part for part in command]
+    reader = subprocess.Popen(
+        [PYTHON, "-m", "memlane", "--db", str(db), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=asm_env(),
+    )
+    assert reader.stdout is not None
+    assert reader.stdout.readline()
+    reader.stdout.close()
+    _, stderr = reader.communicate(timeout=120)
+    assert reader.returncode == 0 and stderr.decode().strip() == "", stderr.decode()
+
+
+def test_dash_means_stdout(store: Store, tmp_path: Path) -> None:
+    done = asm("--db", str(store.db), "export", "-o", "-")
+    assert done.returncode == 0 and done.stdout.startswith('{"type":"header"')
+    assert not (tmp_path / "-").exists() and not Path("-").exists()

@@ -262,8 +262,14 @@ class MemlaneGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`memlane export | head`): it has what it wanted, so stop
+            # quietly with success, like `git log | head` (click itself would exit 1). stdout
+            # goes to /dev/null so that the interpreter's last flush cannot raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
         except SessionManagerError as exc:
             self._debug(ctx)
             raise click.ClickException(str(exc)) from exc
@@ -309,11 +315,9 @@ class MemlaneGroup(click.Group):
             _fail(exc.format_message(), exc.exit_code)
         except click.Abort:
             _fail("Aborted; nothing more was done.", FAILURE)
-        except BrokenPipeError:
-            # The reader went away (`memlane export | head`): stop quietly, like other tools.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(FAILURE)
+        except BrokenPipeError:  # (the same, when it happens outside a command's invoke)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         sys.exit(code if isinstance(code, int) else 0)
 
 

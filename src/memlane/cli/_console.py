@@ -61,10 +61,20 @@ def make_console(*, stderr: bool) -> Console:
     return _plain_console(file=cast(IO[str], stream), width=width)
 
 
+class _Console(Console):
+    """rich's console, but a reader that went away (`memlane show ID | head`) ends the
+    command with success, as it does `git log | head`: rich's own handler exits with 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0)
+
+
 def _plain_console(
     *, stderr: bool = False, file: IO[str] | None = None, width: int | None = None
 ) -> Console:
     # markup and highlighting off: event contents are data, "[open]" is not a style tag.
-    return Console(
+    return _Console(
         stderr=stderr, file=file, width=width, highlight=False, markup=False, emoji=False
     )

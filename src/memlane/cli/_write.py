@@ -84,7 +84,7 @@ def _nothing_deleted(env: Env) -> None:
     "-o",
     "--output",
     metavar="FILE",
-    help="Write to FILE instead of stdout (replaced if it exists).",
+    help="Write to FILE instead of stdout (replaced if it exists); `-` is stdout.",
 )
 @agent_option("Export only this agent's sessions.")
 @click.option("--session", "session_id", metavar="SESSION", help="Export only this session.")
@@ -112,6 +112,8 @@ def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> No
     memlane export --agent researcher | gzip > researcher.jsonl.gz
     memlane export --format yaml -o backup.yaml
     """
+    if output == "-":  # the usual spelling of stdout
+        output = None
     records = env.admin().export(agent=env.agent, session=session_id)
     encode: Callable[[Mapping[str, Any]], bytes]
     if fmt == "yaml":
