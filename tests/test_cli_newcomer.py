@@ -89,3 +89,43 @@ def test_the_limit_note_appears_only_when_the_limit_cut_the_list(tmp_path: Path)
             mgr.start_session(f"task {i}")
     assert "--limit for more" not in asm(db, "sessions", "--limit", "3").stderr
     assert "--limit for more" in asm(db, "sessions", "--limit", "2").stderr
+
+
+def test_errors_under_json_are_json_on_stderr(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    result = asm(db, "show", "nope-nope", "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    error = json.loads(result.stderr)["error"]
+    assert error["type"] == "SessionNotFound" and error["exit_code"] == 1
+    assert "does not exist" in error["message"]
+    usage = asm(db, "sessions", "--json", "--limit", "0")
+    assert usage.exit_code == 2 and json.loads(usage.stderr)["error"]["type"] == "UsageError"
+
+
+def test_errors_speak_of_the_options_the_command_line_has(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder" / "s.db"
+    message = fails(asm(missing, "import", "-", input='{"type": "header"}\n'))
+    assert "--db" in message and "db_path" not in message
+
+
+def test_one_time_format_in_every_json_output(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    with SessionManager("support", db, embedder=HashEmbedder()) as mgr:
+        mgr.flush()  # so health has a last_embedded_at
+    stamps = [
+        json.loads(ok(asm(db, "sessions", "--json")).stdout)[0]["created_at"],
+        json.loads(ok(asm(db, "health", "--json")).stdout)["last_embedded_at"],
+        json.loads(ok(asm(db, "facts", "u1", "--json")).stdout)[0]["valid_from"],
+    ]
+    assert all(stamp.endswith("Z") and "+00:00" not in stamp for stamp in stamps), stamps
+
+
+def test_ingest_help_names_the_option_search_has() -> None:
+    from click.testing import CliRunner
+
+    from memlane.cli import cli
+
+    text = CliRunner().invoke(cli, ["ingest", "--help"]).output
+    assert "--kind knowledge" in text and "--kinds" not in text

@@ -24,7 +24,7 @@ from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage, open_storage
 from ._time import from_us
-from ._transfer import Progress
+from ._transfer import Progress, format_time
 from .embed import LoadedEmbedder, load_embedder
 from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
 from .protocols import Embedder
@@ -127,7 +127,7 @@ class Health:
             "last_error": self.last_error,
             "last_embedded_at": None
             if self.last_embedded_at is None
-            else self.last_embedded_at.isoformat(),
+            else format_time(self.last_embedded_at),
             "index_error": self.index_error,
             "buffer_error": self.buffer_error,
             "embedder": self.embedder,

@@ -247,9 +247,20 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def _fail(message: str, code: int = FAILURE) -> NoReturn:
-    click.secho(f"Error: {message}", err=True, fg="red")
+def _fail(message: str, code: int = FAILURE, *, as_json: bool = False, kind: str = "") -> NoReturn:
+    """One line on stderr; under ``--json`` one JSON document of a stable shape instead:
+    ``{"error": {"type": "SessionNotFound", "message": "...", "exit_code": 1}}``."""
+    if as_json:
+        error = {"type": kind or "Error", "message": message, "exit_code": code}
+        click.echo(json.dumps({"error": error}, ensure_ascii=False), err=True)
+    else:
+        click.secho(f"Error: {message}", err=True, fg="red")
     sys.exit(code)
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the command line's words: its ``db_path`` is ``--db`` here."""
+    return message.replace("db_path", "--db")
 
 
 class MemlaneGroup(click.Group):
@@ -302,6 +313,7 @@ class MemlaneGroup(click.Group):
         prog_name = prog_name or "memlane"
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        as_json = "--json" in (sys.argv[1:] if args is None else list(args))
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
         except NoArgsIsHelpError as exc:  # plain `memlane`: the help, as click shows it
@@ -310,11 +322,14 @@ class MemlaneGroup(click.Group):
         except click.UsageError as exc:
             hint = f" See `{exc.ctx.command_path} --help`." if exc.ctx is not None else ""
             message = exc.format_message().rstrip()
-            _fail(message + ("" if message.endswith((".", "?")) else ".") + hint, exc.exit_code)
+            message += ("" if message.endswith((".", "?")) else ".") + hint
+            _fail(message, exc.exit_code, as_json=as_json, kind="UsageError")
         except click.ClickException as exc:
-            _fail(exc.format_message(), exc.exit_code)
+            cause = exc.__cause__
+            kind = type(cause).__name__ if isinstance(cause, SessionManagerError) else "Error"
+            _fail(_cli_words(exc.format_message()), exc.exit_code, as_json=as_json, kind=kind)
         except click.Abort:
-            _fail("Aborted; nothing more was done.", FAILURE)
+            _fail("Aborted; nothing more was done.", FAILURE, as_json=as_json, kind="Aborted")
         except BrokenPipeError:  # (the same, when it happens outside a command's invoke)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from .._transfer import format_time
 from ..memory import Fact
 from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import table_of
@@ -29,9 +30,9 @@ def fact_to_dict(fact: Fact) -> dict[str, Any]:
         "kind": fact.kind,
         "key": fact.key,
         "status": fact.status,
-        "valid_from": fact.valid_from.isoformat(),
-        "valid_until": None if fact.valid_until is None else fact.valid_until.isoformat(),
-        "recorded_at": fact.recorded_at.isoformat(),
+        "valid_from": format_time(fact.valid_from),
+        "valid_until": None if fact.valid_until is None else format_time(fact.valid_until),
+        "recorded_at": format_time(fact.recorded_at),
         "seen": fact.seen,
         "source": fact.source,
         "importance": fact.importance,
@@ -104,7 +105,7 @@ def ingest(env: Env, file: str, name: str | None, pool: str | None, user: str | 
     """Add a UTF-8 document (Markdown or text) to an agent's knowledge.
 
     It is cut into chunks the embedder reads whole (headings kept); ingesting the same
-    document again adds only what changed. Search it with --kinds knowledge.
+    document again adds only what changed. Search it with --kind knowledge.
 
     \b
     memlane ingest docs/runbook.md --agent assistant

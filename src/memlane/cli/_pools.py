@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from .._transfer import format_time
 from ..admin import event_to_dict
 from ..events import PoolGrant
 from ._app import Env, cli, db_option, emit_json, json_option
@@ -19,7 +20,7 @@ def grant_to_dict(grant: PoolGrant) -> dict[str, Any]:
         "pool": grant.pool,
         "agent_id": grant.agent_id,
         "access": grant.access,
-        "granted_at": grant.granted_at.isoformat(),
+        "granted_at": format_time(grant.granted_at),
         "granted_by": grant.granted_by,
     }
 
