@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -357,7 +356,9 @@ def test_content_cannot_forge_a_payload_line(sep: str) -> None:
     assert ctx.text.splitlines() == ctx.text.split("\n")
 
 
-def test_multi_million_char_events_are_fast() -> None:
+def test_multi_million_char_events_are_summarised() -> None:
+    """Their speed is bench/restore_latency.py's ("1mb"): a timed assertion here failed on a
+    loaded machine (issue 29)."""
     tok = tokenizer_for("gpt-4o")
     events = [
         ev(1, "fact", "a" * 3_000_000),
@@ -365,10 +366,8 @@ def test_multi_million_char_events_are_fast() -> None:
         ev(3, "decision", "d" * 2_000_000, importance=0.9),
     ]
     c = candidates(events)
-    pack(c, 1_000, tok)  # warm up
-    start = time.perf_counter()
+    check_invariants(pack(c, 1_000, tok), c, tok, 1_000)
     ctx = pack(c, 4_000, tok)
-    assert time.perf_counter() - start < 0.2
     check_invariants(ctx, c, tok, 4_000)
     assert all(i.action == "summarised" for i in ctx.report.items if i.event_id != "01J0000000000")
 
@@ -415,7 +414,8 @@ def test_rank_score_blend() -> None:
     assert rank_score(old, now + timedelta(hours=48), half_life_hours=48) == pytest.approx(0.075)
 
 
-def test_ten_thousand_event_session_packs_fast() -> None:
+def test_a_ten_thousand_event_session_packs_within_its_budget() -> None:
+    """Its speed is bench/restore_latency.py's ("10k"), not a timed assertion (issue 29)."""
     events = []
     for n in range(1, 10_001):
         kind = ("step", "fact", "message", "tool_output", "decision")[n % 5]
@@ -432,14 +432,10 @@ def test_ten_thousand_event_session_packs_fast() -> None:
     c = candidates(events, relevant=[(e, 1 - i / 40) for i, e in enumerate(events[1000:1020])])
     c = RestoreCandidates(c.session, c.pinned, c.important[:200], c.recent, c.relevant, 10_000)
     tok = tokenizer_for("gpt-4o")
-    pack(c, 4_000, tok)
-    timings = []
-    for _ in range(20):
-        start = time.perf_counter()
-        ctx = pack(c, 4_000, tok)
-        timings.append(time.perf_counter() - start)
+    first = pack(c, 4_000, tok)
+    ctx = pack(c, 4_000, tok)  # the second reuses the cache of summaries: the same result
     check_invariants(ctx, c, tok, 4_000)
-    assert statistics.median(timings) < 0.05
+    assert ctx.text == first.text
 
 
 def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(

@@ -61,7 +61,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -301,11 +301,31 @@ def pack(
         raise InvalidInput(f"max_tokens must be a non-negative int, not {max_tokens!r}.")
     shares = shares or BudgetShares()
     full = _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=True)
-    if full.report.included_ids("earlier"):
-        shown = candidates.covered_ids & set(full.report.included_ids())
-        if len(shown) >= candidates.covered_count:  # everything it stands for is shown
-            return _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=False)
-    return full
+    if not full.report.included_ids("earlier"):
+        return full
+    shown = candidates.covered_ids & set(full.report.included_ids())
+    if len(shown) >= candidates.covered_count:  # everything it stands for is shown
+        return _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=False)
+    # The summary stands in for the events it covers: none of them is shown again beside
+    # it (each event once), and their room goes to events it does not cover.
+    return _pack(
+        _without(candidates, candidates.covered_ids),
+        max_tokens,
+        tokenizer,
+        summarizer,
+        shares,
+        with_summary=True,
+    )
+
+
+def _without(candidates: RestoreCandidates, ids: frozenset[str]) -> RestoreCandidates:
+    """The candidates less the events in ``ids`` (pinned ones stay: a to-do is always listed)."""
+    return replace(
+        candidates,
+        important=[e for e in candidates.important if e.id not in ids],
+        recent=[e for e in candidates.recent if e.id not in ids],
+        relevant=[(e, s) for e, s in candidates.relevant if e.id not in ids],
+    )
 
 
 def _pack(
