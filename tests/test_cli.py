@@ -154,7 +154,7 @@ def test_show_timeline(store: Store) -> None:
         "Audit the staging environment",
         "listed staging accounts",
         "(tool: admin_api)",
-        '"accounts":14',
+        '"accounts": 14',
         "pip_audit returned",
         "--full shows it all",  # the large JSON output is folded ...
         "kB, 1 key",  # ... with its size
@@ -517,8 +517,11 @@ def test_prune_one_kind_keeps_sessions(store: Store) -> None:
 def test_unknown_session_everywhere(store: Store) -> None:
     for command in ("show", "restore", "delete"):
         fails(
-            asm(store.db, command, "01NOPE", "--yes" if command == "delete" else "--json"), "01NOPE"
+            asm(store.db, command, "01NOPE", *(["--yes"] if command == "delete" else [])), "01NOPE"
         )
+    # under --json the error is JSON (issue 29)
+    error = json.loads(asm(store.db, "restore", "01NOPE", "--json").stderr)["error"]
+    assert error["type"] == "SessionNotFound" and "01NOPE" in error["message"]
 
 
 def test_database_problems_are_one_line(tmp_path: Path) -> None:
@@ -568,5 +571,5 @@ def test_demo_runs_with_the_hash_embedder(tmp_path: Path, monkeypatch: pytest.Mo
     result = ok(asm(None, "demo"))
     for text in ("1. Process A", "2. Process B", "3. Process B asks", "memlane --db", "## Goal"):
         assert text in result.stdout, text
-    (db,) = tmp_path.glob("asm-demo-*/sessions.db")
+    (db,) = tmp_path.glob("memlane-demo-*/sessions.db")
     assert as_json(asm(db, "stats", "--json"))["events"] == 8

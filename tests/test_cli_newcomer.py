@@ -129,3 +129,22 @@ def test_ingest_help_names_the_option_search_has() -> None:
 
     text = CliRunner().invoke(cli, ["ingest", "--help"]).output
     assert "--kind knowledge" in text and "--kinds" not in text
+
+
+def test_the_demo_wraps_between_tokens_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: the demo broke `"version⏎":"1.2.0"` and `0.5⏎ s`. Lines now break only
+    after a space, a comma or a semicolon: every quoted JSON line keeps its strings whole."""
+    import tempfile
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    out = ok(asm(None, "demo")).stdout
+    quoted = [line[5:] for line in out.splitlines() if line.startswith("   │ ")]
+    json_lines = [line for line in quoted if '":' in line]
+    assert len(json_lines) >= 3, out  # the summarised pip_audit output spans lines
+    for line in json_lines:
+        assert line.count('"') % 2 == 0, line  # no string cut in two
+    assert not [line for line in out.splitlines() if line.strip().startswith(("s later", "ms "))]

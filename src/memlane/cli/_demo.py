@@ -27,7 +27,7 @@ from rich.text import Text
 from ..manager import SessionManager
 from ..store import describe_url
 from ._app import Env, cli, db_option, embedder_from_env
-from ._render import human_size, shorten
+from ._render import human_size, shorten, wrap_line
 
 AGENT = "researcher"
 BUDGET = 600
@@ -125,10 +125,9 @@ def _quote(env: Env, output: str, width: int, style: str = "") -> None:
     """``output`` line by line behind the gutter, each wrapped to ``width`` so that every
     piece of a long line keeps the gutter too."""
     for line in output.splitlines():
-        pieces = Text(line, style=style).wrap(env.out, width, overflow="fold") or [Text()]
-        for piece in pieces:
+        for piece in wrap_line(line, width):  # never inside a token (ids, numbers, JSON)
             gutter = GUTTER if piece else GUTTER.rstrip()  # no trailing space on a blank line
-            env.out.print(Text.assemble((gutter, "dim"), piece))
+            env.out.print(Text.assemble((gutter, "dim"), (piece, style)), soft_wrap=True)
 
 
 def _say(env: Env, text: str, style: str = "") -> None:
@@ -150,7 +149,7 @@ def _demo_target(env: Env) -> tuple[str, bool]:
     sources = (ctx.find_root().get_parameter_source("db"), ctx.get_parameter_source("db"))
     if any(source not in (None, ParameterSource.DEFAULT) for source in sources):
         return env.db, True
-    return str(Path(tempfile.mkdtemp(prefix="asm-demo-")) / "sessions.db"), False
+    return str(Path(tempfile.mkdtemp(prefix="memlane-demo-")) / "sessions.db"), False
 
 
 @cli.command()
@@ -189,8 +188,8 @@ def demo(env: Env) -> None:
     _say(
         env,
         f"{count} events, each durable in the store as soon as its call returned "
-        f"(median {statistics.median(timed.seconds) * 1000:.1f} ms per call). The embeddings were "
-        f"computed by a background thread (finished {embedded:.1f} s later). Process A "
+        f"(median {statistics.median(timed.seconds) * 1000:.1f}ms per call). The embeddings were "
+        f"computed by a background thread (finished {embedded:.1f}s later). Process A "
         "closes its SessionManager; from here on, only the store remembers.",
     )
     out.print()
@@ -226,7 +225,7 @@ def demo(env: Env) -> None:
         )
     out.print()
     out.print(
-        Text(f"Done in {time.perf_counter() - started:.1f} s. Explore the database:", style="bold")
+        Text(f"Done in {time.perf_counter() - started:.1f}s. Explore the database:", style="bold")
     )
     explore = [
         ["sessions"],

@@ -23,6 +23,7 @@ __all__ = [
     "snippet",
     "stamp",
     "status_text",
+    "wrap_line",
 ]
 
 KIND_STYLES = {
@@ -144,9 +145,43 @@ def _json_items(value: Any) -> str:
     return type(value).__name__
 
 
+#: where a line may break: after a space, a comma or a semicolon (in JSON, between tokens)
+_BREAKS = re.compile(r"[ ,;]")
+
+
+def wrap_line(line: str, width: int) -> list[str]:
+    """Pieces of ``line`` at most ``width`` characters wide, broken after a space, a comma
+    or a semicolon: never inside a word, a number, an id or a JSON token. A piece with no
+    such place in reach stays whole, wider than ``width``, rather than be cut in two.
+
+    >>> wrap_line('{"name":"pkg-0","version":"1.0.0"}', 20)
+    ['{"name":"pkg-0",', '"version":"1.0.0"}']
+    >>> wrap_line("finished 0.5 s later", 12)
+    ['finished 0.5', 's later']
+    """
+    pieces: list[str] = []
+    start = 0
+    while len(line) - start > width:
+        window = line[start : start + width + 1]
+        cut = max(window.rfind(" "), window.rfind(","), window.rfind(";"))
+        if cut <= 0:  # nothing in reach: the next place after it
+            found = _BREAKS.search(line, start + width)
+            if found is None:
+                break
+            cut = found.start() - start
+        pieces.append(line[start : start + cut + 1].rstrip())
+        start += cut + 1
+        while start < len(line) and line[start] == " ":
+            start += 1
+    pieces.append(line[start:])
+    return pieces
+
+
 def fold_json(value: Any, *, full: bool) -> Text:
-    """A JSON value: compact and cut with its size when long, or pretty with ``full``."""
-    compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """A JSON value: compact and cut with its size when long, or pretty with ``full``.
+    Compact keeps a space after each comma and colon, so that a long value wraps between
+    its tokens rather than inside a number or a string."""
+    compact = json.dumps(value, ensure_ascii=False)
     if full:
         if len(compact) <= FOLD_CHARS:
             return Text(compact)
