@@ -560,7 +560,7 @@ def test_db_from_the_environment(store: Store, monkeypatch: pytest.MonkeyPatch) 
 
 def test_bad_embedder_setting(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLANE_EMBEDDER", "gpt")
-    fails(asm(store.db, "search", "x"), "MEMLANE_EMBEDDER='gpt'")
+    fails(asm(store.db, "search", "x"), "MEMLANE_EMBEDDER", "'gpt'", code=2)
 
 
 def test_demo_runs_with_the_hash_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,3 +148,21 @@ def test_the_demo_wraps_between_tokens_at_80_columns(
     for line in json_lines:
         assert line.count('"') % 2 == 0, line  # no string cut in two
     assert not [line for line in out.splitlines() if line.strip().startswith(("s later", "ms "))]
+
+
+def test_a_store_made_with_the_hash_embedder_is_read_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: the LangGraph example's store (HashEmbedder) could not be searched or
+    restored with the command line. `--embedder auto` (the default) takes the embedder the
+    store's vectors were made with, of any size."""
+    monkeypatch.delenv("MEMLANE_EMBEDDER")
+    db = tmp_path / "example.db"
+    with SessionManager("a", db, embedder=HashEmbedder(64)) as mgr:
+        sid = mgr.start_session("watch the cache").id
+        mgr.add_message(sid, "user", "redis is slow today")
+        mgr.flush()
+    for mode in ("keyword", "hybrid", "semantic"):
+        assert "redis is slow today" in ok(asm(db, "search", "redis", "--mode", mode)).output
+    assert "redis is slow today" in ok(asm(db, "restore", sid)).output
+    fails(asm(db, "--embedder", "nope", "sessions"), "nope", code=2)

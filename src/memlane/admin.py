@@ -429,6 +429,11 @@ class StoreAdmin(PoolAdministration):
         view runs no worker: ``worker_running`` is False here."""
         return self._engine.health()
 
+    def stored_embedder(self) -> str | None:
+        """The name of the embedder the store's vectors were made with (None: no vectors
+        yet); reading it loads no model."""
+        return self._store.get_meta("embedder_name")
+
     def agents(self) -> list[str]:
         """The agents that have sessions in the store, sorted."""
         return sorted(self._store.agents())

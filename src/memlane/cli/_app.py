@@ -70,18 +70,32 @@ COMMAND_ORDER = (
 )
 
 
-def embedder_from_env() -> Embedder | None:
-    """The embedder the CLI uses: all-MiniLM-L6-v2, or the hash embedder when the
-    (undocumented in ``--help``) testing aid ``MEMLANE_EMBEDDER=hash`` is set."""
-    choice = os.environ.get("MEMLANE_EMBEDDER", "").strip().lower()
-    if choice in ("", "default", "minilm"):
+#: what --embedder (MEMLANE_EMBEDDER) takes
+EMBEDDER_CHOICES = ("auto", "minilm", "hash")
+
+
+def embedder_named(choice: str | None, stored: str | None = None) -> Embedder | None:
+    """The embedder for ``--embedder`` (None: the default, all-MiniLM-L6-v2). ``auto`` takes
+    the one the store's vectors were made with (``stored``, its recorded name) when this
+    command line knows it — the hash embedder of a test or an example, of any size — and
+    the default otherwise."""
+    choice = (choice or "auto").strip().lower()
+    if choice == "auto" and stored is not None:
+        size = stored.removeprefix("hash-")
+        return HashEmbedder(int(size)) if size != stored and size.isdigit() else None
+    if choice in ("auto", "default", "minilm"):
         return None
     if choice == "hash":
         return HashEmbedder()
     raise InvalidInput(
-        f"MEMLANE_EMBEDDER={choice!r} is not an embedder this CLI knows. Unset it to use "
-        "all-MiniLM-L6-v2, or set it to 'hash' (the fast test embedder)."
+        f"--embedder {choice!r} (or MEMLANE_EMBEDDER) is not an embedder this command line "
+        f"knows; use one of {', '.join(EMBEDDER_CHOICES)}."
     )
+
+
+def embedder_from_env() -> Embedder | None:
+    """The embedder ``MEMLANE_EMBEDDER`` names, for commands that make a store (demo)."""
+    return embedder_named(os.environ.get("MEMLANE_EMBEDDER"))
 
 
 @dataclass
@@ -94,7 +108,9 @@ class Env:
     debug: bool
     out: Console
     err: Console
+    embedder_choice: str = "auto"
     _admin: StoreAdmin | None = field(default=None, init=False, repr=False)
+    _embedder: Embedder | None = field(default=None, init=False, repr=False)
 
     def admin(self, *, must_exist: bool = True) -> StoreAdmin:
         """The command's :class:`StoreAdmin` on ``--db``, closed when the command ends.
@@ -104,7 +120,11 @@ class Env:
         """
         if self._admin is not None:
             return self._admin
-        admin = self._admin = open_admin(self.db, self.index, must_exist=must_exist)
+        admin = open_admin(self.db, self.index, must_exist=must_exist)  # loads no model
+        self._embedder = embedder_named(self.embedder_choice, admin.stored_embedder())
+        if self._embedder is not None:  # the store's own embedder: open with it instead
+            admin = open_admin(self.db, self.index, must_exist=must_exist, embedder=self._embedder)
+        self._admin = admin
         click.get_current_context().call_on_close(admin.close)
         return admin
 
@@ -115,13 +135,22 @@ class Env:
             agent,
             url=self.db,
             index=self.index,
-            embedder=embedder_from_env(),
+            embedder=self._embedder if self._admin is not None else self._resolve_embedder(),
             background=False,
             count_recalls=False,
             **options,
         )
         click.get_current_context().call_on_close(mgr.close)
         return mgr
+
+    def _resolve_embedder(self) -> Embedder | None:
+        """The embedder for a manager, before any admin was opened: the store's own (see
+        :func:`embedder_named`); a SQLite file yet to be made has none."""
+        path = sqlite_path(self.db)
+        if path is not None and path != ":memory:" and not Path(path).exists():
+            return embedder_named(self.embedder_choice)
+        self.admin()
+        return self._embedder
 
     def the_agent(self, command: str) -> str:
         """``--agent``, or the store's only agent: a command about one agent's memory needs
@@ -148,6 +177,7 @@ def open_admin(
     *,
     must_exist: bool = True,
     option: str = "--db (or MEMLANE_DB)",
+    embedder: Embedder | None = None,
 ) -> StoreAdmin:
     """A :class:`StoreAdmin` on a path or URL, closed when the command ends.
 
@@ -163,7 +193,7 @@ def open_admin(
                 f"The database {target!r} does not exist. Point {option} at a session "
                 "database, or run `memlane demo` to make one to explore."
             )
-    admin = StoreAdmin(url=target, index=index, embedder=embedder_from_env())
+    admin = StoreAdmin(url=target, index=index, embedder=embedder)
     click.get_current_context().call_on_close(admin.close)
     return admin
 
@@ -364,10 +394,28 @@ class MemlaneGroup(click.Group):
     metavar="AGENT",
     help="Restrict commands to one agent's sessions (see each command).",
 )
+@click.option(
+    "--embedder",
+    type=click.Choice(EMBEDDER_CHOICES, case_sensitive=False),
+    default="auto",
+    show_default=True,
+    envvar="MEMLANE_EMBEDDER",
+    show_envvar=True,
+    help="What embeds queries for search and restore: auto (the embedder the store's vectors "
+    "were made with, when it is minilm or hash; else minilm), minilm (all-MiniLM-L6-v2), or "
+    "hash (fast, for tests).",
+)
 @click.option("--debug", is_flag=True, help="On errors, print the full traceback too.")
 @click.version_option(package_name="memlane", prog_name="memlane")
 @click.pass_context
-def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context,
+    db: str,
+    index: str | None,
+    agent: str | None,
+    embedder: str,
+    debug: bool,
+) -> None:
     """memlane: look into, search, restore and maintain memlane databases.
 
     Every command reads or changes one store (--db: a SQLite file, or a PostgreSQL URL;
@@ -385,6 +433,7 @@ def cli(ctx: click.Context, db: str, index: str | None, agent: str | None, debug
         debug=debug,
         out=make_console(stderr=False),
         err=make_console(stderr=True),
+        embedder_choice=embedder,
     )
 
 

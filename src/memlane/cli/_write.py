@@ -27,7 +27,7 @@ from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
 from ..retention import RetentionPolicy
 from ..store import describe_url, sqlite_path, store_identity
-from ._app import AGE, Env, agent_option, cli, db_option, open_admin
+from ._app import AGE, Env, agent_option, cli, db_option, embedder_named, open_admin
 from ._render import shorten, stamp
 
 
@@ -327,7 +327,9 @@ def migrate(
     """
     _refuse_the_same_store(source, target)
     old = open_admin(source, from_index, option="--from")
-    new = open_admin(target, to_index, must_exist=False, option="--to")
+    # --embedder auto: the target embeds with the source's embedder (when known here)
+    embedder = embedder_named(env.embedder_choice, old.stored_embedder())
+    new = open_admin(target, to_index, must_exist=False, option="--to", embedder=embedder)
     started = time.perf_counter()
     with _progress(env, "Copying", None) as bar:
         task = bar.task_ids[0]
