@@ -24,6 +24,7 @@ ranked by numpy) is ``_sqlite_vectors.py``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
@@ -45,7 +46,7 @@ from ._keyword_cache import KeywordCache
 from ._keyword_snapshots import KeywordSnapshots
 from ._lease import held
 from ._migrations import MIGRATIONS
-from ._snapshot_files import partition_digest
+from ._snapshot_files import partition_digest, remove_temporary
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from ._sqlite_keywords import SqliteKeywordIndex
@@ -60,6 +61,8 @@ __all__ = [
     "row_to_event",
     "row_to_session",
 ]
+
+log = logging.getLogger("memlane.store.snapshots")
 
 CAPABILITIES = Capabilities(
     name="sqlite",
@@ -151,9 +154,10 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         self._wal_backoff = 0.0
         self._waiting_lock = threading.Lock()
         self._vector_index = SqliteVectors(self)
-        self._keywords = KeywordCache(
-            self, snapshots=KeywordSnapshots(self.snapshot_folder, writable=not self.read_only)
+        keyword_snapshots = KeywordSnapshots(
+            self.snapshot_folder, writable=not self.read_only, current=self._at_generation
         )
+        self._keywords = KeywordCache(self, snapshots=keyword_snapshots)
         # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
         self._opening = True
         try:
@@ -162,6 +166,8 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             self.close()  # nobody else holds this half-open store to close it
             raise
         self._opening = False
+        if not self.read_only:
+            self._tidy_snapshot_folder()
 
     def _private_file(self) -> Path:
         """Where ``":memory:"`` lives: a file in a new temporary folder, removed on close.
@@ -422,12 +428,18 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
     def scrub(self, partitions: Sequence[str]) -> list[str]:
         """After deletes that must leave no trace: FTS5's segments merged into one (a deleted
         row's terms otherwise survive in the segments written before), the WAL copied back
-        and truncated (its old frames hold old pages), and the snapshot files of
-        ``partitions`` removed (derived from the text). Returns what could not be done."""
+        and truncated (its old frames hold old pages), and the snapshot files that may hold
+        what was deleted removed (:meth:`_remove_snapshots`) once ``partitions`` are marked
+        erased (:meth:`snapshot_current`: no process writes or uses a snapshot of them built
+        before). Returns what could not be done."""
         notes: list[str] = []
         conn = self.connection()
         with self.secure_deletes(), self.atomic() as tx:
             tx.execute("INSERT INTO events_fts (events_fts) VALUES ('optimize')")
+            self.bump_generation(tx)
+            generation = str(self._generation_in(tx))
+            for partition in partitions:
+                self.set_meta(tx, _erased_key(partition), generation)
         with self._mapped_errors(), self._queued_for_write():
             busy = self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
         if busy and busy[0]:
@@ -435,10 +447,66 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 "the write-ahead log could not be truncated now (another connection was reading "
                 "an older snapshot): its old pages are overwritten as the log is reused"
             )
-        for partition in partitions:
-            for path in self.snapshot_folder.glob(f"*-{partition_digest(partition)}.*"):
-                path.unlink(missing_ok=True)
+        notes += self._remove_snapshots(partitions)
         return notes
+
+    def _remove_snapshots(self, partitions: Sequence[str]) -> list[str]:
+        """Remove the search caches' files an erasure of ``partitions`` may have left: every
+        keyword snapshot (all are stale once the generation moved; earlier versions saved
+        every stem their process had seen in each), every snapshot of ``partitions``,
+        every temporary file of a write (a killed one's partial snapshot; a live one's fails),
+        and the folder of the project's former name. Returns what could not be removed."""
+        folder = self.snapshot_folder
+        digests = {partition_digest(partition) for partition in partitions}
+        failed = remove_temporary(folder, every=True)
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            entries = []
+        except OSError as exc:
+            entries = []
+            failed.append(f"{folder} ({exc.strerror or exc})")
+        for entry in entries:
+            kind, _, rest = entry.name.partition("-")
+            if kind == "keywords" or rest.split(".")[0] in digests:
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    failed.append(f"{entry.path} ({exc.strerror or exc})")
+        failed += _remove_folder(self._legacy_snapshot_folder)
+        if not failed:
+            return []
+        return [
+            f"search cache files that may hold erased words could not be removed: "
+            f"{'; '.join(failed)}. Delete them (the folder {str(folder)!r} is a cache: "
+            "nothing is lost), then erase the user again"
+        ]
+
+    def _tidy_snapshot_folder(self) -> None:
+        """At open: the temporary files of snapshot writes whose writer is gone, and the
+        folder of the project's former name (``<database>.asm-cache/``: derived data that
+        may hold words erased since), removed. Best effort."""
+        failed = remove_temporary(self.snapshot_folder)
+        failed += _remove_folder(self._legacy_snapshot_folder)
+        if failed:
+            log.info("search cache files not removed: %s", "; ".join(failed))
+
+    def snapshot_current(self, partition: str, stamp: int) -> bool:
+        """Whether data of ``partition`` read from the log at generation ``stamp`` may be in
+        a snapshot file: not if an erasure touched the partition since (:meth:`scrub`)."""
+        mark = self.get_meta(_erased_key(partition))
+        return mark is None or stamp >= int(mark)
+
+    def _at_generation(self, partition: str, generation: int) -> bool:
+        """Whether a keyword snapshot built at ``generation`` is current: it is the store's
+        (every erasure moves it, and a keyword snapshot of an older one is never used)."""
+        return generation == self.generation()
+
+    def _generation_in(self, tx: Tx) -> int:
+        rows = tx.execute("SELECT value FROM meta WHERE key = 'generation'").fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _wal_bytes(self) -> int:
         try:
@@ -450,7 +518,13 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
     @property
     def snapshot_folder(self) -> Path:
-        """Where the vector cache keeps its snapshots (``_vector_snapshots.py``)."""
+        """Where the search caches keep their snapshots (``_vector_snapshots.py``,
+        ``_keyword_snapshots.py``)."""
+        return Path(str(self.path) + ".memlane-cache")
+
+    @property
+    def _legacy_snapshot_folder(self) -> Path:
+        """Where versions before the rename to memlane kept them."""
         return Path(str(self.path) + ".asm-cache")
 
     def close(self) -> None:
@@ -735,6 +809,34 @@ class _SqliteBatch:
     def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
         self.store.finish_batch(self.rows, write)
         self.finished = True
+
+
+def _erased_key(partition: str) -> str:
+    """The ``meta`` key of the generation an erasure last touched ``partition`` at."""
+    return "snapshots_erased:" + partition_digest(partition)
+
+
+def _remove_folder(folder: Path) -> list[str]:
+    """Remove ``folder`` and everything in it, if it exists; what could not be removed."""
+    failed: list[str] = []
+    if not folder.is_dir() or folder.is_symlink():
+        return failed
+    for root, folders, files in os.walk(folder, topdown=False):
+        for name, remove in [*((f, os.unlink) for f in files), *((d, os.rmdir) for d in folders)]:
+            try:
+                remove(os.path.join(root, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failed.append(f"{os.path.join(root, name)} ({exc.strerror or exc})")
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if not failed:
+            failed.append(f"{folder} ({exc.strerror or exc})")
+    return failed
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
