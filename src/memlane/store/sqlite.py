@@ -123,8 +123,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         checkpoints itself (a writer outpacing the model must not grow the WAL unbounded).
         ``":memory:"`` is a private database that lasts until :meth:`close` (see
         :meth:`_private_file`).
-        ``read_only`` opens an existing database with SQLite's ``mode=ro``: reads work, any
-        write is refused by SQLite itself (``StoreReadOnly``), nothing is migrated."""
+        ``read_only`` opens an existing database read-only (:meth:`_read_access`): reads
+        work, any write is refused by SQLite itself (``StoreReadOnly``), nothing is migrated
+        and no file is left behind."""
         self.location = str(path)
         self.autocheckpoint = autocheckpoint
         self.read_only = read_only
@@ -140,6 +141,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 f"The folder {str(self.path.parent)!r} for database {str(self.path)!r} does not "
                 "exist. Create it first (mkdir -p) or choose another db_path."
             )
+        #: how a read-only store's connections open, and whether its close has SQLite remove
+        #: the -wal and -shm files its reads made (see _read_access)
+        self._read_query, self._remove_wal_files = self._read_access() if read_only else ("", False)
         self._local = threading.local()
         #: called at each retry of an operation that found the database locked (metrics)
         self.on_busy: list[Callable[[], None]] = []
@@ -209,7 +213,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             raise InvalidInput("This SessionManager is closed; open a new one.")
         with self._mapped_errors():
             conn = sqlite3.connect(
-                self.path.absolute().as_uri() + "?mode=ro" if self.read_only else str(self.path),
+                f"{self.path.absolute().as_uri()}?{self._read_query}"
+                if self.read_only
+                else str(self.path),
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=5.0,
@@ -236,6 +242,48 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 raise
         self._connections.add(conn)
         return conn
+
+    def _read_access(self) -> tuple[str, bool]:
+        """The URI parameters of a read-only store's connections, and whether its close should
+        have SQLite remove the -wal and -shm files beside the database.
+
+        A database in WAL mode is read through its -shm file (the WAL's index), which SQLite
+        creates if it is missing — and a read-only connection never removes it, nor the
+        -wal, when it closes. So:
+
+        - where this user may write the file and its folder, other processes may write
+          meanwhile: ``mode=ro``, through the -wal and -shm (a reader sees their writes); if
+          neither existed, the close has SQLite remove them (:func:`_remove_wal_files`);
+        - where it may not (a read-only disk, a folder or file of another user), with no -wal
+          (or an empty one: the store was closed cleanly) the file is the whole database, and
+          ``immutable=1`` reads it without any -shm (it does not see writes other processes
+          make after it opened: none can be made on a read-only disk);
+        - with a -wal holding changes (a process killed with the store open) and its -shm (or
+          a folder where SQLite can make one), ``mode=ro`` reads through them;
+        - with a -wal holding changes and no -shm that can be created, SQLite cannot read it:
+          the error says how to.
+        """
+        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        if _may_write(self.path):
+            return "mode=ro", not wal.exists() and not shm.exists()
+        try:
+            logged = wal.stat().st_size
+        except FileNotFoundError:
+            logged = 0
+        except OSError:
+            logged = 1  # (not known to be empty)
+        if not logged:
+            return "mode=ro&immutable=1", False
+        if shm.exists() or os.access(self.path.parent, os.W_OK | os.X_OK):
+            return "mode=ro", False  # (another user's file: SQLite makes the -shm it lacks)
+        raise StoreReadOnly(
+            f"The database {str(self.path)!r} was not closed cleanly: its write-ahead log "
+            f"{str(wal)!r} holds changes that SQLite reads only through a -shm file beside "
+            f"it, and there is none, nor can one be created in {str(self.path.parent)!r} "
+            "(it cannot be written). Copy the database with its -wal file to a folder this "
+            "user can write and open the copy (read_only=True works there), or open it once "
+            "without read_only where it can be written, which folds the log back into the file."
+        )
 
     def _retry(self, operation: Any) -> Any:
         deadline = time.monotonic() + RETRY_SECONDS
@@ -531,6 +579,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         self._keywords.close()  # (its background build reads through this store)
         self._connections.close_all()
         self._local = threading.local()
+        if self._remove_wal_files:
+            self._remove_wal_files = False
+            _remove_wal_files(self.path)
         if self._remove_private_folder is not None:
             self._remove_private_folder()
 
@@ -548,7 +599,7 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
     def _store_error(self, exc: sqlite3.Error) -> SessionManagerError:
         """The library's error that ``exc`` means, its message naming the file and the fix."""
-        return store_error(exc, self.path, opening=self._opening)
+        return store_error(exc, self.path, opening=self._opening, read_only=self.read_only)
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -809,6 +860,34 @@ class _SqliteBatch:
     def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
         self.store.finish_batch(self.rows, write)
         self.finished = True
+
+
+def _may_write(path: Path) -> bool:
+    """Whether this process may write the file at ``path`` and create files beside it (not
+    on a read-only filesystem, even as root)."""
+    return os.access(path.parent, os.W_OK | os.X_OK) and os.access(path, os.W_OK)
+
+
+def _remove_wal_files(path: Path) -> None:
+    """After a read-only store's last connection closed, in a folder it may write: the -wal
+    and -shm files its reads made (SQLite's read-only connections never remove them) removed
+    as SQLite removes them, by a connection that reads nothing and closes. As the last
+    connection to the file it checkpoints the WAL (empty: nothing is written into the file)
+    and deletes both; while another process has the database open it leaves them to it.
+    Only while the WAL is empty: a read-only store never copies another process's writes into
+    the file. Best effort."""
+    try:
+        if Path(f"{path}-wal").stat().st_size:
+            return
+    except OSError:
+        return
+    with contextlib.suppress(sqlite3.Error):
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=rw", uri=True)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
 
 
 def _erased_key(partition: str) -> str:
