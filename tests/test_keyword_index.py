@@ -628,16 +628,26 @@ def _blob(*stems: str) -> bytes:
     return "\0".join(stems).encode()
 
 
-def test_words_adopt_a_snapshots_term_ids_only_where_they_agree() -> None:
+def test_words_adopt_a_snapshots_term_ids_as_they_are_or_renumbered() -> None:
+    """A snapshot's ids are taken as they are where they agree with the process's (None);
+    otherwise its stems get the process's ids, new ones registered (the mapping by the
+    snapshot's id)."""
     fresh = Words()
-    assert fresh.adopt(_blob("run", "dog", "cat")) and fresh.term("dog") == 1
-    assert fresh.adopt(_blob("run", "dog")) and fresh.adopt(_blob("run", "dog", "cat", "owl"))
+    assert fresh.adopt(_blob("run", "dog", "cat")) is None and fresh.term("dog") == 1
+    assert fresh.adopt(_blob("run", "dog")) is None
+    assert fresh.adopt(_blob("run", "dog", "cat", "owl")) is None
     assert fresh.vocabulary()[0] == _blob("run", "dog", "cat", "owl")
     assert fresh.term("owl") == 3 and fresh.term("emu") == 4
-    assert not fresh.adopt(_blob("run", "dog", "cow")) and not fresh.adopt(_blob("ru"))
+    assert list(fresh.adopt(_blob("run", "dog", "cow"))) == [0, 1, 5]  # type: ignore[arg-type]
+    assert list(fresh.adopt(_blob("ru"))) == [6]  # type: ignore[arg-type]
     other = Words()
     other.term("cat")
-    assert not other.adopt(_blob("run", "dog", "cat")) and other.vocabulary()[0] == b"cat"
+    assert list(other.adopt(_blob("run", "dog", "cat"))) == [1, 2, 0]  # type: ignore[arg-type]
+    assert other.vocabulary()[0] == _blob("cat", "run", "dog")
+    # a subset of the ids: the stems of those alone, with their hashes
+    blob, hashes = other.vocabulary(np.array([0, 2], np.int32))
+    assert blob == _blob("cat", "dog")
+    assert hashes.tolist() == [_keyword.stem_hash("cat"), _keyword.stem_hash("dog")]
 
 
 def test_words_keep_many_stems_compactly_with_the_same_ids(
@@ -666,8 +676,9 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     assert blob == _blob(*stems, "zebra")
     assert hashes.tolist() == [_keyword.stem_hash(stem) for stem in (*stems, "zebra")]
     copy = Words()
-    assert copy.adopt(blob, hashes) and copy.term(stems[500]) == 500 and copy.term("new") == 1001
-    assert Words().adopt(blob) and len(words) == 1001  # (hashes computed when not given)
+    assert copy.adopt(blob, hashes) is None
+    assert copy.term(stems[500]) == 500 and copy.term("new") == 1001
+    assert Words().adopt(blob) is None and len(words) == 1001  # (hashes computed if not given)
     for start in range(0, 1000, 100):
         words.ids([f"token{i}" for i in range(start, start + 100)])
     assert len(words._by_token) <= 150

@@ -6,6 +6,7 @@ foreign snapshot."""
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,7 +78,7 @@ def rankings(mgr: SessionManager) -> list[list[tuple[int, float]]]:
 
 
 def snapshot_files(db: Path) -> list[Path]:
-    return sorted(Path(str(db) + ".asm-cache").glob("keywords-*.asmkw"))
+    return sorted(Path(str(db) + ".memlane-cache").glob("keywords-*.asmkw"))
 
 
 def test_a_new_process_starts_from_the_snapshot_and_reads_only_newer_events(
@@ -132,7 +133,7 @@ def test_a_stale_damaged_or_foreign_snapshot_is_not_used(tmp_path: Path) -> None
         built(mgr)
         theirs = rankings(mgr)
     (mine,) = snapshot_files(db)
-    (Path(str(other) + ".asm-cache") / mine.name).write_bytes(mine.read_bytes())
+    (Path(str(other) + ".memlane-cache") / mine.name).write_bytes(mine.read_bytes())
     with opened(other) as mgr:
         _, read = built(mgr)
         assert sum(read) >= 300 and rankings(mgr) == theirs
@@ -169,27 +170,114 @@ def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> 
     assert snapshot_files(db) == [snapshot] and snapshot.stat().st_mtime_ns == written
 
 
-def test_an_older_snapshot_loads_converted_and_ranks_the_same(tmp_path: Path) -> None:
-    """Snapshots written before own counts were uint16, and before the stems' hashes were
-    saved, are converted as they load (no rebuild), and rank as a build from the log does."""
+def test_a_snapshot_of_an_earlier_format_is_rebuilt_and_replaced(tmp_path: Path) -> None:
+    """A snapshot of format 1 (it saved every stem its process had seen, issue 28) is not
+    used: the partition is built from the log and saved anew."""
+    from memlane.store._keyword_snapshots import FORMAT
     from memlane.store._snapshot_files import read_arrays, replace_file
 
     db = tmp_path / "s.db"
     expected, snapshot = snapshotted(db)
     with snapshot.open("rb") as file:
         meta, arrays = read_arrays(file)
-    own = [name for name in arrays if name.startswith("own") and name.endswith("_counts")]
-    assert own and all(arrays[name].dtype == np.uint16 for name in own)
-    for name in own:  # as the previous version wrote them
-        arrays[name] = arrays[name].astype(np.float32)
-    del arrays["stem_hashes"]
-    replace_file(snapshot, meta, arrays)
+    assert meta is not None and meta["format"] == FORMAT == 2
+    replace_file(snapshot, {**meta, "format": 1}, arrays)
     with opened(db) as mgr:
-        store, read = built(mgr)
-        assert sum(read) <= 2  # (loaded, not rebuilt: only the probe)
-        part = store._keywords._partitions["agent:researcher"]
-        assert all(segment.counts.dtype == np.uint16 for segment in part.own.segments)
-        assert rankings(mgr) == expected
+        _, read = built(mgr)
+        assert sum(read) >= 300 and rankings(mgr) == expected
+    with snapshot.open("rb") as file:
+        assert read_arrays(file)[0]["format"] == FORMAT  # type: ignore[index]
+
+
+def _two_partitions(db: Path) -> None:
+    """The researcher's own partition and the pool "team", each with a word of its own."""
+    with opened(db) as mgr:
+        mgr.create_pool("team")
+    with opened(db, subscribe=["team"]) as mgr:
+        add_turns(mgr, 200, seed=1)
+        pool = mgr.start_session("team chat", shared_pool="team")
+        rng = random.Random(2)
+        for i in range(200):
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
+            mgr.add_message(pool.id, "user", f"{words} quokkapool{i % 3}")
+        mgr.add_message(mgr.start_session("mine").id, "user", "the wombatmine word")
+        built(mgr)
+        mgr.search("numbatquery", k=3, mode="keyword")  # a word only a search saw
+
+
+def test_a_snapshot_holds_only_its_own_partitions_stems(tmp_path: Path) -> None:
+    """Issue 28: each file holds the stems of its partition's rows, not every stem its
+    process saw (the other partition's, a search's)."""
+    db = tmp_path / "s.db"
+    _two_partitions(db)
+    files = snapshot_files(db)
+    assert len(files) == 2
+    texts = [path.read_bytes() for path in files]
+    assert sorted(b"wombatmin" in text for text in texts) == [False, True]
+    assert sorted(b"quokkapool0" in text for text in texts) == [False, True]
+    assert not any(b"wombatmin" in text and b"quokkapool0" in text for text in texts)
+    assert not any(b"numbatqueri" in text or b"numbatquery" in text for text in texts)
+
+
+def test_a_process_loads_each_partitions_snapshot_in_its_own_term_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second partition a process loads has term ids of its own: its postings are
+    renumbered into the process's (no rebuild), and rank as a build from the log does."""
+    from memlane.store._keyword_postings import Segment
+
+    db = tmp_path / "s.db"
+    _two_partitions(db)
+    renumbered: list[int] = []
+    original = Segment.renumbered
+
+    def counting(self: Segment, mapping: Any) -> Segment:
+        renumbered.append(len(self.terms))
+        return original(self, mapping)
+
+    monkeypatch.setattr(Segment, "renumbered", counting)
+    queries = [*QUERIES, "quokkapool1 staging", "wombatmine"]
+    with opened(db, subscribe=["team"]) as mgr:
+        _, read = built(mgr)
+        assert sum(read) <= 4  # (the probe of each partition's last event)
+        assert renumbered  # (the second one's)
+        monkeypatch.setattr(sys.modules[__name__], "QUERIES", queries)
+        loaded = rankings(mgr)
+    for path in snapshot_files(db):
+        path.unlink()
+    with opened(db, subscribe=["team"]) as mgr:
+        _, read = built(mgr)
+        assert sum(read) >= 400
+        assert rankings(mgr) == loaded
+    assert all(loaded)
+
+
+def test_renumbering_a_segment_moves_each_terms_run_whole() -> None:
+    from memlane.store._keyword_postings import Segment
+
+    rows = np.array([0, 2, 5, 1, 3, 4], np.int32)
+    segment = Segment.build(
+        np.array([0, 0, 0, 1, 1, 2], np.int32)[np.argsort(rows, kind="stable")],
+        np.sort(rows),
+        np.array([1, 2, 3, 4, 5, 6], np.uint16),
+    )
+
+    def postings(seg: Segment) -> dict[int, list[tuple[int, int]]]:
+        found: dict[int, list[tuple[int, int]]] = {}
+        for term in seg.terms.tolist():
+            hit = seg.postings(term)
+            assert hit is not None
+            found[term] = list(zip(hit[0].tolist(), hit[1].tolist(), strict=True))
+        return found
+
+    before = postings(segment)
+    moved = segment.renumbered(np.array([7, 2, 4], np.int32))
+    assert moved.terms.tolist() == [2, 4, 7]
+    assert postings(moved) == {7: before[0], 2: before[1], 4: before[2]}
+    kept = segment.renumbered(np.array([3, 5, 9], np.int32))  # (the same order: no move)
+    assert postings(kept) == {3: before[0], 5: before[1], 9: before[2]}
+    merged = segment.renumbered(np.array([1, 0, 1], np.int32))  # (two stems of one hash)
+    assert postings(merged) == {0: before[1], 1: sorted(before[0] + before[2])}
 
 
 def test_own_counts_are_16_bit_and_saturate() -> None:

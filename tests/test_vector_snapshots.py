@@ -60,7 +60,7 @@ def filled(db: Path, n: int = 300, word: str = "fact") -> list[list[tuple[str, f
 
 
 def snapshots(db: Path) -> list[Path]:
-    return sorted(Path(str(db) + ".asm-cache").glob("vectors-*.asmvec"))
+    return sorted(Path(str(db) + ".memlane-cache").glob("vectors-*.asmvec"))
 
 
 def test_a_new_process_loads_the_snapshot_and_reads_only_newer_vectors(
@@ -104,7 +104,7 @@ def test_a_damaged_snapshot_or_another_databases_is_not_used(
 
     filled(other, n=400, word="note")  # same agent, partition, vids and seqs; other vectors
     (mine,) = snapshots(db)
-    theirs = Path(str(other) + ".asm-cache")
+    theirs = Path(str(other) + ".memlane-cache")
     shutil.copy(mine, theirs / mine.name)  # a file copied beside the wrong database
     rows_read.clear()
     with opened(other) as mgr:
@@ -121,7 +121,7 @@ def test_a_read_only_store_uses_snapshots_and_writes_none(
 ) -> None:
     db = tmp_path / "s.db"
     first = filled(db)
-    folder = Path(str(db) + ".asm-cache")
+    folder = Path(str(db) + ".memlane-cache")
     shutil.rmtree(folder)
     with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as viewer:
         assert results(viewer) == first
@@ -226,3 +226,44 @@ def test_a_cache_behind_a_pruned_deletion_log_reads_anew(
         after = results(other)
         assert sum(rows_read) >= 260  # read anew: it had not seen the pruned deletions
         assert not {event for ranking in after for event, _ in ranking} & set(doomed)
+
+
+def test_a_partition_an_erasure_touched_is_never_saved_with_the_erased_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: a process that had the partition in memory when a user was erased (by
+    another store) keeps the erased vectors as dead rows; it must not save them again,
+    however much the partition grows. A process that reads it after the erasure does."""
+    from memlane.admin import StoreAdmin
+    from memlane.store import _vector_snapshots
+
+    monkeypatch.setattr(_vector_snapshots, "REWRITE_SECONDS", 0.0)
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        gone = mgr.start_session("orders", user_id="u-gone")
+        for i in range(60):
+            mgr.record_fact(gone.id, f"order {i} of the erased user")
+        mgr.flush()
+    filled(db)
+    marker = gone.id.encode("utf-32-le")  # (the session column names them, as numpy str)
+    assert marker in snapshots(db)[0].read_bytes()
+    with opened(db) as live:
+        results(live)  # the partition in memory, from the snapshot
+        admin = StoreAdmin(db, embedder=HashEmbedder())
+        try:
+            assert admin.erase_user("u-gone").sessions == 1
+        finally:
+            admin.close()
+        assert snapshots(db) == []
+        session = live.list_sessions()[0].id
+        for i in range(200):  # grown by more than a quarter: it would be written again
+            live.record_fact(session, f"later fact {i} about topic {i % 37}")
+        live.flush()
+        results(live)
+        (part,) = live._storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
+        assert part.dead == 61 and part.erased  # (the goal and the 60 facts)
+    assert snapshots(db) == []
+    with opened(db) as fresh:
+        results(fresh)  # read from the log: saved, without the erased rows
+    (snapshot,) = snapshots(db)
+    assert marker not in snapshot.read_bytes()

@@ -5,10 +5,13 @@ One transaction deletes the sessions — their events, vectors, keyword rows, ou
 summaries, and the user's facts (the memory sessions carry the user too) — with SQLite's
 ``secure_delete`` on, so freed pages are overwritten: reads stop seeing the user at its
 commit. Then the store is scrubbed (``Store.scrub``): SQLite merges FTS5's segments (deleted
-terms otherwise survive in them), checkpoints and truncates the write-ahead log, and removes
-the touched partitions' snapshot files; PostgreSQL vacuums the touched tables. Every step can
-run again: a crash anywhere is completed by erasing the same user again, and a journal row in
-``meta`` (the user's digest, never the id) says an erasure began and has not ended.
+terms otherwise survive in them), checkpoints and truncates the write-ahead log, marks the
+touched partitions erased (no process then writes or uses a search-cache snapshot of them
+built before) and removes the snapshot files that may hold the user's words; PostgreSQL
+vacuums the touched tables. Every step can run again: a crash anywhere is completed by erasing
+the same user again, and a journal row in ``meta`` (the user's digest, never the id) says an
+erasure began and has not ended, and which partitions its deletes touched (a second run finds
+nothing left to delete, but scrubs them).
 
 Not part of the public API (``SessionManager.erase_user``, ``StoreAdmin.erase_user``).
 """
@@ -89,8 +92,14 @@ def erase_user(
     store = storage.log
     started = now_us()
     journal = journal_key(user_id)
+    begun = store.get_meta(journal)  # an erasure of this user a crash cut short
+    earlier: list[str] = json.loads(begun).get("partitions", []) if begun else []
     with store.atomic() as tx:
-        store.set_meta(tx, journal, json.dumps({"agent": agent_id, "started_us": started}))
+        store.set_meta(
+            tx,
+            journal,
+            json.dumps({"agent": agent_id, "started_us": started, "partitions": earlier}),
+        )
     events: Counter[str] = Counter()
     facts = 0
     with store.secure_deletes(), store.atomic() as tx:
@@ -113,8 +122,13 @@ def erase_user(
         holders = [store.session(sid, None) for sid in store.event_sessions(documents, tx)]
         events.update(store.kind_counts(documents, tx))
         storage.delete_events(tx, documents)
-    touched = [*doomed, *(s for s in holders if s is not None)]
-    partitions = sorted({partition_of(s.agent_id, s.shared_pool) for s in touched})
+        touched = [*doomed, *(s for s in holders if s is not None)]
+        partitions = sorted({*earlier, *(partition_of(s.agent_id, s.shared_pool) for s in touched)})
+        store.set_meta(
+            tx,
+            journal,
+            json.dumps({"agent": agent_id, "started_us": started, "partitions": partitions}),
+        )
     unreachable = list(_ALWAYS_UNREACHED)
     unreachable += store.scrub(partitions)
     if buffer is not None:

@@ -282,30 +282,40 @@ class Words:
     def stem(self, token: str) -> str:
         return str(self._stemmer.stemWord(token))
 
-    def vocabulary(self) -> tuple[bytes, npt.NDArray[np.uint64]]:
-        """Every stem registered, in term id order, NUL-separated (a snapshot's vocabulary;
-        a stem holds no NUL), and their :func:`stem_hash` es."""
+    def vocabulary(
+        self, ids: npt.NDArray[np.integer[Any]] | None = None
+    ) -> tuple[bytes, npt.NDArray[np.uint64]]:
+        """Every stem registered (or those of ``ids``: ascending, distinct), in term id
+        order, NUL-separated (a snapshot's vocabulary; a stem holds no NUL), and their
+        :func:`stem_hash` es."""
         newer = "\0".join(self._by_stem).encode()
         blob = b"\0".join(part for part in (self._frozen.blob, newer) if part)
         hashes = np.concatenate(
             (self._frozen.hashes_by_id(), np.fromiter(map(stem_hash, self._by_stem), np.uint64))
         )
-        return blob, hashes
+        if ids is None or len(ids) == len(self):  # (all of them)
+            return blob, hashes
+        return "\0".join(self.stems_of(ids)).encode(), hashes[ids]
 
-    def adopt(self, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None) -> bool:
+    def adopt(
+        self, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.int32] | None:
         """Take the stems of ``blob`` (a snapshot's :meth:`vocabulary`; ``hashes`` theirs,
-        if it has them) as the first term ids, if the ids given out so far agree with them;
-        False (and nothing changed) otherwise."""
+        computed if not given) as term ids: as the first ones if none was given out yet, or
+        if those given out are the same stems in the same order (None: the snapshot's ids
+        are this process's); otherwise as ids of this process (new stems registered),
+        returned by the snapshot's id."""
         if not len(self):
             self._frozen = _Frozen.of(blob, hashes)
-            return True
+            return None
         known, _ = self.vocabulary()
         if len(blob) <= len(known):
-            return not blob or known == blob or known.startswith(blob + b"\0")
-        if not blob.startswith(known + b"\0"):
-            return False
-        self.terms(blob[len(known) + 1 :].decode().split("\0"))
-        return True
+            if not blob or known == blob or known.startswith(blob + b"\0"):
+                return None
+        elif blob.startswith(known + b"\0"):
+            self.terms(blob[len(known) + 1 :].decode().split("\0"))
+            return None
+        return np.asarray(self.terms(blob.decode().split("\0")), np.int32)
 
     def query_stems(self, text: str) -> list[str] | None:
         """The distinct stems an FTS5 query of ``text`` (:func:`fts_query`) would match, or

@@ -92,6 +92,26 @@ class Segment:
         lo, hi = self.offsets[at], self.offsets[at + 1]
         return self.rows[lo:hi], self.counts[lo:hi]
 
+    def renumbered(self, mapping: IntArray) -> Segment:
+        """This segment with each term ``t`` as ``mapping[t]``. Where the new ids sort
+        otherwise, each term's run of postings moves whole (a gather, not a sort); two terms
+        mapped to one id (two stems of one hash: they share postings) are merged by a sort."""
+        terms = mapping[self.terms]
+        if len(terms) < 2 or bool(np.all(terms[1:] > terms[:-1])):
+            return Segment(terms, self.offsets, self.rows, self.counts)
+        order = np.argsort(terms, kind="stable")
+        if bool(np.any(terms[order][1:] == terms[order][:-1])):
+            _, rows, counts = self.pairs()
+            every = np.repeat(terms, np.diff(self.offsets))
+            by = np.lexsort((rows, every))
+            return Segment.build(every[by], rows[by], counts[by])
+        lengths = np.diff(self.offsets)[order]
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        take = np.repeat(self.offsets[:-1][order] - offsets[:-1], lengths) + np.arange(
+            offsets[-1], dtype=np.int64
+        )
+        return Segment(terms[order], offsets, self.rows[take], self.counts[take])
+
     def pairs(self) -> tuple[IntArray, IntArray, Counts]:
         """Every posting as ``(term, row, count)`` arrays."""
         return np.repeat(self.terms, np.diff(self.offsets)), self.rows, self.counts

@@ -5,15 +5,23 @@ A process builds the in-memory keyword index of a partition by tokenizing every 
 FTS5 (~1 s a query at that size). Once a partition of more than a search's own share has
 been built in the background, it is saved (its per-row columns, session links, postings and
 the stems their term ids stand for; no text) as ``keywords-<digest>.asmkw`` in
-``<database>.asm-cache/``, and the next process's background build loads it and tokenizes
+``<database>.memlane-cache/``, and the next process's background build loads it and tokenizes
 only the events added since (and saves it again once those are a quarter of it).
 
+A snapshot holds the stems of its own partition's rows and nothing else: the process's
+vocabulary (:class:`~memlane.store._keyword.Words`) also holds every other partition's
+stems, and the words of its searches, and keeps those of events deleted or erased since
+(issue 28: an erased user's words were saved again in every partition's file). Its postings
+are saved with term ids of its own (the partition's terms in the process's order), and a
+process that loads it takes its stems as its first term ids if it has indexed nothing yet,
+or renumbers the postings into its own ids otherwise (a reordering of each term's run of
+postings, not a re-sort).
+
 A snapshot is used only while the store's generation (which moves whenever events
-disappear) is the one it was written at, while the log still holds its last event where the
-snapshot says, and when the process's term ids agree with the snapshot's (a process that has
-indexed nothing yet adopts them; another process's ids would mean re-sorting every posting,
-so its partition is built from the log instead). The folder is a cache: deleting it loses
-nothing.
+disappear, and at every erasure) is the one it was written at, and while the log still holds
+its last event where the snapshot says; it is written only while that generation is still
+the store's, checked before and after the write (``_snapshot_files.py``: a write racing an
+erasure never leaves a file). The folder is a cache: deleting it loses nothing.
 """
 
 from __future__ import annotations
@@ -25,16 +33,16 @@ from typing import Any
 import numpy as np
 
 from ._keyword import Words
-from ._keyword_postings import Postings, Segment, as_counts
+from ._keyword_postings import Postings, Segment
 from ._partition_rows import RowCodes
-from ._snapshot_files import SnapshotFolder, global_codes, local_codes, replace_file
+from ._snapshot_files import SnapshotFolder, global_codes, local_codes
 
 __all__ = ["REWRITE_GROWTH", "KeywordSnapshots"]
 
 log = logging.getLogger("memlane.store.snapshots")
 
 #: the layout of a keyword snapshot; another value is ignored (and replaced)
-FORMAT = 1
+FORMAT = 2  # 2: the stems of the partition's own terms only, and term ids of its own
 #: a loaded snapshot is written again once the events added since are this share of it
 REWRITE_GROWTH = 0.25
 
@@ -69,8 +77,9 @@ class KeywordSnapshots(SnapshotFolder):
     def save(
         self, partition: str, part: _Partition, codes: RowCodes, words: Words, generation: int
     ) -> None:
-        """Write ``part`` (best effort, atomically)."""
-        if not self.writable:
+        """Write ``part`` (best effort, atomically), built at ``generation``, unless the
+        store has moved past it (see the module docstring)."""
+        if not self.writable or not self._allowed(partition, generation):
             return
         n = part.size
         arrays: dict[str, Any] = {name: getattr(part, name)[:n] for name in _ROW_ARRAYS}
@@ -81,16 +90,21 @@ class KeywordSnapshots(SnapshotFolder):
         tails = list(part._tails.values())
         arrays["tail_last"] = np.array([last for last, _ in tails], np.int32)
         arrays["tail_before"] = np.array([before for _, before in tails], np.int32)
+        # The partition's own terms, numbered in the process's order: each segment's terms
+        # stay sorted under that numbering.
+        every: list[Segment] = [s for kind in _POSTINGS for s in getattr(part, kind).segments]
+        used = np.unique(np.concatenate([s.terms for s in every])) if every else _NO_TERMS
         segments: dict[str, int] = {}
         for kind in _POSTINGS:
             postings: Postings = getattr(part, kind)
             segments[kind] = len(postings.segments)
             for i, segment in enumerate(postings.segments):
-                for field in ("terms", "offsets", "rows", "counts"):
+                arrays[f"{kind}{i}_terms"] = np.searchsorted(used, segment.terms).astype(np.int32)
+                for field in ("offsets", "rows", "counts"):
                     arrays[f"{kind}{i}_{field}"] = getattr(segment, field)
         # (one UTF-8 blob: a fixed-width string array would be as wide as the longest stem;
         # a stem holds no NUL — text with U+0000 is refused at validation)
-        blob, hashes = words.vocabulary()
+        blob, hashes = words.vocabulary(used)
         arrays["stems"] = np.frombuffer(blob, np.uint8)
         arrays["stem_hashes"] = hashes
         meta = {
@@ -102,10 +116,7 @@ class KeywordSnapshots(SnapshotFolder):
             "total_tokens": part.total_tokens,
             "segments": segments,
         }
-        try:
-            replace_file(self.path(partition), meta, arrays)
-        except OSError as exc:
-            log.info("keyword snapshot of %s not written: %s", partition, exc)
+        self.write(partition, meta, arrays, generation)
 
     def load(
         self,
@@ -118,7 +129,7 @@ class KeywordSnapshots(SnapshotFolder):
     ) -> _Partition | None:
         """The partition as saved, if the snapshot is current (see the module docstring;
         ``last_row(seq)`` is the log's keyword row of that seq, or None); None otherwise (a
-        stale or unreadable file is removed, one of other term ids is left)."""
+        stale or unreadable file is removed)."""
         path = self.path(partition)
         try:
             found = self.read(partition)
@@ -143,10 +154,8 @@ class KeywordSnapshots(SnapshotFolder):
             ):
                 self.remove(partition)  # another database's file, or the log moved on
                 return None
-            # (a snapshot written before the hashes were saved has them computed now)
-            hashes = saved.get("stem_hashes")
-            if not words.adopt(saved["stems"].tobytes(), hashes):
-                return None  # this process numbered its terms otherwise: build from the log
+            # the snapshot's term ids as this process's (None: the same)
+            renumber = words.adopt(saved["stems"].tobytes(), saved["stem_hashes"])
             for name in _ROW_ARRAYS:
                 setattr(part, name, saved[name])
             for column in _CODED:
@@ -166,10 +175,8 @@ class KeywordSnapshots(SnapshotFolder):
                     Segment(*(saved[f"{kind}{i}_{field}"] for field in _SEGMENT_FIELDS))
                     for i in range(int(meta["segments"][kind]))
                 ]
-                if kind == "own":  # (a snapshot written when own counts were float32)
-                    for segment in postings.segments:
-                        if segment.counts.dtype != np.uint16:
-                            segment.counts = as_counts(segment.counts)
+                if renumber is not None:
+                    postings.segments = [s.renumbered(renumber) for s in postings.segments]
             return part
         except Exception as exc:  # unreadable: the partition is built from the log instead
             log.info("keyword snapshot %s not used: %s", path, exc)
@@ -178,3 +185,4 @@ class KeywordSnapshots(SnapshotFolder):
 
 
 _SEGMENT_FIELDS = ("terms", "offsets", "rows", "counts")
+_NO_TERMS = np.zeros(0, np.int32)

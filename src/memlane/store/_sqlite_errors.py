@@ -68,22 +68,30 @@ def _failure(exc: sqlite3.Error) -> str:
 _MESSAGES: dict[str, tuple[type[SessionManagerError], str]] = {
     "read-only": (
         StoreReadOnly,
-        "The database {where} cannot be written ({detail}). This is a permissions problem: "
-        "make the file, the -wal and -shm files beside it and its folder {folder} writable "
-        "for the user running this process (chown or chmod), or work on a copy in a folder "
-        "that user can write.",
+        "The database {where} cannot be written ({detail}). This is a permissions problem "
+        "(or a read-only disk): make the file, the -wal and -shm files beside it and its "
+        "folder {folder} writable for the user running this process (chown or chmod), or "
+        "work on a copy in a folder that user can write. To only read it where it is, open "
+        "it with read_only=True.",
     ),
     "cannot-open": (
         StoreReadOnly,
-        "SQLite cannot open {where} ({detail}). This is a permissions problem: the user "
-        "running this process may not create or open the file, or the -wal and -shm files "
-        "beside it, in the folder {folder}. Make the folder and the file writable for this "
-        "user (chown or chmod), or point db_path at a file in a folder it can write.",
+        "SQLite cannot open {where} ({detail}). This is a permissions problem (or a "
+        "read-only disk): the user running this process may not create or open the file, or "
+        "the -wal and -shm files beside it, in the folder {folder}. Make the folder and the "
+        "file writable for this user (chown or chmod), or point db_path at a file in a "
+        "folder it can write. To only read it where it is, open it with read_only=True.",
+    ),
+    "cannot-read": (
+        StoreReadOnly,
+        "SQLite cannot open {where} to read it ({detail}). The user running this process "
+        "needs read access to the file and its folder {folder}, and to the -wal and -shm "
+        "files beside it if there are any (chown or chmod).",
     ),
     "cannot-open-allowed": (
         StoreUnavailable,
-        "SQLite cannot open {where} ({detail}) although this user may read and write it and "
-        "its folder {folder}: this process may have too many files open (see `ulimit -n`), "
+        "SQLite cannot open {where} ({detail}) although this user has the access it needs to "
+        "it and its folder {folder}: this process may have too many files open (see `ulimit -n`), "
         "or the path names something other than a regular file. Close unused managers or "
         "raise the limit, then retry.",
     ),
@@ -142,6 +150,11 @@ def _may_open(path: Path) -> bool:
     return folder and (not path.exists() or os.access(path, os.R_OK | os.W_OK))
 
 
+def _may_read(path: Path) -> bool:
+    """Whether this user may read the file and list its folder (what a read-only open needs)."""
+    return os.access(path.parent, os.R_OK | os.X_OK) and os.access(path, os.R_OK)
+
+
 def _has_sqlite_header(path: Path) -> bool:
     try:
         with path.open("rb") as file:
@@ -150,11 +163,14 @@ def _has_sqlite_header(path: Path) -> bool:
         return False
 
 
-def store_error(exc: sqlite3.Error, path: Path, *, opening: bool) -> SessionManagerError:
+def store_error(
+    exc: sqlite3.Error, path: Path, *, opening: bool, read_only: bool = False
+) -> SessionManagerError:
     """The library's error that ``exc`` (raised on the database at ``path``) means.
 
     ``opening``: the store is being opened, so a file SQLite cannot read may simply be the
-    wrong file rather than a damaged database.
+    wrong file rather than a damaged database. ``read_only``: a store opened with
+    ``read_only=True``, which needs to read, never to write.
     """
     failure = _failure(exc)
     if failure == "not-a-database":
@@ -163,6 +179,8 @@ def store_error(exc: sqlite3.Error, path: Path, *, opening: bool) -> SessionMana
         failure = "not-usable" if opening and not _has_sqlite_header(path) else "corrupt"
     elif failure == "cannot-open" and path.is_dir():
         failure = "folder"
+    elif failure == "cannot-open" and read_only:
+        failure = "cannot-open-allowed" if _may_read(path) else "cannot-read"
     elif failure == "cannot-open" and _may_open(path):
         failure = "cannot-open-allowed"
     elif failure == "other" and opening:

@@ -30,6 +30,8 @@ class _Log(Protocol):
     def within(self, tx: Tx | None) -> AbstractContextManager[Tx]: ...
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
     def bump_generation(self, tx: Tx) -> None: ...
+    def generation(self) -> int: ...
+    def snapshot_current(self, partition: str, stamp: int) -> bool: ...
     @property
     def snapshot_folder(self) -> Path: ...
     @property
@@ -111,7 +113,10 @@ class SqliteVectors(VectorTable):
         with self._lock:
             if self._cache is None:
                 snapshots = VectorSnapshots(
-                    self._store.snapshot_folder, writable=not self._store.read_only
+                    self._store.snapshot_folder,
+                    writable=not self._store.read_only,
+                    stamp=self._store.generation,
+                    current=self._store.snapshot_current,
                 )
                 self._cache = VectorCache(self, snapshots)
         filters = RowQuery.of(flt, allowed)

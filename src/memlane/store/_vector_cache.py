@@ -116,6 +116,8 @@ class _Partition(PartitionRows):
         self.live = np.zeros(0, np.bool_)  # False: the vector was deleted since it was read
         self.dead = 0
         self.snapshot_size = 0  # rows in its snapshot file (_vector_snapshots.py), if any
+        self.stamp = 0  # the store's generation its first rows were read at (idem)
+        self.erased = False  # an erasure touched it since: it holds dead rows never saved
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
@@ -283,8 +285,11 @@ class VectorCache:
     def _refresh(self, name: str) -> _Partition | None:
         self._follow_deletions()
         part = self._partitions.get(name)
+        stamp = 0
         if part is None and self._snapshots is not None:
             part = self._from_snapshot(name)
+            if part is None:  # (read before the rows: see _vector_snapshots.py)
+                stamp = self._snapshots.stamp()
         after = part.last_vid if part else 0
         rows = self._store.vector_rows(name, after, _CHUNK)
         # A full first chunk means a bulk load: count once, so the matrix is sized once.
@@ -293,6 +298,7 @@ class VectorCache:
             if part is None:
                 dim = len(rows[0][6]) // 4
                 part = self._partitions[name] = _Partition(dim)
+                part.stamp = stamp
             part.reserve(max(total, len(rows)), exact=total > len(rows))
             total -= len(rows)
             self._append(part, rows)
@@ -302,6 +308,7 @@ class VectorCache:
             and self._snapshots is not None
             and part.size >= APPROXIMATE_FROM
             and part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
+            and not part.erased
         ):
             self._snapshots.save(name, part, self._codes, self._cleared, self._seen)
         return part

@@ -6,7 +6,7 @@ partition of :data:`~memlane.store._vector_cache.APPROXIMATE_FROM` rows or more 
 therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
 columns, their signs and where the store keeps each vector, and its float32 vectors while
 the partition keeps them in memory; no text) in the
-folder ``<database>.asm-cache/``; the next process loads it and reads from the log only the
+folder ``<database>.memlane-cache/``; the next process loads it and reads from the log only the
 vectors added since.
 
 A snapshot is used only while the vector index was not cleared since it was written and the
@@ -15,6 +15,12 @@ dead), and while the log still holds its last vector where the snapshot says; ot
 is removed and the partition is read again. The
 files are a cache: deleting the folder loses nothing. Writing one is best effort (a
 read-only folder, a full disk: the search goes on without it).
+
+A file records the store's generation its partition was first read from the log at (its
+*stamp*). An erasure marks the partitions it touched with the generation it ends at
+(``SqliteStore.scrub``): a snapshot stamped before that mark is never written (checked before
+and after the write, ``_snapshot_files.py``) nor used — a process that had the partition in
+memory keeps the erased vectors as dead rows, and must not save them again.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._partition_rows import RowCodes
-from ._snapshot_files import SnapshotFolder, global_codes, local_codes, replace_file
+from ._snapshot_files import SnapshotFolder, global_codes, local_codes
 
 # (a vector cache partition: _vector_cache imports this module, not the other way round)
 _Partition = Any
@@ -52,17 +58,24 @@ class VectorSnapshots(SnapshotFolder):
 
     prefix, suffix = "vectors", ".asmvec"
 
-    def __init__(self, folder: Path, *, writable: bool = True) -> None:
-        super().__init__(folder, writable=writable)
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        writable: bool = True,
+        stamp: Callable[[], int] | None = None,
+        current: Callable[[str, int], bool] | None = None,
+    ) -> None:
+        super().__init__(folder, writable=writable, stamp=stamp, current=current)
         self._written: dict[str, float] = {}  # partition -> when this process last wrote it
 
     def load(
         self, partition: str, cleared: int, codes: RowCodes, make: Callable[[int], _Partition]
     ) -> tuple[_Partition, int] | None:
         """``(partition, seen)`` as saved — ``seen`` being the deletion log's id its dead
-        rows are marked up to — if the snapshot was written since the index's last clear
-        (``make(dim)`` builds an empty partition); None otherwise (a stale or unreadable file
-        is removed)."""
+        rows are marked up to — if the snapshot was written since the index's last clear and
+        no erasure touched the partition since its stamp (``make(dim)`` builds an empty
+        partition); None otherwise (a stale or unreadable file is removed)."""
         path = self.path(partition)
         try:
             found = self.read(partition)
@@ -71,13 +84,16 @@ class VectorSnapshots(SnapshotFolder):
             meta, saved = found
             if meta is None:
                 raise _Stale
+            stamp = int(meta.get("stamp", -1))
             if (
                 meta.get("format") != FORMAT
                 or meta.get("partition") != partition
                 or meta.get("cleared") != cleared
+                or not self.current(partition, stamp)
             ):
                 raise _Stale
             part = make(int(meta["dim"]))
+            part.stamp = stamp
             size = int(meta["size"])
             part.in_memory = "matrix" in saved
             part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
@@ -110,8 +126,11 @@ class VectorSnapshots(SnapshotFolder):
         self, partition: str, part: _Partition, codes: RowCodes, cleared: int, seen: int
     ) -> None:
         """Write ``part`` (best effort, atomically: another process reads a whole file or
-        none)."""
+        none), unless an erasure touched the partition since its stamp."""
         if not self.writable:
+            return
+        if not self._allowed(partition, part.stamp):
+            part.erased = True  # (for good: an erasure's mark never moves back)
             return
         last = self._written.get(partition)
         if last is not None and time.monotonic() - last < REWRITE_SECONDS:
@@ -143,13 +162,9 @@ class VectorSnapshots(SnapshotFolder):
             "dim": part.dim,
             "size": n,
             "last_vid": part.last_vid,
+            "stamp": part.stamp,
         }
-        try:
-            replace_file(self.path(partition), meta, arrays)
-            # (an earlier version's file of the same partition)
-            self.path(partition).with_suffix(".npz").unlink(missing_ok=True)
-        except OSError as exc:
-            log.info("vector snapshot of %s not written: %s", partition, exc)
+        if not self.write(partition, meta, arrays, part.stamp):
             return
         self._written[partition] = time.monotonic()
         part.snapshot_size = n

@@ -24,6 +24,7 @@ ranked by numpy) is ``_sqlite_vectors.py``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
@@ -45,7 +46,7 @@ from ._keyword_cache import KeywordCache
 from ._keyword_snapshots import KeywordSnapshots
 from ._lease import held
 from ._migrations import MIGRATIONS
-from ._snapshot_files import partition_digest
+from ._snapshot_files import partition_digest, remove_temporary
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from ._sqlite_keywords import SqliteKeywordIndex
@@ -60,6 +61,8 @@ __all__ = [
     "row_to_event",
     "row_to_session",
 ]
+
+log = logging.getLogger("memlane.store.snapshots")
 
 CAPABILITIES = Capabilities(
     name="sqlite",
@@ -120,8 +123,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         checkpoints itself (a writer outpacing the model must not grow the WAL unbounded).
         ``":memory:"`` is a private database that lasts until :meth:`close` (see
         :meth:`_private_file`).
-        ``read_only`` opens an existing database with SQLite's ``mode=ro``: reads work, any
-        write is refused by SQLite itself (``StoreReadOnly``), nothing is migrated."""
+        ``read_only`` opens an existing database read-only (:meth:`_read_access`): reads
+        work, any write is refused by SQLite itself (``StoreReadOnly``), nothing is migrated
+        and no file is left behind."""
         self.location = str(path)
         self.autocheckpoint = autocheckpoint
         self.read_only = read_only
@@ -137,6 +141,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 f"The folder {str(self.path.parent)!r} for database {str(self.path)!r} does not "
                 "exist. Create it first (mkdir -p) or choose another db_path."
             )
+        #: how a read-only store's connections open, and whether its close has SQLite remove
+        #: the -wal and -shm files its reads made (see _read_access)
+        self._read_query, self._remove_wal_files = self._read_access() if read_only else ("", False)
         self._local = threading.local()
         #: called at each retry of an operation that found the database locked (metrics)
         self.on_busy: list[Callable[[], None]] = []
@@ -151,9 +158,10 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
         self._wal_backoff = 0.0
         self._waiting_lock = threading.Lock()
         self._vector_index = SqliteVectors(self)
-        self._keywords = KeywordCache(
-            self, snapshots=KeywordSnapshots(self.snapshot_folder, writable=not self.read_only)
+        keyword_snapshots = KeywordSnapshots(
+            self.snapshot_folder, writable=not self.read_only, current=self._at_generation
         )
+        self._keywords = KeywordCache(self, snapshots=keyword_snapshots)
         # While opening, a file SQLite cannot use may be the wrong file (see _store_error).
         self._opening = True
         try:
@@ -162,6 +170,8 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             self.close()  # nobody else holds this half-open store to close it
             raise
         self._opening = False
+        if not self.read_only:
+            self._tidy_snapshot_folder()
 
     def _private_file(self) -> Path:
         """Where ``":memory:"`` lives: a file in a new temporary folder, removed on close.
@@ -203,7 +213,9 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
             raise InvalidInput("This SessionManager is closed; open a new one.")
         with self._mapped_errors():
             conn = sqlite3.connect(
-                self.path.absolute().as_uri() + "?mode=ro" if self.read_only else str(self.path),
+                f"{self.path.absolute().as_uri()}?{self._read_query}"
+                if self.read_only
+                else str(self.path),
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=5.0,
@@ -230,6 +242,48 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 raise
         self._connections.add(conn)
         return conn
+
+    def _read_access(self) -> tuple[str, bool]:
+        """The URI parameters of a read-only store's connections, and whether its close should
+        have SQLite remove the -wal and -shm files beside the database.
+
+        A database in WAL mode is read through its -shm file (the WAL's index), which SQLite
+        creates if it is missing — and a read-only connection never removes it, nor the
+        -wal, when it closes. So:
+
+        - where this user may write the file and its folder, other processes may write
+          meanwhile: ``mode=ro``, through the -wal and -shm (a reader sees their writes); if
+          neither existed, the close has SQLite remove them (:func:`_remove_wal_files`);
+        - where it may not (a read-only disk, a folder or file of another user), with no -wal
+          (or an empty one: the store was closed cleanly) the file is the whole database, and
+          ``immutable=1`` reads it without any -shm (it does not see writes other processes
+          make after it opened: none can be made on a read-only disk);
+        - with a -wal holding changes (a process killed with the store open) and its -shm (or
+          a folder where SQLite can make one), ``mode=ro`` reads through them;
+        - with a -wal holding changes and no -shm that can be created, SQLite cannot read it:
+          the error says how to.
+        """
+        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        if _may_write(self.path):
+            return "mode=ro", not wal.exists() and not shm.exists()
+        try:
+            logged = wal.stat().st_size
+        except FileNotFoundError:
+            logged = 0
+        except OSError:
+            logged = 1  # (not known to be empty)
+        if not logged:
+            return "mode=ro&immutable=1", False
+        if shm.exists() or os.access(self.path.parent, os.W_OK | os.X_OK):
+            return "mode=ro", False  # (another user's file: SQLite makes the -shm it lacks)
+        raise StoreReadOnly(
+            f"The database {str(self.path)!r} was not closed cleanly: its write-ahead log "
+            f"{str(wal)!r} holds changes that SQLite reads only through a -shm file beside "
+            f"it, and there is none, nor can one be created in {str(self.path.parent)!r} "
+            "(it cannot be written). Copy the database with its -wal file to a folder this "
+            "user can write and open the copy (read_only=True works there), or open it once "
+            "without read_only where it can be written, which folds the log back into the file."
+        )
 
     def _retry(self, operation: Any) -> Any:
         deadline = time.monotonic() + RETRY_SECONDS
@@ -422,12 +476,18 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
     def scrub(self, partitions: Sequence[str]) -> list[str]:
         """After deletes that must leave no trace: FTS5's segments merged into one (a deleted
         row's terms otherwise survive in the segments written before), the WAL copied back
-        and truncated (its old frames hold old pages), and the snapshot files of
-        ``partitions`` removed (derived from the text). Returns what could not be done."""
+        and truncated (its old frames hold old pages), and the snapshot files that may hold
+        what was deleted removed (:meth:`_remove_snapshots`) once ``partitions`` are marked
+        erased (:meth:`snapshot_current`: no process writes or uses a snapshot of them built
+        before). Returns what could not be done."""
         notes: list[str] = []
         conn = self.connection()
         with self.secure_deletes(), self.atomic() as tx:
             tx.execute("INSERT INTO events_fts (events_fts) VALUES ('optimize')")
+            self.bump_generation(tx)
+            generation = str(self._generation_in(tx))
+            for partition in partitions:
+                self.set_meta(tx, _erased_key(partition), generation)
         with self._mapped_errors(), self._queued_for_write():
             busy = self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
         if busy and busy[0]:
@@ -435,10 +495,66 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
                 "the write-ahead log could not be truncated now (another connection was reading "
                 "an older snapshot): its old pages are overwritten as the log is reused"
             )
-        for partition in partitions:
-            for path in self.snapshot_folder.glob(f"*-{partition_digest(partition)}.*"):
-                path.unlink(missing_ok=True)
+        notes += self._remove_snapshots(partitions)
         return notes
+
+    def _remove_snapshots(self, partitions: Sequence[str]) -> list[str]:
+        """Remove the search caches' files an erasure of ``partitions`` may have left: every
+        keyword snapshot (all are stale once the generation moved; earlier versions saved
+        every stem their process had seen in each), every snapshot of ``partitions``,
+        every temporary file of a write (a killed one's partial snapshot; a live one's fails),
+        and the folder of the project's former name. Returns what could not be removed."""
+        folder = self.snapshot_folder
+        digests = {partition_digest(partition) for partition in partitions}
+        failed = remove_temporary(folder, every=True)
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            entries = []
+        except OSError as exc:
+            entries = []
+            failed.append(f"{folder} ({exc.strerror or exc})")
+        for entry in entries:
+            kind, _, rest = entry.name.partition("-")
+            if kind == "keywords" or rest.split(".")[0] in digests:
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    failed.append(f"{entry.path} ({exc.strerror or exc})")
+        failed += _remove_folder(self._legacy_snapshot_folder)
+        if not failed:
+            return []
+        return [
+            f"search cache files that may hold erased words could not be removed: "
+            f"{'; '.join(failed)}. Delete them (the folder {str(folder)!r} is a cache: "
+            "nothing is lost), then erase the user again"
+        ]
+
+    def _tidy_snapshot_folder(self) -> None:
+        """At open: the temporary files of snapshot writes whose writer is gone, and the
+        folder of the project's former name (``<database>.asm-cache/``: derived data that
+        may hold words erased since), removed. Best effort."""
+        failed = remove_temporary(self.snapshot_folder)
+        failed += _remove_folder(self._legacy_snapshot_folder)
+        if failed:
+            log.info("search cache files not removed: %s", "; ".join(failed))
+
+    def snapshot_current(self, partition: str, stamp: int) -> bool:
+        """Whether data of ``partition`` read from the log at generation ``stamp`` may be in
+        a snapshot file: not if an erasure touched the partition since (:meth:`scrub`)."""
+        mark = self.get_meta(_erased_key(partition))
+        return mark is None or stamp >= int(mark)
+
+    def _at_generation(self, partition: str, generation: int) -> bool:
+        """Whether a keyword snapshot built at ``generation`` is current: it is the store's
+        (every erasure moves it, and a keyword snapshot of an older one is never used)."""
+        return generation == self.generation()
+
+    def _generation_in(self, tx: Tx) -> int:
+        rows = tx.execute("SELECT value FROM meta WHERE key = 'generation'").fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _wal_bytes(self) -> int:
         try:
@@ -450,13 +566,22 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
     @property
     def snapshot_folder(self) -> Path:
-        """Where the vector cache keeps its snapshots (``_vector_snapshots.py``)."""
+        """Where the search caches keep their snapshots (``_vector_snapshots.py``,
+        ``_keyword_snapshots.py``)."""
+        return Path(str(self.path) + ".memlane-cache")
+
+    @property
+    def _legacy_snapshot_folder(self) -> Path:
+        """Where versions before the rename to memlane kept them."""
         return Path(str(self.path) + ".asm-cache")
 
     def close(self) -> None:
         self._keywords.close()  # (its background build reads through this store)
         self._connections.close_all()
         self._local = threading.local()
+        if self._remove_wal_files:
+            self._remove_wal_files = False
+            _remove_wal_files(self.path)
         if self._remove_private_folder is not None:
             self._remove_private_folder()
 
@@ -474,7 +599,7 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
     def _store_error(self, exc: sqlite3.Error) -> SessionManagerError:
         """The library's error that ``exc`` means, its message naming the file and the fix."""
-        return store_error(exc, self.path, opening=self._opening)
+        return store_error(exc, self.path, opening=self._opening, read_only=self.read_only)
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -735,6 +860,62 @@ class _SqliteBatch:
     def finish(self, write: Callable[[Tx, list[OutboxRow]], None]) -> None:
         self.store.finish_batch(self.rows, write)
         self.finished = True
+
+
+def _may_write(path: Path) -> bool:
+    """Whether this process may write the file at ``path`` and create files beside it (not
+    on a read-only filesystem, even as root)."""
+    return os.access(path.parent, os.W_OK | os.X_OK) and os.access(path, os.W_OK)
+
+
+def _remove_wal_files(path: Path) -> None:
+    """After a read-only store's last connection closed, in a folder it may write: the -wal
+    and -shm files its reads made (SQLite's read-only connections never remove them) removed
+    as SQLite removes them, by a connection that reads nothing and closes. As the last
+    connection to the file it checkpoints the WAL (empty: nothing is written into the file)
+    and deletes both; while another process has the database open it leaves them to it.
+    Only while the WAL is empty: a read-only store never copies another process's writes into
+    the file. Best effort."""
+    try:
+        if Path(f"{path}-wal").stat().st_size:
+            return
+    except OSError:
+        return
+    with contextlib.suppress(sqlite3.Error):
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=rw", uri=True)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+
+
+def _erased_key(partition: str) -> str:
+    """The ``meta`` key of the generation an erasure last touched ``partition`` at."""
+    return "snapshots_erased:" + partition_digest(partition)
+
+
+def _remove_folder(folder: Path) -> list[str]:
+    """Remove ``folder`` and everything in it, if it exists; what could not be removed."""
+    failed: list[str] = []
+    if not folder.is_dir() or folder.is_symlink():
+        return failed
+    for root, folders, files in os.walk(folder, topdown=False):
+        for name, remove in [*((f, os.unlink) for f in files), *((d, os.rmdir) for d in folders)]:
+            try:
+                remove(os.path.join(root, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failed.append(f"{os.path.join(root, name)} ({exc.strerror or exc})")
+    try:
+        folder.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if not failed:
+            failed.append(f"{folder} ({exc.strerror or exc})")
+    return failed
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
