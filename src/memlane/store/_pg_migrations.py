@@ -284,6 +284,20 @@ ALTER TABLE events ADD COLUMN expires_us BIGINT;
 CREATE INDEX events_expiring ON events (expires_us, partition) WHERE expires_us IS NOT NULL;
 """
 
+# asm_whole_text() answered NULL, not FALSE, for an event of 4,000 characters or more without
+# ``derived_content`` in its metadata (a long message): ``length >= 4000 AND NULL``. Every
+# caller reads it as a boolean, and ``deferred = e.deferred OR NULL`` is NULL, so refreshing
+# such an event's keyword context (the worker's batch after its successor, the delete trigger
+# of a neighbour, an expiry sweep) violated the NOT NULL of ``deferred`` and failed, and
+# ``reindex`` (``NOT asm_whole_text(...)``) skipped it. It now answers FALSE there.
+_WHOLE_TEXT_NEVER_NULL = """
+CREATE OR REPLACE FUNCTION asm_whole_text(p_content TEXT, p_metadata TEXT) RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(length(p_content) >= 4000
+                    AND (p_metadata::jsonb ->> 'derived_content') = 'true', FALSE)
+$$;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -295,4 +309,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0008_expiry", _EXPIRY),
     # the same table and backfill as SQLite's 0010_pool_grants (the SQL is portable)
     ("0009_pool_grants", POOL_GRANTS),
+    ("0010_whole_text_never_null", _WHOLE_TEXT_NEVER_NULL),
 )

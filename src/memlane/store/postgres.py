@@ -61,8 +61,8 @@ from ..errors import (
 from ._keyword import tsquery
 from ._partition_rows import RowQuery
 from ._pg_caches import PgKeywordCache
+from ._pg_errors import refused_statement, store_error
 from ._pg_errors import sentence as _sentence
-from ._pg_errors import store_error
 from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
 from ._pg_outbox import PgOutbox
@@ -290,20 +290,25 @@ class PostgresStore(PgOutbox, SqlStore):
     @contextmanager
     def _mapped_errors(self) -> Iterator[None]:
         """Turn psycopg's and its pool's failures into :class:`StoreError` subclasses: the one
-        place where they are mapped (the driver's exception stays the ``__cause__``)."""
-        from psycopg import OperationalError, errors
+        place where they are mapped (the driver's exception stays the ``__cause__``). No
+        exception of the driver crosses the public API: what is neither the connection, the
+        server's setup nor a conflict is a refused statement (:func:`refused_statement`)."""
+        from psycopg import Error, InterfaceError, OperationalError, errors
         from psycopg_pool import PoolTimeout
 
         try:
             yield
         except (
             OperationalError,
+            InterfaceError,
             PoolTimeout,
             # what the server's setup refuses, rather than a mistake in our SQL
             errors.InsufficientPrivilege,
             errors.ReadOnlySqlTransaction,
         ) as exc:
             raise self._store_error(exc) from exc
+        except Error as exc:
+            raise refused_statement(exc, self.location) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
