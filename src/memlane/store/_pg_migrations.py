@@ -298,6 +298,17 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 """
 
+# Row-level security (store/_pg_row_security.py) as of issue 28, D2: the UPDATE policies check
+# what INSERT checks, rows never move between sessions, partitions, pools or agents (a role
+# updates only the columns the library updates), a vector or queued event is its own event's,
+# the caches' deletions are not forgotten early, and asm_agent_of / asm_pools_of answer for the
+# caller's own role only. On a store with agent roles, the policies and grants are applied
+# again by ``PostgresStore._migrate`` after every open that applied migrations (``REGRANT``,
+# once the schema is this version's): this migration is what makes existing stores run it.
+_ROW_SECURITY_UPDATES = """
+SELECT 'row security: applied by _pg_row_security.REGRANT after the migrations';
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -310,4 +321,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     # the same table and backfill as SQLite's 0010_pool_grants (the SQL is portable)
     ("0009_pool_grants", POOL_GRANTS),
     ("0010_whole_text_never_null", _WHOLE_TEXT_NEVER_NULL),
+    ("0011_row_security_updates", _ROW_SECURITY_UPDATES),
 )

@@ -21,7 +21,8 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
   cannot be reached, or no pooled connection within ``pool_timeout`` (default 10 s), is
   ``StoreUnavailable``; a refused login or unknown database is ``StoreMisconfigured``.
   Connecting gives up after ``connect_timeout`` (default 5 s). The pool checks each
-  connection before handing it out, so a server restart costs no caller an error.
+  connection before handing it out, so a server restart costs no caller an error. Any
+  other refusal is a ``StoreError``: no psycopg exception crosses the public API.
 * **Vector search** is exact by default (``vector_index=exact``): the scope's rows are
   filtered by the same SQL as every read, then ranked by ``<=>`` (cosine distance), so a
   filtered query returns k results whenever k exist. ``vector_index=hnsw`` adds an HNSW index
@@ -66,7 +67,7 @@ from ._pg_errors import sentence as _sentence
 from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
 from ._pg_outbox import PgOutbox
-from ._pg_row_security import create_agent_role
+from ._pg_row_security import REGRANT, create_agent_role
 from ._pg_vectors import PgVectors
 from ._sql import EVENTS_JOIN, SqlStore, SqlTx
 from .base import Capabilities, EventFilter, refuse_unknown_migrations
@@ -377,6 +378,8 @@ class PostgresStore(PgOutbox, SqlStore):
                                 "INSERT INTO migrations (name, applied_us) VALUES (%s, %s)",
                                 (name, int(time.time() * 1e6)),
                             )
+                    # the agent roles' policies and grants, as this version makes them
+                    conn.execute(REGRANT)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATE_LOCK,))
         return str(extension_schema)
