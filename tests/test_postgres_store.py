@@ -26,6 +26,7 @@ import pytest
 from memlane import (
     SessionManager,
     StoreBusy,
+    StoreError,
     StoreFull,
     StoreMisconfigured,
     StoreReadOnly,
@@ -484,3 +485,108 @@ def test_an_erased_user_is_gone_from_every_table_and_vacuumed(postgres_url: str)
         assert {"events", "sessions", "vectors", "outbox"} <= {row[0] for row in vacuumed}
     finally:
         store.close()
+
+
+# -- long events (issue 28, D1) ----------------------------------------------------------------
+
+
+def _raw_owner(url: str) -> Any:
+    """A psycopg connection as the store's owner, in its schema."""
+    import psycopg
+
+    base, _, query = url.partition("?")
+    schema = dict(part.split("=", 1) for part in query.split("&"))["schema"]
+    conn = psycopg.connect(base, autocommit=True)
+    conn.execute(f"SET search_path TO {schema}, public")
+    return conn
+
+
+def test_a_long_message_neither_jams_the_queue_nor_its_neighbours_deletes(
+    postgres_url: str,
+) -> None:
+    """The issue's reproduction: after a plain message of 5,000 characters, the next batch,
+    a neighbour's delete and the expiry sweep each failed with a NOT NULL violation (a raw
+    psycopg error), for ever."""
+    from memlane.admin import StoreAdmin
+
+    url = store_url(postgres_url)
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("goal")
+        mgr.add_message(session.id, "user", "word " * 1000)
+        mgr.flush()
+        following = mgr.add_message(session.id, "user", "next turn")
+        brief = mgr.add_message(session.id, "user", "gone soon", ttl=0.3)
+        mgr.flush()
+        assert mgr.health().ok and mgr.pending_embeddings() == 0
+        mgr.delete_event(following.id)
+        assert brief.expires_at is not None
+        time.sleep(0.4)
+        with StoreAdmin(url=url, embedder=HashEmbedder()) as admin:
+            assert admin.prune_expired().events == 1
+        assert len(mgr.events(session.id)) == 2  # the goal and the long message
+
+
+def test_reindex_rebuilds_the_keyword_text_of_long_messages(postgres_url: str) -> None:
+    """``reindex`` rebuilt every event's tsvector but a plain one of 4,000 characters or
+    more (``NOT asm_whole_text(...)`` was NULL): keyword search in SQL missed it for good."""
+    url = store_url(postgres_url, search_cache="off")
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("logs")
+        long = mgr.add_message(session.id, "tool", "aardwolf " + "word " * 1000)
+        short = mgr.add_message(session.id, "tool", "binturong sighted")
+        mgr.flush()
+        with _raw_owner(url) as conn:  # a keyword index lost (or made by an older version)
+            conn.execute("UPDATE events SET search_text = NULL")
+        assert mgr.search("aardwolf", k=3, mode="keyword") == []
+        assert mgr.reindex() == 3
+        for word, event in (("aardwolf", long), ("binturong", short)):
+            assert [h.event.id for h in mgr.search(word, k=3, mode="keyword")] == [event.id]
+        with _raw_owner(url) as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM events WHERE search_text IS NULL OR deferred"
+            ).fetchone() == (0,)
+
+
+def test_a_store_from_before_the_fix_is_migrated(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store made before 0010_whole_text_never_null, holding a long message, gets the fixed
+    function when the new version opens it, and its queue and deletes work again."""
+    from memlane.store import _pg_migrations, postgres
+
+    url = store_url(postgres_url)
+    fixed = [name for name, _ in _pg_migrations.MIGRATIONS].index("0010_whole_text_never_null")
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres, "MIGRATIONS", _pg_migrations.MIGRATIONS[:fixed])
+        with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as old:
+            session = old.start_session("goal")
+            old.add_message(session.id, "user", "word " * 1000)
+            old.flush()
+            old.add_message(session.id, "user", "next turn")
+            with pytest.raises(StoreError, match="deferred") as caught:  # the defect, as it was
+                old.flush()
+            assert "word word" not in str(caught.value)  # (the row the server quoted)
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        assert mgr.health().schema == _pg_migrations.MIGRATIONS[-1][0]
+        mgr.flush()
+        assert mgr.pending_embeddings() == 0
+        mgr.delete_event(mgr.events(session.id)[-1].id)
+
+
+def test_no_driver_exception_crosses_the_api() -> None:
+    """What the server refuses for another reason than the connection, its setup or a
+    conflict (a constraint, a type) is a StoreError that names the bug, not psycopg's."""
+    from psycopg import errors
+
+    store = PostgresStore.__new__(PostgresStore)
+    store.location = "postgresql://me@db/agents"
+    store.settings = parse_url(store.location)
+    for raised in (
+        errors.NotNullViolation('null value in column "deferred"'),
+        errors.UndefinedFunction("function asm_nothing() does not exist"),
+        errors.InvalidTextRepresentation("invalid input syntax for type json"),
+    ):
+        with pytest.raises(StoreError) as caught, store._mapped_errors():
+            raise raised
+        assert type(caught.value) is StoreError and caught.value.__cause__ is raised
+        assert "report it as a bug" in str(caught.value)

@@ -17,7 +17,7 @@ from ..errors import (
     StoreUnavailable,
 )
 
-__all__ = ["sentence", "store_error"]
+__all__ = ["refused_statement", "sentence", "store_error"]
 
 # How libpq and the server word a refusal that retrying cannot cure. A failed connect carries
 # no SQLSTATE in psycopg (the server's FATAL arrives before a session exists), so the words are
@@ -101,4 +101,19 @@ def store_error(
         f"{detail} Check that the server is running and that this machine can reach its "
         "host and port, then retry (a connection attempt waits up to connect_timeout="
         f"{connect_timeout} s; set ?connect_timeout= in the URL to change it)."
+    )
+
+
+def refused_statement(exc: Exception, location: str) -> StoreError:
+    """The :class:`StoreError` for a statement the server refused for a reason that is
+    neither the connection, the setup nor a conflict with other writers (a constraint, a
+    type, an internal error): a defect of this library or of the schema, not the caller's.
+    The server's primary message only: its DETAIL may quote the row, which is someone's
+    text and does not belong in logs."""
+    primary = getattr(getattr(exc, "diag", None), "message_primary", None)
+    detail = sentence(Exception(primary)) if primary else sentence(exc)
+    return StoreError(
+        f"PostgreSQL at {location!r} refused a statement of memlane: {detail} The "
+        "operation did not complete (its transaction was rolled back). If this keeps "
+        "happening, report it as a bug of memlane, with this message."
     )

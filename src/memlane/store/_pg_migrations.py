@@ -284,6 +284,31 @@ ALTER TABLE events ADD COLUMN expires_us BIGINT;
 CREATE INDEX events_expiring ON events (expires_us, partition) WHERE expires_us IS NOT NULL;
 """
 
+# asm_whole_text() answered NULL, not FALSE, for an event of 4,000 characters or more without
+# ``derived_content`` in its metadata (a long message): ``length >= 4000 AND NULL``. Every
+# caller reads it as a boolean, and ``deferred = e.deferred OR NULL`` is NULL, so refreshing
+# such an event's keyword context (the worker's batch after its successor, the delete trigger
+# of a neighbour, an expiry sweep) violated the NOT NULL of ``deferred`` and failed, and
+# ``reindex`` (``NOT asm_whole_text(...)``) skipped it. It now answers FALSE there.
+_WHOLE_TEXT_NEVER_NULL = """
+CREATE OR REPLACE FUNCTION asm_whole_text(p_content TEXT, p_metadata TEXT) RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(length(p_content) >= 4000
+                    AND (p_metadata::jsonb ->> 'derived_content') = 'true', FALSE)
+$$;
+"""
+
+# Row-level security (store/_pg_row_security.py) as of issue 28, D2: the UPDATE policies check
+# what INSERT checks, rows never move between sessions, partitions, pools or agents (a role
+# updates only the columns the library updates), a vector or queued event is its own event's,
+# the caches' deletions are not forgotten early, and asm_agent_of / asm_pools_of answer for the
+# caller's own role only. On a store with agent roles, the policies and grants are applied
+# again by ``PostgresStore._migrate`` after every open that applied migrations (``REGRANT``,
+# once the schema is this version's): this migration is what makes existing stores run it.
+_ROW_SECURITY_UPDATES = """
+SELECT 'row security: applied by _pg_row_security.REGRANT after the migrations';
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -295,4 +320,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0008_expiry", _EXPIRY),
     # the same table and backfill as SQLite's 0010_pool_grants (the SQL is portable)
     ("0009_pool_grants", POOL_GRANTS),
+    ("0010_whole_text_never_null", _WHOLE_TEXT_NEVER_NULL),
+    ("0011_row_security_updates", _ROW_SECURITY_UPDATES),
 )

@@ -21,7 +21,8 @@ pgvector's adapter). Open it with ``SessionManager(agent_id=..., url="postgresql
   cannot be reached, or no pooled connection within ``pool_timeout`` (default 10 s), is
   ``StoreUnavailable``; a refused login or unknown database is ``StoreMisconfigured``.
   Connecting gives up after ``connect_timeout`` (default 5 s). The pool checks each
-  connection before handing it out, so a server restart costs no caller an error.
+  connection before handing it out, so a server restart costs no caller an error. Any
+  other refusal is a ``StoreError``: no psycopg exception crosses the public API.
 * **Vector search** is exact by default (``vector_index=exact``): the scope's rows are
   filtered by the same SQL as every read, then ranked by ``<=>`` (cosine distance), so a
   filtered query returns k results whenever k exist. ``vector_index=hnsw`` adds an HNSW index
@@ -61,12 +62,12 @@ from ..errors import (
 from ._keyword import tsquery
 from ._partition_rows import RowQuery
 from ._pg_caches import PgKeywordCache
+from ._pg_errors import refused_statement, store_error
 from ._pg_errors import sentence as _sentence
-from ._pg_errors import store_error
 from ._pg_feed import prune_deletions
 from ._pg_migrations import MIGRATIONS
 from ._pg_outbox import PgOutbox
-from ._pg_row_security import create_agent_role
+from ._pg_row_security import REGRANT, create_agent_role
 from ._pg_vectors import PgVectors
 from ._sql import EVENTS_JOIN, SqlStore, SqlTx
 from .base import Capabilities, EventFilter, refuse_unknown_migrations
@@ -290,20 +291,25 @@ class PostgresStore(PgOutbox, SqlStore):
     @contextmanager
     def _mapped_errors(self) -> Iterator[None]:
         """Turn psycopg's and its pool's failures into :class:`StoreError` subclasses: the one
-        place where they are mapped (the driver's exception stays the ``__cause__``)."""
-        from psycopg import OperationalError, errors
+        place where they are mapped (the driver's exception stays the ``__cause__``). No
+        exception of the driver crosses the public API: what is neither the connection, the
+        server's setup nor a conflict is a refused statement (:func:`refused_statement`)."""
+        from psycopg import Error, InterfaceError, OperationalError, errors
         from psycopg_pool import PoolTimeout
 
         try:
             yield
         except (
             OperationalError,
+            InterfaceError,
             PoolTimeout,
             # what the server's setup refuses, rather than a mistake in our SQL
             errors.InsufficientPrivilege,
             errors.ReadOnlySqlTransaction,
         ) as exc:
             raise self._store_error(exc) from exc
+        except Error as exc:
+            raise refused_statement(exc, self.location) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -372,6 +378,8 @@ class PostgresStore(PgOutbox, SqlStore):
                                 "INSERT INTO migrations (name, applied_us) VALUES (%s, %s)",
                                 (name, int(time.time() * 1e6)),
                             )
+                    # the agent roles' policies and grants, as this version makes them
+                    conn.execute(REGRANT)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATE_LOCK,))
         return str(extension_schema)

@@ -14,7 +14,8 @@ that backend unchanged::
 
 It covers record / restore / search semantics, ``where`` filters (and that a filtered search
 still returns k results when k exist), isolation between agents and pools, bad input, export,
-deletes reaching every projection, crash catch-up from another process, and concurrency. What
+deletes reaching every projection, events past every size threshold (text and JSON) and the
+deletes and expiry of their neighbours, crash catch-up from another process, and concurrency. What
 a backend declares it cannot do (:class:`~memlane.store.base.Capabilities`) is checked
 as well: e.g. a store that is not ``multi_process`` must refuse a second process clearly.
 
@@ -57,6 +58,7 @@ from ..errors import (
 from ..manager import SearchMode, SessionManager
 from ..store.base import Capabilities
 from .expiry_conformance import ShortTermMemoryConformance
+from .long_event_conformance import LongEventConformance
 from .memory_conformance import UserMemoryConformance
 from .pool_conformance import PoolConformance
 from .privacy_conformance import PrivacyConformance
@@ -165,7 +167,11 @@ _CHILD_OPEN = """
 
 
 class BackendConformance(
-    UserMemoryConformance, ShortTermMemoryConformance, PrivacyConformance, PoolConformance
+    UserMemoryConformance,
+    ShortTermMemoryConformance,
+    LongEventConformance,
+    PrivacyConformance,
+    PoolConformance,
 ):
     """The tests every backend passes; subclasses provide the ``backend`` fixture."""
 

@@ -1,0 +1,168 @@
+"""The long-event part of the conformance suite: on every backend, events past each size at
+which the library changes how it stores or indexes an event — plain text and JSON tool
+outputs — are recorded, embedded, searched and reindexed, and the events around them can
+still be recorded, embedded, deleted and expired, with ``health()`` staying ok.
+
+The sizes are the library's own thresholds, read from where they are defined:
+
+- :data:`~memlane._searchable.CONTENT_CHARS` (4,000): a flattened JSON output is cut there
+  and searched whole (``derived_content``); from there on the SQL of both stores asks
+  whether an event's whole text is more than its content;
+- the embedder's ``DEFAULT_MAX_CHARS`` (16,000): the text embedded is cut there;
+- :data:`~memlane.summarize.PREVIEW_THRESHOLD` (32,768): past it an event is digested by the
+  worker (``deferred``), its payload previewed and, in SQLite, stored apart;
+- the PostgreSQL store's ``TSVECTOR_CHARS`` (300,000): its tsvector holds no more.
+
+:class:`~memlane.testing.BackendConformance` inherits these tests; they use its
+``make`` and ``backend`` fixtures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .._json import dumps
+from .._searchable import CONTENT_CHARS
+from ..embed import DEFAULT_MAX_CHARS
+from ..events import Event
+from ..manager import SessionManager
+from ..summarize import PREVIEW_THRESHOLD
+
+__all__ = ["LONG_EVENT_SIZES", "LongEventConformance"]
+
+ManagerFactory = Callable[..., SessionManager]
+
+#: the PostgreSQL store's tsvector bound (``store.postgres.TSVECTOR_CHARS``), written out so
+#: that the suite imports nothing of a backend it may not test
+_TSVECTOR_CHARS = 300_000
+
+#: the sizes (characters) the suite records events at: each threshold, and one past it
+LONG_EVENT_SIZES = (
+    CONTENT_CHARS,
+    DEFAULT_MAX_CHARS + 1,
+    PREVIEW_THRESHOLD + 1,
+    _TSVECTOR_CHARS + 1,
+)
+
+#: long enough for the reads that must still see the neighbours, on a loaded CI machine
+_TTL = timedelta(seconds=1.5)
+
+# one word per long event, found nowhere else (letters only: every tokenizer keeps it whole)
+_MARKERS = ("aardwolf", "binturong", "capybara", "dugong", "echidna", "fossa", "gharial", "hoatzin")
+
+
+def _text_of(chars: int, marker: str) -> str:
+    """``chars`` characters of distinct words, ``marker`` near the start and in the middle."""
+    words = [f"w{i:07d}" for i in range(chars // 9 + 2)]
+    words[3] = words[len(words) // 2] = marker
+    text = " ".join(words)[:chars]
+    assert len(text) == chars and text.count(marker) == 2
+    return text
+
+
+def _rows_of(chars: int, marker: str) -> dict[str, Any]:
+    """A JSON output of at least ``chars`` characters, ``marker`` in its middle row."""
+    count = chars // 40 + 2
+    rows = [{"id": i, "host": f"db-{i % 7}", "note": f"n{i:07d}"} for i in range(count)]
+    rows[len(rows) // 2]["note"] = marker
+    payload = {"rows": rows}
+    while len(dumps(payload)) < chars:
+        rows.append({"id": len(rows), "host": "db-0", "note": "padding"})
+    return payload
+
+
+@dataclass
+class _Case:
+    """One long event and its neighbours, in a session of its own."""
+
+    label: str
+    marker: str
+    long: Event
+    session_id: str
+    following: Event | None = None
+    expiring: tuple[str, ...] = ()
+
+
+def _wait_past(moment: datetime) -> None:
+    left = (moment - datetime.now(timezone.utc)).total_seconds()
+    if left > 0:
+        time.sleep(left + 0.05)
+
+
+class LongEventConformance:
+    """Events past every size threshold on one backend (a mixin of ``BackendConformance``)."""
+
+    def test_long_events_and_their_neighbours_record_delete_expire_and_search(
+        self, make: ManagerFactory, backend: Any
+    ) -> None:
+        """A long event does not jam the embedding queue, its neighbours' deletes or the
+        expiry sweep (issue 28, D1: PostgreSQL failed on each with a NOT NULL violation for
+        a plain message of 4,000 characters or more), and is found by search after all of
+        them and after a reindex."""
+        mgr = make()
+        cases: list[_Case] = []
+        markers = iter(_MARKERS)
+        for chars in LONG_EVENT_SIZES:
+            for shape in ("text", "json"):
+                marker = next(markers)
+                session = mgr.start_session(f"long {shape} of {chars:,} characters")
+                before = mgr.add_message(session.id, "user", "a short-lived question", ttl=_TTL)
+                if shape == "text":
+                    long = mgr.add_message(session.id, "tool", _text_of(chars, marker))
+                else:
+                    payload = _rows_of(chars, marker)
+                    long = mgr.record_tool_output(session.id, payload, tool="scan")
+                    assert long.payload == payload
+                cases.append(
+                    _Case(f"{shape} {chars:,}", marker, long, session.id, expiring=(before.id,))
+                )
+        mgr.flush()  # the long events embedded, before anything follows them
+        expires: datetime | None = None
+        for case in cases:
+            case.following = mgr.add_message(case.session_id, "user", "the next turn")
+            after = mgr.add_message(case.session_id, "assistant", "a short-lived reply", ttl=_TTL)
+            case.expiring += (after.id,)
+            expires = after.expires_at
+        mgr.flush()  # the following events embedded: the long ones' keyword context refreshed
+        health = mgr.health()
+        assert health.ok and health.backlog == 0, health
+        for case in cases:
+            assert case.following is not None
+            assert mgr.delete_event(case.following.id).id == case.following.id, case.label
+        assert expires is not None  # (the last of them to expire)
+        _wait_past(expires)
+        admin = backend.admin()
+        try:
+            swept = admin.prune_expired()
+            assert swept.events == 2 * len(cases) and swept.sessions_touched == len(cases)
+            stats = admin.stats()
+            # per session: its goal and the long event
+            assert stats.events == 2 * len(cases) and stats.pending_embeddings == 0, stats
+        finally:
+            admin.close()
+        assert mgr.health().ok, mgr.health()
+        for case in cases:
+            stored = mgr.get_event(case.long.id)
+            assert stored.content == case.long.content, case.label
+            assert [e.id for e in mgr.events(case.session_id) if e.kind != "goal"] == [
+                case.long.id
+            ], case.label
+        self._finds_each(mgr, cases)
+        assert mgr.reindex() == 2 * len(cases)
+        mgr.flush()
+        assert mgr.health().ok, mgr.health()
+        self._finds_each(mgr, cases)
+
+    @staticmethod
+    def _finds_each(mgr: SessionManager, cases: list[_Case]) -> None:
+        """Each long event is the keyword hit for its word, and among hybrid search's first
+        three (where semantic ranking of short events competes)."""
+        for case in cases:
+            found = [hit.event.id for hit in mgr.search(case.marker, k=3, mode="keyword")]
+            assert found[:1] == [case.long.id], (case.label, found)
+            found = [hit.event.id for hit in mgr.search(case.marker, k=3, mode="hybrid")]
+            assert case.long.id in found, (case.label, found)
