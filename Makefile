@@ -44,8 +44,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not real_model and not slow and not postgres and not chroma and not redis"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench scripts
-	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/ruff check src tests bench scripts examples
+	$(BIN)/ruff format --check src tests bench scripts examples
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
