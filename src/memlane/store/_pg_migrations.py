@@ -284,6 +284,11 @@ ALTER TABLE events ADD COLUMN expires_us BIGINT;
 CREATE INDEX events_expiring ON events (expires_us, partition) WHERE expires_us IS NOT NULL;
 """
 
+# The Redis working buffer's epoch, as in SQLite's 0011_buffer_epoch.
+_BUFFER_EPOCH = """
+INSERT INTO meta (key, value) VALUES ('buffer_epoch', '0') ON CONFLICT (key) DO NOTHING;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -295,4 +300,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0008_expiry", _EXPIRY),
     # the same table and backfill as SQLite's 0010_pool_grants (the SQL is portable)
     ("0009_pool_grants", POOL_GRANTS),
+    ("0010_buffer_epoch", _BUFFER_EPOCH),
 )

@@ -408,6 +408,22 @@ class SqlStore:
             (key, value),
         )
 
+    def buffer_epoch(self) -> int:
+        """The Redis working buffer's epoch (``buffer.py``): entries filled under an older
+        one are never served."""
+        value = self.get_meta("buffer_epoch")
+        return int(value) if value else 0
+
+    def bump_buffer_epoch(self, tx: Tx) -> int:
+        """Move the buffer's epoch in ``tx`` (one atomic increment: two concurrent moves are
+        two); return the new one."""
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('buffer_epoch', '1') ON CONFLICT (key) "
+            "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
+        )
+        row = tx.execute("SELECT value FROM meta WHERE key = 'buffer_epoch'").fetchone()
+        return int(row[0])
+
     # -- reads -----------------------------------------------------------------------------
 
     def session(self, session_id: str, scope: Scope | None) -> Session | None:
