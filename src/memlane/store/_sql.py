@@ -716,7 +716,7 @@ class SqlStore:
     # -- operators -------------------------------------------------------------------------
 
     def schema_version(self) -> str | None:
-        """The newest migration applied (``0010_pool_grants``): the schema's version."""
+        """The newest migration applied (``0011_buffer_epoch``): the schema's version."""
         rows = self._read("SELECT max(name) FROM migrations")
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
