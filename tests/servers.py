@@ -141,7 +141,10 @@ class RedisServer:
     """A throw-away `redis-server` (Debian's package) on a free loopback port: ``url``; it
     can be stopped and started again on the same port (the outage tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, appendonly: bool = False) -> None:
+        #: keep an append-only file (synced at every write) in its folder and load it back at
+        #: each start, as a Redis run with persistence does after a crash
+        self.appendonly = appendonly
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("apt-get install -y redis-server (the tests start one)")
@@ -155,18 +158,23 @@ class RedisServer:
         log = open(self.root / "log", "ab")  # noqa: SIM115  (the server writes it while it runs)
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(self.root), "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+             str(self.root), "--save", "", "--protected-mode", "yes",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.appendonly
+               else ["--appendonly", "no"])],
             stdout=log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
+            # ready once it answers PING (not LOADING: its append-only file is read back)
             with (
                 contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.5),
+                socket.create_connection(("127.0.0.1", self.port), 0.5) as conn,
             ):
-                return
+                conn.sendall(b"PING\r\n")
+                if conn.recv(64).startswith(b"+PONG"):
+                    return
             if self.proc.poll() is not None:
                 raise RuntimeError((self.root / "log").read_text())
             time.sleep(0.05)

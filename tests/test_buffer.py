@@ -4,6 +4,7 @@ deletes, isolated per agent, and the log answering whenever Redis cannot."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 import time
@@ -19,7 +20,7 @@ from memlane.buffer import RedisBuffer, open_buffer
 from memlane.errors import InvalidInput, SessionNotFound
 from memlane.testing import HashEmbedder
 
-from .servers import RedisServer, redis_server
+from .servers import RedisServer, free_port, redis_server
 
 pytestmark = pytest.mark.redis
 
@@ -361,3 +362,332 @@ def test_a_long_read_fills_only_part_of_the_session(host: Callable[..., SessionM
     assert brief.expires_at is not None
     time.sleep(max(0.0, (brief.expires_at - datetime.now(timezone.utc)).total_seconds()) + 0.05)
     assert _contents(mgr.recent_messages(session.id, limit=4)) == ["m1", "m2", "m3", "m4"]
+
+
+# -- the buffer is never the only witness (issue 28, D4) ---------------------------------------
+
+
+@pytest.fixture
+def persistent() -> Iterator[RedisServer]:
+    """A `redis-server` that keeps an append-only file (synced at every write) and loads it
+    back when started again on the same port and folder: a Redis run with persistence."""
+    server = RedisServer(appendonly=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+def _manager(db: Path, buffer: RedisBuffer | str | None, agent: str = "a") -> SessionManager:
+    return SessionManager(
+        agent, db_path=db, embedder=HashEmbedder(), background=False, buffer=buffer
+    )
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds (True) or ``seconds`` pass (False): a generous
+    deadline for events, never a timing that is asserted."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_erased_messages_stay_erased_when_redis_restarts_with_its_data(
+    persistent: RedisServer, db_path: Path
+) -> None:
+    """The trial's scenario: 8 messages of a user buffered and read, Redis killed (-9), the
+    user erased meanwhile, Redis started again from its append-only file on the same port and
+    folder, holding all 8. Neither the manager that erased nor one opened afterwards (a
+    process that never saw Redis fail) serves them; the restored entry is dropped."""
+    raw = redis.Redis.from_url(persistent.url, decode_responses=True)
+    buffer = RedisBuffer(persistent.url, retry_after=0.2)
+    mgr = _manager(db_path, buffer)
+    try:
+        session = mgr.start_session("Chat", user_id="uGone")
+        for i in range(8):
+            mgr.add_message(session.id, "user", f"uGone's secret {i}")
+        assert len(mgr.recent_messages(session.id)) == 8
+        key = f"asm:{{{session.id}}}:messages"
+        assert raw.llen(key) == 8  # (served from Redis from now on)
+        persistent.stop()  # kill -9
+        receipt = mgr.erase_user("uGone")
+        assert receipt.sessions == 1
+        assert any("Redis working buffer" in note for note in receipt.unreachable)
+        persistent.start()  # its append-only file brings the 8 messages back
+        assert raw.llen(key) == 8
+        later = _manager(db_path, persistent.url)
+        try:
+            with pytest.raises(SessionNotFound):
+                later.recent_messages(session.id)
+            with pytest.raises(SessionNotFound):
+                later.get_session(session.id)
+            assert not raw.exists(key)  # the stale entry was dropped, not served
+        finally:
+            later.close()
+        # the manager that erased, once it uses Redis again
+        assert _until(lambda: buffer.read(session.id, 20) is None and buffer.error is None)
+        with pytest.raises(SessionNotFound):
+            mgr.recent_messages(session.id)
+    finally:
+        mgr.close()
+        buffer.close()
+        raw.close()
+
+
+def test_a_redis_that_comes_back_older_than_it_acknowledged_is_not_served(
+    persistent: RedisServer, db_path: Path
+) -> None:
+    """An append-only file synced once a second (Redis's default) can lose the last
+    acknowledged writes in a crash: here a delete the buffer took is lost that way (the
+    append-only file copied before it is put back). Nobody saw Redis fail, so the store's
+    epoch never moved; the restarted server's run id is what tells its entries apart."""
+    writer = _manager(db_path, persistent.url)
+    try:
+        session = writer.start_session("Chat")
+        events = [writer.add_message(session.id, "user", f"m{i}") for i in range(3)]
+        assert _contents(writer.recent_messages(session.id)) == ["m0", "m1", "m2"]
+        before = persistent.root / "before-delete"
+        shutil.copytree(persistent.root / "appendonlydir", before)
+        writer.delete_event(events[1].id)  # the buffer drops the entry: acknowledged
+    finally:
+        writer.close()
+    persistent.stop()  # kill -9, and the file loses what it acknowledged last
+    shutil.rmtree(persistent.root / "appendonlydir")
+    shutil.copytree(before, persistent.root / "appendonlydir")
+    persistent.start()
+    raw = redis.Redis.from_url(persistent.url, decode_responses=True)
+    assert raw.llen(f"asm:{{{session.id}}}:messages") == 3  # the stale entry is back
+    reader = _manager(db_path, persistent.url)
+    try:
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]  # filled again
+        assert raw.llen(f"asm:{{{session.id}}}:messages") == 2
+    finally:
+        reader.close()
+        raw.close()
+
+
+@pytest.fixture
+def cut_off(db_path: Path) -> Iterator[SessionManager]:
+    """A manager whose buffer cannot reach Redis (nothing listens on its port) while the
+    others' can: a host cut off from Redis, or a Redis failing for it alone."""
+    buffer = RedisBuffer(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5, retry_after=60)
+    mgr = _manager(db_path, buffer)
+    yield mgr
+    mgr.close()
+    buffer.close()
+
+
+def test_a_delete_redis_missed_is_not_served_by_other_hosts(
+    server: RedisServer, raw: Any, db_path: Path, cut_off: SessionManager
+) -> None:
+    reader = _manager(db_path, RedisBuffer(server.url, epoch_check=0))
+    try:
+        session = reader.start_session("Chat")
+        events = [reader.add_message(session.id, "user", f"m{i}") for i in range(3)]
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m1", "m2"]
+        cut_off.delete_event(events[1].id)  # its buffer cannot drop the entry
+        assert raw.llen(f"asm:{{{session.id}}}:messages") == 3  # still in Redis
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]
+        cut_off.delete_session(session.id)
+        with pytest.raises(SessionNotFound):
+            reader.recent_messages(session.id)
+    finally:
+        reader.close()
+
+
+def test_a_write_redis_missed_is_not_left_out_by_other_hosts(
+    server: RedisServer, raw: Any, db_path: Path, cut_off: SessionManager
+) -> None:
+    reader = _manager(db_path, RedisBuffer(server.url, epoch_check=0))
+    try:
+        session = reader.start_session("Chat")
+        reader.add_message(session.id, "user", "before")
+        assert _contents(reader.recent_messages(session.id)) == ["before"]
+        cut_off.add_message(session.id, "assistant", "during")  # Redis never sees it
+        cut_off.record_many(session.id, [{"kind": "message", "content": "also during"}])
+        assert raw.llen(f"asm:{{{session.id}}}:messages") == 1
+        assert _contents(reader.recent_messages(session.id)) == ["before", "during", "also during"]
+        assert _contents(reader.recent_messages(session.id)) == ["before", "during", "also during"]
+    finally:
+        reader.close()
+
+
+def test_a_manager_rereads_the_epoch_within_epoch_check(
+    server: RedisServer, db_path: Path, cut_off: SessionManager
+) -> None:
+    """With ``epoch_check`` seconds (here 0.3), a host that saw no failure may serve an
+    entry the store has moved past for at most that long: after it, never."""
+    reader = _manager(db_path, RedisBuffer(server.url, epoch_check=0.3))
+    try:
+        session = reader.start_session("Chat")
+        events = [reader.add_message(session.id, "user", f"m{i}") for i in range(2)]
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m1"]
+        cut_off.delete_event(events[0].id)
+        time.sleep(0.35)  # (the bound is a lower one: any longer wait proves the same)
+        assert _contents(reader.recent_messages(session.id)) == ["m1"]
+    finally:
+        reader.close()
+
+
+def test_an_erasure_without_the_buffer_is_not_served_from_it(
+    server: RedisServer, raw: Any, db_path: Path
+) -> None:
+    """`memlane erase-user` without --buffer cannot reach Redis; the epoch it moves in its
+    transaction stops every buffered manager from serving the user's messages."""
+    from memlane.admin import StoreAdmin
+
+    reader = _manager(db_path, RedisBuffer(server.url, epoch_check=0))
+    try:
+        session = reader.start_session("Chat", user_id="u9")
+        reader.add_message(session.id, "user", "my address is 1 Elm Street")
+        assert len(reader.recent_messages(session.id)) == 1
+        with StoreAdmin(db_path) as admin:
+            assert admin.erase_user("u9").sessions == 1
+        assert raw.exists(f"asm:{{{session.id}}}:messages")  # not reached
+        with pytest.raises(SessionNotFound):
+            reader.recent_messages(session.id)
+        assert not raw.exists(f"asm:{{{session.id}}}:messages")
+    finally:
+        reader.close()
+
+
+def test_a_manager_that_cannot_move_the_epoch_reads_the_log(
+    server: RedisServer, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write Redis missed, and the store refuses the epoch's move too (full): this
+    manager serves nothing from the buffer — not even other sessions' entries, which other
+    hosts' missed writes may have left stale — until the move is written, at its next read
+    after the store takes writes again."""
+    from memlane import StoreFull
+
+    buffer = RedisBuffer(server.url, epoch_check=60)
+    mgr = _manager(db_path, buffer)
+    try:
+        chat, other = mgr.start_session("Chat"), mgr.start_session("Other")
+        for session in (chat, other):
+            mgr.add_message(session.id, "user", "one")
+            assert _contents(mgr.recent_messages(session.id)) == ["one"]  # buffered
+        store = mgr._store
+        epoch = store.buffer_epoch()
+
+        def full(tx: Any) -> int:
+            raise StoreFull("disk full")
+
+        def unreachable(*args: Any, **kwargs: Any) -> Any:
+            raise OSError("Redis unreachable")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "bump_buffer_epoch", full)
+            patch.setattr(buffer, "_append", unreachable)
+            mgr.add_message(chat.id, "user", "two")  # Redis missed it; the move failed
+        assert store.buffer_epoch() == epoch
+        _behind_its_back(db_path, other.id, "from the log")
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "bump_buffer_epoch", full)  # (still full)
+            assert _contents(mgr.recent_messages(other.id)) == ["from the log"]
+            assert _contents(mgr.recent_messages(chat.id)) == ["one", "two"]
+        assert store.buffer_epoch() == epoch
+        assert _contents(mgr.recent_messages(other.id)) == ["from the log"]  # moved now
+        assert store.buffer_epoch() == epoch + 1
+    finally:
+        mgr.close()
+        buffer.close()
+
+
+def test_reads_never_renew_an_entry(host: Callable[..., SessionManager], raw: Any) -> None:
+    """An entry lives ``ttl`` after it was last written (filled or appended to): however
+    often it is read, its time to live only goes down, and it expires."""
+    mgr = host(ttl=timedelta(hours=1))
+    session = mgr.start_session("Chat")
+    mgr.add_message(session.id, "user", "hello")
+    mgr.recent_messages(session.id)  # filled
+    key = f"asm:{{{session.id}}}:messages"
+    time.sleep(0.05)
+    left = raw.pttl(key)
+    assert 0 < left <= 3_600_000 - 50
+    for _ in range(5):
+        assert _contents(mgr.recent_messages(session.id)) == ["hello"]
+    assert 0 < raw.pttl(key) <= left
+    assert 0 < raw.pttl(f"asm:{{{session.id}}}:head") <= left
+
+
+def test_an_entry_read_all_the_time_still_expires(
+    host: Callable[..., SessionManager], raw: Any
+) -> None:
+    mgr = host(ttl=timedelta(seconds=1))
+    session = mgr.start_session("Chat")
+    mgr.add_message(session.id, "user", "hello")
+    key = f"asm:{{{session.id}}}:messages"
+
+    def gone_while_read() -> bool:
+        if not raw.exists(key):
+            return True
+        assert _contents(mgr.recent_messages(session.id)) == ["hello"]
+        return False
+
+    mgr.recent_messages(session.id)  # filled
+    assert raw.exists(key)
+    assert _until(gone_while_read, seconds=30)  # (1 s; before issue 28, never)
+
+
+def test_the_store_keeps_the_buffer_epoch(db_path: Path) -> None:
+    """Migration 0011_buffer_epoch starts it at 0; moves are atomic increments."""
+    from memlane.store.sqlite import SqliteStore
+
+    store = SqliteStore(db_path)
+    try:
+        assert store.get_meta("buffer_epoch") == "0" and store.buffer_epoch() == 0
+        with store.atomic() as tx:
+            assert store.bump_buffer_epoch(tx) == 1
+            assert store.bump_buffer_epoch(tx) == 2
+        assert store.buffer_epoch() == 2
+    finally:
+        store.close()
+
+
+def test_bad_epoch_check_is_refused(server: RedisServer) -> None:
+    for bad in (-1, "1", True, 10_000):
+        with pytest.raises(InvalidInput, match="epoch_check"):
+            RedisBuffer(server.url, epoch_check=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_the_epoch_on_a_postgresql_log(server: RedisServer, raw: Any) -> None:
+    """The same guarantees with the log in PostgreSQL (migration 0012_buffer_epoch): a delete
+    and a write the buffer missed, and an erasure, are never served by another host."""
+    from .servers import postgres_server
+
+    with postgres_server() as base:
+        url = base + ("&" if "?" in base else "?") + "schema=buffer_epoch"
+
+        def manager(buffer: RedisBuffer) -> SessionManager:
+            return SessionManager(
+                "a", url=url, embedder=HashEmbedder(), background=False, buffer=buffer
+            )
+
+        cut = RedisBuffer(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5, retry_after=60)
+        reader, cut_off = manager(RedisBuffer(server.url, epoch_check=0)), manager(cut)
+        try:
+            assert reader._store.get_meta("buffer_epoch") == "0"
+            session = reader.start_session("Chat", user_id="u1")
+            events = [reader.add_message(session.id, "user", f"m{i}") for i in range(3)]
+            assert _contents(reader.recent_messages(session.id)) == ["m0", "m1", "m2"]
+            cut_off.delete_event(events[1].id)
+            assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]
+            cut_off.add_message(session.id, "user", "m3")
+            assert _contents(reader.recent_messages(session.id)) == ["m0", "m2", "m3"]
+            assert raw.exists(f"asm:{{{session.id}}}:messages")
+            assert cut_off.erase_user("u1").sessions == 1
+            with pytest.raises(SessionNotFound):
+                reader.recent_messages(session.id)
+            assert reader._store.buffer_epoch() == 3
+        finally:
+            reader.close()
+            cut_off.close()
+            cut.close()

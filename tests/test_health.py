@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from memlane import SessionManager
 from memlane._engine import STALLED_AFTER
 from memlane._indexer import LAST_EMBEDDED
@@ -81,3 +83,44 @@ def test_asm_health_exits_1_when_not_healthy(make_manager: Factory, db_path: Pat
         admin.close()
     well = asm(db_path, "health")
     assert well.exit_code == 0 and "healthy" in well.output and LATEST in well.output
+
+
+def test_a_successful_flush_ends_the_workers_failure(
+    make_manager: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk fails the worker's batch (StoreFull in health().last_error); space is
+    freed and flush() stores everything: health() is ok at once, not at the worker's next
+    batch (issue 28, D9: ~20 s in the trial; here the worker is told to wait an hour)."""
+    from memlane import StoreFull
+
+    mgr = make_manager("a", background=True)
+    indexer = mgr._indexer
+    indexer.poll_seconds = 3600  # (read at each wait: after its failure it sleeps that long)
+    session = mgr.start_session("work")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise StoreFull("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mgr._storage, "store_batch", full)
+        mgr.record_fact(session.id, "waits for its vector")  # wakes the worker
+        deadline = time.monotonic() + 60
+        while indexer.last_error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        health = mgr.health()
+        assert health.last_error is not None and "StoreFull" in health.last_error
+        assert not health.ok
+    mgr.flush()  # the disk has room again
+    health = mgr.health()
+    assert health.last_error is None and health.backlog == 0 and health.ok
+
+
+def test_the_docs_state_the_space_the_wal_may_take() -> None:
+    """The WAL may reach the floor before it is truncated (an 8 MB volume filled after ~109
+    events in issue 28, D9): the operator's docs say how much, with the code's figure."""
+    from memlane.store.sqlite import WAL_FLOOR_BYTES
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    bound = f"max({WAL_FLOOR_BYTES // 2**20} MB, the database's size)"
+    assert bound in (docs / "operations.md").read_text()
+    assert "operations.md#disk-space" in (docs / "backends.md").read_text()

@@ -197,3 +197,19 @@ def test_restore_cites_relevant_chunks_when_asked(mgr: SessionManager) -> None:
         assert small.token_count <= budget
         ids = small.report.included_ids()
         assert len(ids) == len(set(ids))
+
+
+def test_the_docs_name_the_fields_documents_have() -> None:
+    """docs/memory.md lists DocumentInfo's and IngestResult's fields by their names (the
+    README said ``id`` for ``document_id``: issue 28, D9)."""
+    import dataclasses
+
+    from memlane import DocumentInfo, IngestResult
+
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "memory.md").read_text()
+    for cls in (DocumentInfo, IngestResult):
+        listed = re.search(rf"\(`{cls.__name__}`:\s*([^)]*)\)", readme)
+        assert listed is not None, cls.__name__
+        names = re.findall(r"`(\w+)`", listed.group(1))
+        assert names, listed.group(1)
+        assert set(names) <= {field.name for field in dataclasses.fields(cls)}, names

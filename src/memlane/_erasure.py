@@ -11,7 +11,10 @@ built before) and removes the snapshot files that may hold the user's words; Pos
 vacuums the touched tables. Every step can run again: a crash anywhere is completed by erasing
 the same user again, and a journal row in ``meta`` (the user's digest, never the id) says an
 erasure began and has not ended, and which partitions its deletes touched (a second run finds
-nothing left to delete, but scrubs them).
+nothing left to delete, but scrubs them). The deleting transaction also moves the Redis
+working buffer's epoch (``buffer.py``): no manager serves a buffered copy of the erased
+sessions once it has read the epoch again (``RedisBuffer.epoch_check``), even where the
+entries could not be dropped (Redis down, or the erasure not given the buffer).
 
 Not part of the public API (``SessionManager.erase_user``, ``StoreAdmin.erase_user``).
 """
@@ -122,6 +125,10 @@ def erase_user(
         holders = [store.session(sid, None) for sid in store.event_sessions(documents, tx)]
         events.update(store.kind_counts(documents, tx))
         storage.delete_events(tx, documents)
+        if doomed:
+            # every Redis working buffer stops serving entries filled before this commit,
+            # whether or not this erasure was given it and can reach it (buffer.py)
+            store.bump_buffer_epoch(tx)
         touched = [*doomed, *(s for s in holders if s is not None)]
         partitions = sorted({*earlier, *(partition_of(s.agent_id, s.shared_pool) for s in touched)})
         store.set_meta(
@@ -132,11 +139,15 @@ def erase_user(
     unreachable = list(_ALWAYS_UNREACHED)
     unreachable += store.scrub(partitions)
     if buffer is not None:
-        for session in doomed:
-            buffer.forget(session.id)
-        if buffer.error is not None:
+        dropped = [buffer.forget(session.id) for session in doomed]
+        if not all(dropped):
             unreachable.append(
-                f"the Redis working buffer ({buffer.error}): its copies expire with their TTL"
+                f"the Redis working buffer ({buffer.error or 'unavailable'}): "
+                f"the copies of {dropped.count(False)} erased session(s) stay in Redis until "
+                "their TTL "
+                "(the buffer's ttl after they were last written), but no manager serves them "
+                "once it has read the store's buffer epoch again, which moved with the erasure "
+                "(RedisBuffer.epoch_check: within a second by default)"
             )
     with store.atomic() as tx:
         tx.execute("DELETE FROM meta WHERE key = ?", (journal,))

@@ -235,11 +235,21 @@ class Indexer:
 
     def flush(self) -> None:
         """Embed every pending event in the store, whoever recorded it, and digest every
-        deferred one (``_deferred.py``)."""
+        deferred one (``_deferred.py``).
+
+        If the worker's last pass failed (a full disk, say), this one also does its
+        housekeeping (the WAL checkpoint); having done all of it, the failure is over and
+        ``health()`` says so now, not at the worker's next batch. A failure the worker meets
+        meanwhile stays (only the one seen when the flush began is cleared)."""
+        failed = self.last_error
         while self.embed_batch(force=True):
             pass
         while self.digest():
             pass
+        if failed is not None:
+            self.storage.maintenance()
+            if self.last_error is failed:
+                self.last_error = None
 
     def digest(self) -> int:
         """Digest a few deferred events (``_deferred.py``); return how many."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._buffer_epoch import BufferEpoch
 from ._engine import session_not_found
 from ._ids import new_id
 from ._indexer import Indexer
@@ -67,6 +68,7 @@ class WritePath:
     _indexer: Indexer
     _searcher: Searcher
     _buffer: RedisBuffer | None
+    _buffer_epoch: BufferEpoch | None
     _redactor: Redactor | None
     _metrics: Metrics | None
     _tracing: Tracing | None
@@ -315,9 +317,14 @@ class WritePath:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidInput(f"limit must be a whole number from 1 to 10,000, got {limit!r}.")
-        buffer = self._buffer
-        if buffer is not None and limit <= buffer.size and isinstance(session_id, str):
-            found = buffer.read(session_id, limit)
+        buffer, epoch = self._buffer, None
+        if buffer is not None and self._buffer_epoch is not None:
+            # (None: this manager could not record that the buffer is stale; the log answers)
+            epoch = self._buffer_epoch.current()
+        if buffer is not None and epoch is not None and limit <= buffer.size:
+            found = None
+            if isinstance(session_id, str):
+                found = buffer.read(session_id, limit, epoch=epoch)
             if found is not None and (
                 found.owner == self.agent_id
                 or self.scope.can_read(found.owner, found.pool, self._granted())
@@ -328,13 +335,15 @@ class WritePath:
                     return messages
         session = self.get_session(session_id)  # (isolation, and a key becomes the id)
         # the version before the log is read: a writer that commits meanwhile moves it, and
-        # this fill, which may miss that write, is refused (buffer.py)
-        version = None if buffer is None else buffer.version(session.id)
+        # this fill, which may miss that write, is refused (buffer.py); the epoch was read
+        # before the log too, so a fill that misses a change the buffer could not take is
+        # stamped older than the move that change made
+        version = None if buffer is None or epoch is None else buffer.version(session.id)
         window = limit if buffer is None else max(limit, buffer.size)
         flt = EventFilter(self.scope, session_id=session.id, kinds=("message",))
         newest = self._store.events(flt, newest_first=True, limit=window)
         newest.reverse()
-        if buffer is not None and version is not None:
+        if buffer is not None and epoch is not None and version is not None:
             buffer.fill(
                 session.id,
                 version,
@@ -342,21 +351,33 @@ class WritePath:
                 session.shared_pool,
                 newest,
                 complete=len(newest) < window,
+                epoch=epoch,
             )
         return newest[-limit:]
 
     def _pass_on(self, session_id: str, events: Sequence[Event]) -> None:
-        """Committed messages go on to the working buffer (after the log: it is the truth)."""
+        """Committed messages go on to the working buffer (after the log: it is the truth);
+        if Redis does not take them, the store's buffer epoch moves (``_buffer_epoch.py``)."""
         if self._buffer is not None:
             messages = [event for event in events if event.kind == "message"]
-            if messages:
-                self._buffer.append(session_id, messages)
+            if messages and not self._buffer.append(session_id, messages):
+                self._buffer_moved()
 
     def _unbuffer(self, tx: Any, session_id: str) -> None:
-        """The session loses events in ``tx``: drop its buffered messages once it commits."""
+        """The session loses events in ``tx``: drop its buffered messages once it commits
+        (or, if Redis cannot be told, move the store's buffer epoch)."""
         buffer = self._buffer
         if buffer is not None:
-            tx.on_commit(lambda: buffer.forget(session_id))
+
+            def forget() -> None:
+                if not buffer.forget(session_id):
+                    self._buffer_moved()
+
+            tx.on_commit(forget)
+
+    def _buffer_moved(self) -> None:
+        if self._buffer_epoch is not None:
+            self._buffer_epoch.moved()
 
     def _redaction(self) -> RecordRedaction | None:
         """A fresh numbering of placeholders for one record, if this manager redacts."""

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from . import _json
+from ._buffer_epoch import BufferEpoch
 from ._engine import Engine, Health, resolve_target, session_not_found
 from ._erasure import ErasureReceipt, erase_user
 from ._ids import new_id
@@ -204,6 +205,11 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
+        self._buffer_epoch = (
+            None
+            if self._buffer is None
+            else BufferEpoch(self._store, self._buffer, writable=not self.read_only)
+        )
         try:
             self._check_subscriptions()
         except BaseException:

@@ -17,8 +17,9 @@ Layout (see docs/architecture.md):
 - ``large_payloads`` holds payloads over 32 KB (since ``0003_restore_reads``), so the rest of
   their event's row stays cheap to read; ``events.payload_preview`` is what restore reads of
   them;
-- ``meta`` holds the embedder that made the vectors and a generation counter that tells
-  in-memory caches (in any process) that rows were deleted.
+- ``meta`` holds the embedder that made the vectors, a generation counter that tells
+  in-memory caches (in any process) that rows were deleted, and (since
+  ``0011_buffer_epoch``) the Redis working buffer's epoch (``buffer.py``).
 """
 
 from __future__ import annotations
@@ -223,6 +224,15 @@ POOL_GRANTS = """
         GROUP BY g.shared_pool, g.agent_id;
         """
 
+# The Redis working buffer's epoch (buffer.py, issue 28): a buffered entry is served only
+# while it carries the epoch the log holds; a manager that could not pass a write or a delete
+# on to Redis, saw Redis fail, or erased a user moves it, so the buffer is never the only
+# witness of what the log no longer has (or has more of). A counter, as text like the rest
+# of ``meta``.
+_BUFFER_EPOCH = """
+        INSERT OR IGNORE INTO meta (key, value) VALUES ('buffer_epoch', '0');
+        """
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -298,4 +308,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0008_deletion_log", _DELETION_LOG),
     ("0009_expiry", _EXPIRY),
     ("0010_pool_grants", POOL_GRANTS),
+    ("0011_buffer_epoch", _BUFFER_EPOCH),
 )

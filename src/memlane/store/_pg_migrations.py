@@ -309,6 +309,11 @@ _ROW_SECURITY_UPDATES = """
 SELECT 'row security: applied by _pg_row_security.REGRANT after the migrations';
 """
 
+# The Redis working buffer's epoch, as in SQLite's 0011_buffer_epoch.
+_BUFFER_EPOCH = """
+INSERT INTO meta (key, value) VALUES ('buffer_epoch', '0') ON CONFLICT (key) DO NOTHING;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -322,4 +327,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0009_pool_grants", POOL_GRANTS),
     ("0010_whole_text_never_null", _WHOLE_TEXT_NEVER_NULL),
     ("0011_row_security_updates", _ROW_SECURITY_UPDATES),
+    ("0012_buffer_epoch", _BUFFER_EPOCH),
 )

@@ -418,6 +418,22 @@ class SqlStore:
             (key, value),
         )
 
+    def buffer_epoch(self) -> int:
+        """The Redis working buffer's epoch (``buffer.py``): entries filled under an older
+        one are never served."""
+        value = self.get_meta("buffer_epoch")
+        return int(value) if value else 0
+
+    def bump_buffer_epoch(self, tx: Tx) -> int:
+        """Move the buffer's epoch in ``tx`` (one atomic increment: two concurrent moves are
+        two); return the new one."""
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('buffer_epoch', '1') ON CONFLICT (key) "
+            "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
+        )
+        row = tx.execute("SELECT value FROM meta WHERE key = 'buffer_epoch'").fetchone()
+        return int(row[0])
+
     # -- reads -----------------------------------------------------------------------------
 
     def session(self, session_id: str, scope: Scope | None) -> Session | None:
@@ -710,7 +726,7 @@ class SqlStore:
     # -- operators -------------------------------------------------------------------------
 
     def schema_version(self) -> str | None:
-        """The newest migration applied (``0010_pool_grants``): the schema's version."""
+        """The newest migration applied (``0011_buffer_epoch``): the schema's version."""
         rows = self._read("SELECT max(name) FROM migrations")
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
