@@ -166,3 +166,14 @@ def test_a_store_made_with_the_hash_embedder_is_read_with_it(
         assert "redis is slow today" in ok(asm(db, "search", "redis", "--mode", mode)).output
     assert "redis is slow today" in ok(asm(db, "restore", sid)).output
     fails(asm(db, "--embedder", "nope", "sessions"), "nope", code=2)
+
+
+def test_search_shows_current_facts_and_the_history_with_statuses(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("assistant", db, embedder=HashEmbedder(), background=False) as mgr:
+        mgr.remember("u1", "Lives in Berlin", key="city", valid_from="2023-01-01")
+        mgr.remember("u1", "Lives in Zurich", key="city")
+    now = ok(asm(db, "search", "where does the user live?", "--kind", "fact")).output
+    assert "Lives in Zurich" in now and "[current]" in now and "Berlin" not in now
+    history = ok(asm(db, "search", "where does the user live?", "--kind", "fact", "--history"))
+    assert "Lives in Berlin" in history.output and "[superseded]" in history.output

@@ -123,6 +123,7 @@ class Searcher:
         exclude: frozenset[int] = frozenset(),
         previews: bool = False,
         recency: Recency | None = None,
+        current_only: bool = True,
     ) -> list[Hit]:
         if mode not in _MODES:
             raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
@@ -141,9 +142,14 @@ class Searcher:
         # Expired short-term memory is invisible at once, though the sweep deletes it later:
         # every ranking (the caches, pgvector, Chroma) leaves it out here, with the depth to
         # still fill k (the partial index makes this read cost nothing while none waits).
-        expired = self.store.expired_seqs([name for name, _ in partitions], now_us())
+        names = [name for name, _ in partitions]
+        expired = self.store.expired_seqs(names, now_us())
         if expired:
             exclude = exclude | frozenset(expired)
+        if current_only:  # a user's superseded or retracted facts are history, not answers
+            stale = self.store.stale_seqs(names)
+            if stale:
+                exclude = exclude | frozenset(stale)
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
         if mode == "semantic":  # asked for vectors: an index that is down is an error

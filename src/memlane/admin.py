@@ -382,8 +382,10 @@ class StoreAdmin(PoolAdministration):
         session: str | None = None,
         kinds: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        current_only: bool = True,
     ) -> list[Hit]:
         """Search one agent's memory (``agent``), one session, or every agent's.
+        Superseded and retracted facts are left out unless ``current_only=False``.
 
         Each agent's own sessions are searched as that agent would search them; across
         agents the best ``k`` hits are kept by score (cosine and BM25 scores compare across
@@ -417,6 +419,7 @@ class StoreAdmin(PoolAdministration):
                     kinds=kinds,
                     where=where,
                     count_recall=False,
+                    current_only=current_only,
                 )
             )
         hits.sort(key=lambda hit: (-hit.score, hit.event.id))

@@ -421,9 +421,10 @@ class AsyncSessionManager:
         until: datetime | str | None = None,
         include_shared: bool = True,
         recency: Recency | str | None = None,
+        current_only: bool = True,
     ) -> list[Hit]:
         """Find past events: ``hybrid`` (default), ``semantic`` or ``keyword``; ``recency``
-        also ranks them by freshness."""
+        also ranks them by freshness; ``current_only=False`` includes superseded facts."""
         return await self._run(
             self._sync.search,
             query,
@@ -436,6 +437,7 @@ class AsyncSessionManager:
             until=until,
             include_shared=include_shared,
             recency=recency,
+            current_only=current_only,
         )
 
     async def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:

@@ -588,6 +588,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         until: datetime | str | None = None,
         include_shared: bool = True,
         recency: Recency | str | None = None,
+        current_only: bool = True,
     ) -> list[Hit]:
         """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or
         ``keyword``. Every returned event's recall count grows by one (unless the manager
@@ -595,7 +596,9 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         :class:`~memlane.Recency`) also ranks what the query found by freshness —
         chat turns fade in days, decisions and facts in months, the goal, open pending
         steps, important events and keyed user facts never (:mod:`memlane.recency`);
-        ``None`` leaves the ranking exactly as it is without it.
+        ``None`` leaves the ranking exactly as it is without it. A user's facts that were
+        superseded or retracted (:meth:`remember`, :meth:`retract_fact`) are history: left
+        out unless ``current_only=False``; each hit's ``event.status`` says which it is.
 
         >>> hits = mgr.search("did we turn off 2FA anywhere?", k=3)  # doctest: +SKIP
         >>> hits[0].event.content, round(hits[0].score, 3)  # doctest: +SKIP
@@ -616,6 +619,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
             include_shared=include_shared,
             count_recall=self.count_recalls,
             recency=fading,
+            current_only=current_only,
         )
 
     def export_markdown(

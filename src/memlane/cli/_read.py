@@ -23,6 +23,7 @@ from ._render import (
     shorten,
     snippet,
     stamp,
+    status_text,
     table_of,
 )
 
@@ -303,6 +304,12 @@ def _parse_where(values: tuple[str, ...]) -> dict[str, Any] | None:
     help="Filter on event metadata (repeatable, all must hold); VALUE is JSON if it parses "
     """(200, true), else text; or a JSON filter such as '{"year": {"$gte": 2024}}'.""",
 )
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Also find users' facts that were superseded or retracted (left out by default); "
+    "each hit shows its status.",
+)
 @json_option
 @db_option
 @click.pass_obj
@@ -314,6 +321,7 @@ def search(
     k: int,
     mode: str,
     wheres: tuple[str, ...],
+    history: bool,
     as_json: bool,
 ) -> None:
     """Search past events by meaning and keywords: ranked hits with score, kind, session
@@ -337,6 +345,7 @@ def search(
         session=session_id,
         kinds=list(kinds) or None,
         where=where,
+        current_only=not history,
     )
     label, scale = _SCORE_SCALES[mode]
     if as_json:
@@ -381,6 +390,9 @@ def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
             (f" · {event.agent_id} · session {event.session_id} · ", "dim"),
             (stamp(event.created_at, seconds=False), "dim"),
         )
+        if event.status:  # a fact's current / superseded / retracted, a to-do's open / done
+            located.append("  ")
+            located.append_text(status_text(event.status))
         grid.add_row(
             Text(f"{rank}.", style="bold"),
             Text.assemble((f"{score.ljust(width)}  ", "bold"), located),

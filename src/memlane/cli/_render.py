@@ -47,6 +47,9 @@ STATUS_STYLES = {
     "cancelled": "dim",
     "unresolved": "bold red",
     "resolved": "green",
+    "current": "green",
+    "superseded": "dim",
+    "retracted": "dim red",
 }
 #: Payloads longer than this are folded unless --full (and one-line contents at twice it,
 #: when the column's width is not known).

@@ -233,6 +233,14 @@ _BUFFER_EPOCH = """
         INSERT OR IGNORE INTO meta (key, value) VALUES ('buffer_epoch', '0');
         """
 
+# Facts that are no longer current (a user's fact superseded or retracted: _user_memory.py):
+# what a search leaves out unless asked for the history. A partial index holds only them, so
+# looking them up costs nothing while there are none.
+STALE_FACTS = """
+        CREATE INDEX events_stale ON events (partition)
+            WHERE status IN ('superseded', 'retracted');
+        """
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -309,4 +317,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0009_expiry", _EXPIRY),
     ("0010_pool_grants", POOL_GRANTS),
     ("0011_buffer_epoch", _BUFFER_EPOCH),
+    ("0012_stale_facts", STALE_FACTS),
 )

@@ -27,7 +27,7 @@ index) the projections. Differences:
 
 from __future__ import annotations
 
-from ._migrations import POOL_GRANTS
+from ._migrations import POOL_GRANTS, STALE_FACTS
 
 __all__ = ["MIGRATIONS"]
 
@@ -328,4 +328,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0010_whole_text_never_null", _WHOLE_TEXT_NEVER_NULL),
     ("0011_row_security_updates", _ROW_SECURITY_UPDATES),
     ("0012_buffer_epoch", _BUFFER_EPOCH),
+    # the same partial index as SQLite's 0012_stale_facts (the SQL is portable)
+    ("0013_stale_facts", STALE_FACTS),
 )

@@ -57,6 +57,8 @@ SESSION_COLUMNS = (
 )
 #: the expired events still stored (one parameter: now), read through the partial index
 EXPIRED_ROWS = "SELECT seq, partition FROM events WHERE expires_us IS NOT NULL AND expires_us <= ?"
+#: facts no longer current (superseded or retracted), by the partial index events_stale
+STALE_ROWS = "SELECT seq, partition FROM events WHERE status IN ('superseded', 'retracted')"
 #: an event that has not expired (one parameter: now, in microseconds)
 LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
 #: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
@@ -637,6 +639,15 @@ class SqlStore:
         return [
             int(seq) for seq, partition in self._read(EXPIRED_ROWS, (now,)) if partition in wanted
         ]
+
+    def stale_seqs(self, partitions: Sequence[str]) -> list[int]:
+        """The events of these partitions that are no longer current (a user's facts,
+        superseded or retracted): what a search leaves out unless asked for the history.
+        Partitions are filtered here, not in SQL, for the reason ``expired_seqs`` gives."""
+        if not partitions:
+            return []
+        wanted = set(partitions)
+        return [int(seq) for seq, partition in self._read(STALE_ROWS, ()) if partition in wanted]
 
     def expiry_cutoff(self, now: int, batch: int) -> int | None:
         """An expiry time at or before ``now`` up to which about ``batch`` expired events lie

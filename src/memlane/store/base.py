@@ -222,6 +222,10 @@ class Store(Protocol):
         """The seqs of the events ``flt`` selects (``live=False``: expired ones too)."""
         ...
 
+    def stale_seqs(self, partitions: Sequence[str]) -> list[int]:
+        """Events of these partitions no longer current (superseded or retracted facts)."""
+        ...
+
     def expired_seqs(self, partitions: Sequence[str], now: int) -> list[int]:
         """Events of these partitions expired at ``now`` but not swept yet."""
         ...

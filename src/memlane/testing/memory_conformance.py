@@ -70,6 +70,34 @@ class UserMemoryConformance:
         assert [f.text for f in mgr.facts("u1", as_of="2021-01-01")] == ["Lives in Paris"]
         assert len(mgr.fact_history("u1")) == 3  # nothing deleted, nothing overwritten
 
+    def test_search_finds_current_facts_unless_asked_for_the_history(
+        self, make: ManagerFactory
+    ) -> None:
+        """A superseded or retracted fact is history: search() and restore() leave it out,
+        ``current_only=False`` finds it with its status (issue 29)."""
+        mgr = make()
+        mgr.remember("u1", "Lives in Berlin", key="city", valid_from="2023-01-01")
+        mgr.remember("u1", "Lives in Zurich", key="city")
+        joke = mgr.remember("u1", "Lives on the Moon", key="planet")
+        assert joke.fact is not None
+        mgr.retract_fact(joke.fact.id, "the user was joking")
+        mgr.flush()
+        question = "where does the user live?"
+        for mode in ("hybrid", "keyword", "semantic"):
+            found = mgr.search(question, k=10, kinds=["fact"], mode=mode)  # type: ignore[arg-type]
+            assert [h.event.content for h in found] == ["Lives in Zurich"], mode
+            assert found[0].event.status == "current"
+        history = mgr.search(question, k=10, kinds=["fact"], current_only=False)
+        assert {(h.event.content, h.event.status) for h in history} == {
+            ("Lives in Berlin", "superseded"),
+            ("Lives in Zurich", "current"),
+            ("Lives on the Moon", "retracted"),
+        }
+        session = mgr.start_session("plan a trip", user_id="u1")
+        text = mgr.restore(session.id, 2_000, query=question, other_sessions=True).text
+        assert "Lives in Zurich" in text
+        assert "Berlin" not in text and "Moon" not in text
+
     def test_an_identical_fact_is_unchanged_and_counted(self, make: ManagerFactory) -> None:
         mgr = make()
         added = mgr.remember("u1", "Is vegetarian", kind="preference")
