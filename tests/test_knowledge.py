@@ -213,3 +213,24 @@ def test_the_docs_name_the_fields_documents_have() -> None:
         names = re.findall(r"`(\w+)`", listed.group(1))
         assert names, listed.group(1)
         assert set(names) <= {field.name for field in dataclasses.fields(cls)}, names
+
+
+def test_a_long_code_block_is_cut_between_its_lines() -> None:
+    """Issue 29: a fenced block too long for one chunk was cut at sentence ends, which in
+    code are anywhere (`{"read":` / `5})`); it is cut between lines now."""
+    lines = [f'    client.call("tool_{i}", {{"read": {i}, "write": {i + 1}}})' for i in range(80)]
+    text = "# API\n\n```python\n" + "\n".join(lines) + "\n```\n"
+    chunks = chunk_markdown(text, estimate_tokens, window=128)
+    assert len(chunks) > 2
+    pieces = [line for chunk in chunks for line in chunk.text.split("\n")]
+    assert [p for p in pieces if p.startswith("    client")] == lines  # every line whole
+
+
+def test_a_citation_keeps_its_chunk_number_however_long_the_name(mgr: SessionManager) -> None:
+    name = "handbook/" + "very-long-section-name-" * 6 + "rotation.md"
+    mgr.ingest(text="# Keys\n\nWe rotate the API keys every 90 days.", name=name)
+    session = mgr.start_session("answer a question about keys")
+    text = mgr.restore(session.id, 2_000, query="how often do we rotate keys?").text
+    label = re.search(r"- knowledge \(([^)]*)\)", text)
+    assert label is not None, text
+    assert label.group(1).endswith("rotation.md#0") and len(label.group(1)) <= 52

@@ -146,7 +146,7 @@ def label_of(event: Event) -> str:
         return _oneline(about_user)
     document = event.metadata.get("document")
     if event.kind == "knowledge" and document is not None:  # cited as source#chunk
-        return _oneline(f"knowledge ({document}#{event.metadata.get('chunk', '?')})")
+        return f"knowledge ({citation(str(document), event.metadata.get('chunk', '?'))})"
     if event.kind in ("step", "tool_output"):
         tool = event.metadata.get("tool")
         if tool is None and isinstance(event.payload, dict):
@@ -231,6 +231,29 @@ def json_fragments(text: str) -> list[str]:
     return [
         line[len(PAYLOAD_PREFIX) :] for line in text.split("\n") if line.startswith(PAYLOAD_PREFIX)
     ]
+
+
+#: how long a document's name may be in a citation before its middle gives way
+CITATION_NAME = 48
+
+
+def citation(document: str, chunk: object) -> str:
+    """``document#chunk``, whole whatever the document's name: a path is cited by its file
+    name, and a name longer than :data:`CITATION_NAME` loses its middle, never its end or the
+    chunk number (a cut label could not be looked up).
+
+    >>> citation("/srv/docs/runbook.md", 3)
+    'runbook.md#3'
+    >>> citation("x" * 30 + "middle" + "y" * 30, 12)
+    'xxxxxxxxxxxxxxxxxxxxxxx…yyyyyyyyyyyyyyyyyyyyyyyy#12'
+    """
+    name = " ".join(document.split())
+    if "/" in name.rstrip("/"):
+        name = name.rstrip("/").rsplit("/", 1)[1]
+    if len(name) > CITATION_NAME:
+        head = (CITATION_NAME - 1) // 2
+        name = name[:head] + "…" + name[len(name) - (CITATION_NAME - 1 - head) :]
+    return f"{name}#{_oneline(str(chunk))}"
 
 
 def _oneline(text: str) -> str:

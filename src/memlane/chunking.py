@@ -133,6 +133,9 @@ def _pieces(paragraphs: list[str], count: Callable[[str], int], fits: int) -> It
         if count(paragraph) <= fits:
             yield paragraph
             continue
+        if _FENCE.match(paragraph):  # code: cut between its lines, never inside one
+            yield from _pack(paragraph.split("\n"), "\n", count, fits)
+            continue
         yield from _pack(_SENTENCE_END.split(paragraph), " ", count, fits)
 
 
@@ -145,7 +148,7 @@ def _pack(parts: list[str], joiner: str, count: Callable[[str], int], fits: int)
             if current:
                 yield current
                 current = ""
-            if joiner == " ":
+            if joiner in (" ", "\n"):  # a sentence, or a line of code, too long alone
                 yield from _pack(part.split(), " " if " " in part else "", count, fits)
             else:
                 yield from _split_word(part, count, fits)
