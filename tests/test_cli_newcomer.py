@@ -177,3 +177,21 @@ def test_search_shows_current_facts_and_the_history_with_statuses(tmp_path: Path
     assert "Lives in Zurich" in now and "[current]" in now and "Berlin" not in now
     history = ok(asm(db, "search", "where does the user live?", "--kind", "fact", "--history"))
     assert "Lives in Berlin" in history.output and "[superseded]" in history.output
+
+
+def test_explain_groups_events_dropped_alike(tmp_path: Path) -> None:
+    """Issue 29: `--explain` listed 19 dropped knowledge chunks, one row each."""
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        sid = mgr.start_session("answer questions about the handbook").id
+        sections = "\n\n".join(f"## Part {i}\n\nRotate key {i} every {i} days." for i in range(30))
+        mgr.ingest(text="# Handbook\n\n" + sections, name="handbook.md")
+        for i in range(40):
+            mgr.add_message(sid, "user", f"question {i} about rotating keys")
+    out = ok(asm(db, "restore", sid, "--max-tokens", "200", "--query", "rotate keys", "--explain"))
+    import re
+
+    dropped = int(re.search(r"(\d+) dropped of", out.output).group(1))  # type: ignore[union-attr]
+    rows = [line for line in out.output.splitlines() if " dropped " in f" {line} "]
+    grouped = [line for line in rows if re.search(r"\b\d+ events\b", line)]
+    assert dropped >= 10 and grouped and len(rows) < dropped, out.output

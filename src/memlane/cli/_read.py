@@ -403,6 +403,9 @@ def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
 
 # -- restore ------------------------------------------------------------------------------
 
+#: in --explain, this many events dropped for the same reason are shown as one row
+DROPPED_GROUP = 3
+
 
 @cli.command()
 @click.argument("session_id", metavar="SESSION")
@@ -480,7 +483,24 @@ def restore(
     table.columns[4].ratio = 1
     table.columns[5].ratio = 1
     styles = {"included": "green", "summarised": "yellow", "dropped": "red"}
+    # Events dropped alike (19 knowledge chunks that did not fit) are one row, not 19; --json
+    # lists every one.
+    alike = Counter((i.section, i.kind, i.reason) for i in report.items if i.action == "dropped")
+    grouped: set[tuple[str, str, str]] = set()
     for item in report.items:
+        key = (item.section, item.kind, item.reason)
+        if item.action == "dropped" and alike[key] >= DROPPED_GROUP:
+            if key not in grouped:
+                grouped.add(key)
+                table.add_row(
+                    item.section,
+                    Text("dropped", style="red"),
+                    item.kind,
+                    "0",
+                    Text(f"{alike[key]} events", style="dim"),
+                    item.reason,
+                )
+            continue
         table.add_row(
             item.section,
             Text(item.action, style=styles.get(item.action, "")),
