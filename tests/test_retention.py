@@ -96,7 +96,7 @@ def test_old_events_go_but_never_goals_todos_or_current_facts(
     mgr.remember("u1", "Lives in Berlin", key="city", valid_from=LONG_AGO)
     mgr.remember("u1", "Lives in Zurich", key="city", valid_from=LONG_AGO + timedelta(days=1))
     # (a user's facts are recorded now; their age for retention is their created_at)
-    memory = next(s for s in mgr.list_sessions(limit=None) if s.user_id == "u1")
+    memory = next(s for s in mgr.list_sessions(limit=None, internal=True) if s.user_id == "u1")
     with sqlite3.connect(db_path) as conn:
         conn.execute(
             "UPDATE events SET created_us = ? WHERE session_id = ?",
