@@ -39,7 +39,7 @@ from .errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from .events import Event, Hit, PoolGrant, Session
+from .events import Event, Hit, Hits, PoolGrant, Session
 from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
 from .protocols import Embedder, Summarizer, TokenCounter
@@ -65,6 +65,7 @@ __all__ = [
     "FactNotFound",
     "HashEmbedder",
     "Hit",
+    "Hits",
     "IngestResult",
     "InvalidFilter",
     "InvalidInput",

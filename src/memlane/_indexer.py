@@ -42,6 +42,12 @@ CATCH_UP_LIMIT = 256
 #: ... and a backlog this small whoever wrote it (another manager's latest events: ~80 ms of
 #: MiniLM on this machine).
 SMALL_BACKLOG = 16
+#: ... but never for longer than this (issue 29: after an ingest of a 900-line file, a search
+#: embedded ~250 chunks first and sat silent for 17 s). Past it the search answers with what
+#: is embedded, the rest found by keyword, and says how many wait (``Hits.waiting``).
+CATCH_UP_SECONDS = 0.2
+#: ... this many at a time, newest first, so that the clock is looked at between steps
+CATCH_UP_STEP = 16
 
 _REINDEX_HINT = (
     "Rebuild the vectors with the new embedder: `memlane reindex --db {path}` or "
@@ -204,34 +210,39 @@ class Indexer:
             if len(self._recent) > CATCH_UP_LIMIT:
                 del self._recent[next(iter(self._recent))]
 
-    def catch_up(self, partitions: Sequence[str]) -> None:
-        """Embed what a search of ``partitions`` needs first (read-your-writes).
+    def catch_up(self, partitions: Sequence[str]) -> int:
+        """Embed what a search of ``partitions`` needs first (read-your-writes); return how
+        many events there still wait for their vectors (the search finds them by keyword).
 
         Without a running worker, everything pending there (nobody else would). With one, a
         backlog of at most :data:`SMALL_BACKLOG` events (another manager's latest writes),
-        else only this process's newest recorded events (at most :data:`CATCH_UP_LIMIT`):
-        the workers embed the rest, and the keyword ranking finds it meanwhile. Either is
+        else this process's newest recorded events (at most :data:`CATCH_UP_LIMIT`, newest
+        first, :data:`CATCH_UP_STEP` at a time) for at most :data:`CATCH_UP_SECONDS`: the
+        workers embed the rest, and the keyword ranking finds it meanwhile. Either is
         embedded beside the worker's batch, not after it (the worker's lock is not taken: a
         batch of MiniLM takes seconds when eight processes share two cores); an event in both
         is embedded twice, harmlessly (vectors are keyed by event).
         """
         pending = self.store.pending_count(partitions)
         if not pending:
-            return
+            return 0
         if not self.running:
             while self.embed_batch(partitions) and self.store.pending_count(partitions):
                 pass
-            return
+            return self.store.pending_count(partitions)
         if pending <= SMALL_BACKLOG:
             self._embed(partitions)
-            return
+            return self.store.pending_count(partitions)
+        deadline = time.monotonic() + CATCH_UP_SECONDS
         with self._recent_lock:
-            mine = list(self._recent)
-        while mine and self._embed(partitions, seqs=mine):
-            pass
-        with self._recent_lock:  # embedded now, or gone: a later search need not ask again
-            for seq in mine:
-                self._recent.pop(seq, None)
+            mine = list(self._recent)[::-1]  # newest first: what the agent just said
+        while mine and time.monotonic() < deadline:
+            step, mine = mine[:CATCH_UP_STEP], mine[CATCH_UP_STEP:]
+            self._embed(partitions, seqs=step)
+            with self._recent_lock:  # embedded now, or gone: a later search need not ask
+                for seq in step:
+                    self._recent.pop(seq, None)
+        return self.store.pending_count(partitions)
 
     def flush(self) -> None:
         """Embed every pending event in the store, whoever recorded it, and digest every

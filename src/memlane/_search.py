@@ -38,7 +38,7 @@ from ._scope import Scope, partition_of
 from ._storage import Storage
 from ._time import now_us, to_us
 from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable
-from .events import Hit, validate_kinds
+from .events import Hit, Hits, validate_kinds
 from .index.fusion import reciprocal_rank_fusion, tied_ranks
 from .index.when import time_windows
 from .recency import Recency
@@ -124,7 +124,7 @@ class Searcher:
         previews: bool = False,
         recency: Recency | None = None,
         current_only: bool = True,
-    ) -> list[Hit]:
+    ) -> Hits:
         if mode not in _MODES:
             raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -152,8 +152,9 @@ class Searcher:
                 exclude = exclude | frozenset(stale)
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
+        waiting: list[int] = []  # events the catch-up left without vectors
         if mode == "semantic":  # asked for vectors: an index that is down is an error
-            rankings.append(self._semantic(query, depth, flt, partitions))
+            rankings.append(self._semantic(query, depth, flt, partitions, waiting))
         elif mode == "keyword":
             # Keyword mode matches the words in the event's own text, as a user of that mode
             # expects; the context (neighbours, date) only helps the hybrid ranking.
@@ -166,7 +167,7 @@ class Searcher:
                 self._keyword, query, depth, flt, partitions, content_only=False
             )
             try:
-                rankings.append(self._semantic_or_nothing(query, depth, flt, partitions))
+                rankings.append(self._semantic_or_nothing(query, depth, flt, partitions, waiting))
             finally:
                 rankings.append(keyword.result())
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
@@ -177,7 +178,10 @@ class Searcher:
         else:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
-        hits = [Hit(events[seq], score) for seq, score in ranked if seq in events]
+        hits = Hits(
+            (Hit(events[seq], score) for seq, score in ranked if seq in events),
+            waiting=sum(waiting),
+        )
         if count_recall:
             self.count_recalls([hit.event.seq for hit in hits])
         return hits
@@ -204,13 +208,18 @@ class Searcher:
         )
 
     def _semantic_or_nothing(
-        self, query: str, depth: int, flt: EventFilter, partitions: list[tuple[str, bool]]
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        waiting: list[int],
     ) -> list[tuple[int, float]]:
         """Hybrid search's semantic half. While the vector index cannot be reached (a Chroma
         server down), the keyword half answers alone — an agent's turn should not fail for
         want of vectors — and the outage is logged and reported by health()."""
         try:
-            ranking = self._semantic(query, depth, flt, partitions)
+            ranking = self._semantic(query, depth, flt, partitions, waiting)
         except StoreUnavailable as exc:
             if self.index_error is None:
                 log.warning("hybrid search answers by keyword only: %s", exc)
@@ -295,13 +304,20 @@ class Searcher:
         return self.scope.partitions(own_pools, granted, include_shared=flt.include_shared)
 
     def _semantic(
-        self, query: str, depth: int, flt: EventFilter, partitions: list[tuple[str, bool]]
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        waiting: list[int],
     ) -> list[tuple[int, float]]:
+        """The vector ranking, after a bounded catch-up of pending embeddings (how many it
+        left waiting is appended to ``waiting``)."""
         if not partitions:
             return []
         try:
             if self.writes:
-                self.indexer.catch_up([name for name, _ in partitions])
+                waiting.append(self.indexer.catch_up([name for name, _ in partitions]))
         except _CANNOT_WRITE as exc:
             # Vectors cannot be stored now: events still waiting for theirs are found by
             # the keyword ranking only, until the store takes writes again.

@@ -57,7 +57,7 @@ from ._validate import identifier, text
 from .buffer import RedisBuffer, open_buffer
 from .embed import LoadedEmbedder
 from .errors import InvalidInput, SessionNotFound
-from .events import Event, Hit, Session, validate_kind
+from .events import Event, Hits, Session, validate_kind
 from .protocols import Embedder
 from .retention import RetentionPolicy
 from .store.base import EventFilter, SessionFilter, Store
@@ -383,7 +383,7 @@ class StoreAdmin(PoolAdministration):
         kinds: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         current_only: bool = True,
-    ) -> list[Hit]:
+    ) -> Hits:
         """Search one agent's memory (``agent``), one session, or every agent's.
         Superseded and retracted facts are left out unless ``current_only=False``.
 
@@ -407,23 +407,28 @@ class StoreAdmin(PoolAdministration):
             agents = [identifier(agent, "agent")]
         else:
             agents = self._store.agents()
-        hits: list[Hit] = []
+        hits = Hits()
         for name in sorted(agents):
             searcher = self._engine.searcher(Scope(name))
-            hits.extend(
-                searcher.search(
-                    query,
-                    k,
-                    mode=mode,
-                    session_id=session,
-                    kinds=kinds,
-                    where=where,
-                    count_recall=False,
-                    current_only=current_only,
-                )
+            answer = searcher.search(
+                query,
+                k,
+                mode=mode,
+                session_id=session,
+                kinds=kinds,
+                where=where,
+                count_recall=False,
+                current_only=current_only,
             )
+            hits.extend(answer)
+            hits.waiting += answer.waiting
         hits.sort(key=lambda hit: (-hit.score, hit.event.id))
-        return hits[:k]
+        del hits[k:]
+        return hits
+
+    def pending_embeddings(self) -> int:
+        """How many events of the store wait for their vectors (a cheap count)."""
+        return self._store.pending_count()
 
     def health(self) -> Health:
         """The store's health as any process sees it (``memlane health``): the embedding backlog

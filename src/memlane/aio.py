@@ -37,7 +37,7 @@ from ._markdown_export import MarkdownExport
 from ._retention import RetentionResult
 from .buffer import RedisBuffer
 from .errors import InvalidInput
-from .events import Event, Hit, PoolGrant, Session
+from .events import Event, Hits, PoolGrant, Session
 from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
 from .metrics import Metrics
@@ -422,7 +422,7 @@ class AsyncSessionManager:
         include_shared: bool = True,
         recency: Recency | str | None = None,
         current_only: bool = True,
-    ) -> list[Hit]:
+    ) -> Hits:
         """Find past events: ``hybrid`` (default), ``semantic`` or ``keyword``; ``recency``
         also ranks them by freshness; ``current_only=False`` includes superseded facts."""
         return await self._run(
@@ -440,7 +440,7 @@ class AsyncSessionManager:
             current_only=current_only,
         )
 
-    async def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
+    async def semantic_search(self, query: str, k: int = 5, **filters: Any) -> Hits:
         """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
         return await self._run(self._sync.semantic_search, query, k, **filters)
 

@@ -8,7 +8,7 @@ decoded form of canonical JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "Event",
     "EventRecord",
     "Hit",
+    "Hits",
     "PoolGrant",
     "Session",
     "SessionRecord",
@@ -258,3 +259,21 @@ class Hit:
 
     event: Event
     score: float
+
+
+class Hits(list[Hit]):
+    """What ``search()`` returns: the hits, best first (a list), and :attr:`waiting`.
+
+    ``waiting`` counts the events of the searched scope that had no vector yet when the
+    search ran: a search embeds the newest ones itself but never waits long for the rest
+    (the background worker embeds them within seconds), so those were found by their words
+    only. 0 means the semantic ranking saw everything.
+
+    >>> hits = Hits([], waiting=3)
+    >>> hits == [], hits.waiting
+    (True, 3)
+    """
+
+    def __init__(self, hits: Iterable[Hit] = (), *, waiting: int = 0) -> None:
+        super().__init__(hits)
+        self.waiting = waiting

@@ -41,7 +41,7 @@ from .errors import (
 from .events import (
     SESSION_STATUSES,
     Event,
-    Hit,
+    Hits,
     Session,
     SessionRecord,
     validate_kinds,
@@ -589,7 +589,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         include_shared: bool = True,
         recency: Recency | str | None = None,
         current_only: bool = True,
-    ) -> list[Hit]:
+    ) -> Hits:
         """Find past events: ``hybrid`` (default, keyword + semantic fused), ``semantic`` or
         ``keyword``. Every returned event's recall count grows by one (unless the manager
         was opened with ``count_recalls=False``). ``recency="default"`` (or a
@@ -658,7 +658,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         ]
         return write_files(directory, memory_files(self.agent_id, facts, events, sessions))
 
-    def semantic_search(self, query: str, k: int = 5, **filters: Any) -> list[Hit]:
+    def semantic_search(self, query: str, k: int = 5, **filters: Any) -> Hits:
         """Meaning-based search: ``search(query, k, mode="semantic", ...)``."""
         return self.search(query, k, mode="semantic", **filters)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,11 @@ from rich.console import Console
 from .._engine import DEFAULT_DB
 from ..admin import StoreAdmin, parse_cutoff
 from ..embed import HashEmbedder
-from ..errors import InvalidInput, SessionManagerError
+from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ..manager import SessionManager
 from ..protocols import Embedder
 from ..store import sqlite_path
-from ._console import make_console
+from ._console import make_console, progress_bar
 
 __all__ = [
     "AGE",
@@ -70,6 +71,9 @@ COMMAND_ORDER = (
 )
 
 
+#: from this many events waiting for vectors a command embeds them first, with a progress
+#: bar (fewer: the search embeds them itself, unnoticed)
+NOTED_BACKLOG = 64
 #: what --embedder (MEMLANE_EMBEDDER) takes
 EMBEDDER_CHOICES = ("auto", "minilm", "hash")
 
@@ -165,6 +169,29 @@ class Env:
             f"memlane {command} needs --agent AGENT (or MEMLANE_AGENT): the agent whose memory "
             f"it uses; {known}."
         )
+
+    def embed_backlog(self) -> None:
+        """Embed the events that wait for vectors before a command that needs them (a
+        search or restore after `memlane import`, `ingest`, or a store whose worker has not
+        caught up): a progress bar on a terminal, else one line when done, so the command
+        never sits silent. A few are left to the search itself; a read-only store is left
+        as it is (its search finds them by keyword)."""
+        admin = self.admin()
+        waiting = admin.pending_embeddings()
+        if waiting < NOTED_BACKLOG:
+            return
+        started = time.perf_counter()
+        description = f"Embedding {waiting:,} event(s) that wait for vectors"
+        try:
+            with progress_bar(self.err, description, waiting) as bar:
+                task = bar.task_ids[0]
+                done = admin.embed_pending(
+                    progress=lambda count, total: bar.update(task, completed=count, total=total)
+                )
+        except StoreReadOnly:
+            self.note(f"{waiting:,} event(s) have no vectors yet: found by keyword only.")
+            return
+        self.note(f"Embedded {done:,} event(s) in {time.perf_counter() - started:.1f}s first.")
 
     def note(self, message: str, style: str = "dim") -> None:
         """A human remark on stderr (never mixed into data on stdout)."""

@@ -5,10 +5,20 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO, TextIO, cast
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 __all__ = ["PIPED_WIDTH", "TrimmedLines", "make_console"]
 
@@ -78,3 +88,24 @@ def _plain_console(
     return _Console(
         stderr=stderr, file=file, width=width, highlight=False, markup=False, emoji=False
     )
+
+
+@contextmanager
+def progress_bar(console: Console, description: str, total: int | None) -> Iterator[Progress]:
+    """A progress bar with an ETA on ``console`` (stderr); silent when it is not a terminal
+    (then the command says what it did in one line when done)."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+        transient=False,
+    )
+    with progress:
+        progress.add_task(description, total=total)
+        yield progress

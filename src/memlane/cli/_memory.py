@@ -118,5 +118,4 @@ def ingest(env: Env, file: str, name: str | None, pool: str | None, user: str | 
         f"{result.added:,} chunk(s) added, {result.unchanged:,} unchanged, "
         f"{result.removed:,} removed."
     )
-    if result.added:
-        env.note(f"{result.added:,} chunk(s) wait for embedding: the next search embeds them.")
+    env.embed_backlog()  # now, with a progress bar, rather than in the next search

@@ -334,6 +334,8 @@ def search(
     Without --agent or --session every agent's memory is searched. Looking does not
     count as a recall (restore ranking is left as it was).
     """
+    if mode != "keyword":  # keyword search needs no vectors
+        env.embed_backlog()
     where = _parse_where(wheres)
     if session_id is not None:
         session_id = _owned_session(env, session_id).session.id
@@ -448,6 +450,7 @@ def restore(
     """
     found = _owned_session(env, session_id).session
     session_id, agent = found.id, found.agent_id
+    env.embed_backlog()  # restore searches for relevant history: with every vector
     context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
     report = context.report
     if as_json:

@@ -12,15 +12,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from .._retention import RetentionResult
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
@@ -28,27 +19,8 @@ from ..events import SESSION_STATUSES
 from ..retention import RetentionPolicy
 from ..store import describe_url, sqlite_path, store_identity
 from ._app import AGE, Env, agent_option, cli, db_option, embedder_named, open_admin
+from ._console import progress_bar
 from ._render import shorten, stamp
-
-
-@contextmanager
-def _progress(env: Env, description: str, total: int | None) -> Iterator[Progress]:
-    """A progress bar with an ETA on stderr; silent when stderr is not a terminal."""
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=env.err,
-        disable=not env.err.is_terminal,
-        transient=False,
-    )
-    with progress:
-        progress.add_task(description, total=total)
-        yield progress
 
 
 def _confirmed(question: str, yes: bool, *, instead: str = "") -> bool:
@@ -225,7 +197,7 @@ def import_(env: Env, file: str, dry_run: bool, skip_bad: bool) -> None:
             click.get_current_context().call_on_close(admin.close)
         else:
             admin = env.admin(must_exist=False)
-        with _progress(env, verb, total) as bar:
+        with progress_bar(env.err, verb, total) as bar:
             result = admin.import_records(
                 _records(stream),
                 dry_run=dry_run,
@@ -331,7 +303,7 @@ def migrate(
     embedder = embedder_named(env.embedder_choice, old.stored_embedder())
     new = open_admin(target, to_index, must_exist=False, option="--to", embedder=embedder)
     started = time.perf_counter()
-    with _progress(env, "Copying", None) as bar:
+    with progress_bar(env.err, "Copying", None) as bar:
         task = bar.task_ids[0]
         result = old.copy_to(
             new, progress=lambda done, total: bar.update(task, completed=done, total=total)
@@ -342,7 +314,7 @@ def migrate(
         "already in the target were skipped."
     )
     if embed:
-        with _progress(env, f"Embedding with {new.embedder.name}", None) as bar:
+        with progress_bar(env.err, f"Embedding with {new.embedder.name}", None) as bar:
             task = bar.task_ids[0]
             count = new.embed_pending(
                 progress=lambda done, total: bar.update(task, completed=done, total=total)
@@ -386,7 +358,7 @@ def reindex(env: Env) -> None:
     admin = env.admin()
     started = time.perf_counter()
     name = admin.embedder.name
-    with _progress(env, f"Embedding with {name}", None) as bar:
+    with progress_bar(env.err, f"Embedding with {name}", None) as bar:
         task = bar.task_ids[0]
         count = admin.reindex(
             progress=lambda done, total: bar.update(task, completed=done, total=total)

@@ -84,7 +84,7 @@ class UserMemoryConformance:
         mgr.flush()
         question = "where does the user live?"
         for mode in ("hybrid", "keyword", "semantic"):
-            found = mgr.search(question, k=10, kinds=["fact"], mode=mode)  # type: ignore[arg-type]
+            found = mgr.search(question, k=10, kinds=["fact"], mode=mode)
             assert [h.event.content for h in found] == ["Lives in Zurich"], mode
             assert found[0].event.status == "current"
         history = mgr.search(question, k=10, kinds=["fact"], current_only=False)
