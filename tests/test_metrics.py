@@ -58,7 +58,7 @@ def test_operations_restore_and_redactions_are_measured(make_manager: Factory) -
     with pytest.raises(SessionNotFound):
         mgr.search("x", session_id="nope")
     samples = _samples(registry)
-    count = "asm_operation_seconds_count"
+    count = "memlane_operation_seconds_count"
     assert _value(samples, count, operation="record", outcome="ok") == 5
     assert _value(samples, count, operation="record_many") == 1
     for operation in ("remember", "ingest", "restore", "summarize"):
@@ -66,17 +66,17 @@ def test_operations_restore_and_redactions_are_measured(make_manager: Factory) -
     assert _value(samples, count, operation="search", outcome="ok") >= 1
     assert _value(samples, count, operation="search", outcome="error") == 1
     assert _value(samples, count, backend="sqlite") > 0
-    sections = {labels["section"] for labels, _ in samples["asm_restore_section_tokens_count"]}
+    sections = {labels["section"] for labels, _ in samples["memlane_restore_section_tokens_count"]}
     assert {"goal", "recent"} <= sections
-    assert _value(samples, "asm_restore_section_tokens_sum", section="goal") > 0
-    assert _value(samples, "asm_restore_budget_used_ratio_count") == 1
-    assert _value(samples, "asm_restore_budget_used_ratio_sum") == pytest.approx(
+    assert _value(samples, "memlane_restore_section_tokens_sum", section="goal") > 0
+    assert _value(samples, "memlane_restore_budget_used_ratio_count") == 1
+    assert _value(samples, "memlane_restore_budget_used_ratio_sum") == pytest.approx(
         context.token_count / 500
     )
-    assert _value(samples, "asm_redactions_total", kind="PHONE") == 5
-    assert _value(samples, "asm_redactions_total", kind="EMAIL") == 1
-    assert _value(samples, "asm_embedding_backlog", backend="sqlite") > 0
-    assert _value(samples, "asm_store_bytes", backend="sqlite") > 0
+    assert _value(samples, "memlane_redactions_total", kind="PHONE") == 5
+    assert _value(samples, "memlane_redactions_total", kind="EMAIL") == 1
+    assert _value(samples, "memlane_embedding_backlog", backend="sqlite") > 0
+    assert _value(samples, "memlane_store_bytes", backend="sqlite") > 0
     labels = {
         value for entries in samples.values() for found, _ in entries for value in found.values()
     }
@@ -99,7 +99,7 @@ def test_lock_retries_are_counted(
     mgr.record_fact(session.id, "waited for the lock")
     timer.join()
     holder.close()
-    assert _value(_samples(registry), "asm_store_lock_retries_total", backend="sqlite") >= 1
+    assert _value(_samples(registry), "memlane_store_lock_retries_total", backend="sqlite") >= 1
 
 
 def test_nothing_is_registered_on_import_or_without_metrics() -> None:
@@ -134,6 +134,6 @@ def test_two_managers_share_one_metrics(make_manager: Factory) -> None:
     for mgr in (first, second):
         mgr.record_fact(mgr.start_session("work").id, "fact")
     samples = _samples(registry)
-    assert _value(samples, "asm_operation_seconds_count", operation="record") == 2
+    assert _value(samples, "memlane_operation_seconds_count", operation="record") == 2
     # both attached to the same file: it is counted once (two goals, two facts wait)
-    assert _value(samples, "asm_embedding_backlog") == 4
+    assert _value(samples, "memlane_embedding_backlog") == 4

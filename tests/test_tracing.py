@@ -40,9 +40,9 @@ def test_memory_operations_become_spans(make_manager: Factory) -> None:
     mgr.clear_session(session.id, kinds="message")
     mgr.erase_user("user-secret-9")
     spans = exporter.get_finished_spans()
-    calls = [span.attributes["asm.operation"] for span in spans]
+    calls = [span.attributes["memlane.operation"] for span in spans]
     assert calls == ["record", "remember", "search", "restore", "clear_session", "erase_user"]
-    by_call = {span.attributes["asm.operation"]: span for span in spans}
+    by_call = {span.attributes["memlane.operation"]: span for span in spans}
     record = by_call["record"]
     assert record.name == "update_memory memlane"
     assert record.attributes["gen_ai.operation.name"] == "update_memory"

@@ -2,14 +2,14 @@
 ``[prometheus]`` extra). Nothing is registered on import, nor anywhere but the registry you
 pass; several managers may share one :class:`Metrics`.
 
-- ``asm_operation_seconds`` (histogram): ``operation`` (record, record_many, search, restore,
+- ``memlane_operation_seconds`` (histogram): ``operation`` (record, record_many, search, restore,
   remember, summarize, ingest, erase_user), ``backend``, ``outcome`` (ok / error);
-- ``asm_restore_section_tokens`` (histogram): ``section`` (goal, pending, user, reference,
+- ``memlane_restore_section_tokens`` (histogram): ``section`` (goal, pending, user, reference,
   recent, relevant, ...);
-- ``asm_restore_budget_used_ratio`` (histogram): tokens restored ÷ ``max_tokens``;
-- ``asm_redactions_total`` (counter): ``kind`` (EMAIL, CARD, ...);
-- ``asm_store_lock_retries_total`` (counter): ``backend`` (SQLite's busy retries);
-- ``asm_embedding_backlog``, ``asm_store_bytes`` (gauges): ``backend``, read from the stores
+- ``memlane_restore_budget_used_ratio`` (histogram): tokens restored ÷ ``max_tokens``;
+- ``memlane_redactions_total`` (counter): ``kind`` (EMAIL, CARD, ...);
+- ``memlane_store_lock_retries_total`` (counter): ``backend`` (SQLite's busy retries);
+- ``memlane_embedding_backlog``, ``memlane_store_bytes`` (gauges): ``backend``, read from the stores
   when Prometheus scrapes.
 
 No label ever carries an agent id, a user id, a session id or text: labels are operation
@@ -38,7 +38,7 @@ _RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0)
 class Metrics:
     """The library's metrics in ``registry`` (a ``prometheus_client.CollectorRegistry``)."""
 
-    def __init__(self, registry: Any, *, namespace: str = "asm") -> None:
+    def __init__(self, registry: Any, *, namespace: str = "memlane") -> None:
         try:
             from prometheus_client import CollectorRegistry, Counter, Histogram
         except ImportError:

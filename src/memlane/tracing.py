@@ -9,7 +9,7 @@ Spans are named ``{operation} memlane``: ``update_memory`` for ``record``,
 ``erase_user``.
 
 Attributes: ``gen_ai.provider.name``, ``gen_ai.memory.store.name``, ``db.system.name`` (sqlite,
-postgresql), ``asm.operation`` (the call), ``gen_ai.agent.id`` and, when the call names one,
+postgresql), ``memlane.operation`` (the call), ``gen_ai.agent.id`` and, when the call names one,
 ``gen_ai.conversation.id`` (the session id), ``gen_ai.memory.scope``,
 ``gen_ai.memory.search.result.count`` for searches; on failure the span's status is ERROR with
 ``error.type``. A user id is never an attribute; the query (``gen_ai.memory.query``) only with
@@ -56,7 +56,7 @@ QUERY = "gen_ai.memory.query"
 RESULT_COUNT = "gen_ai.memory.search.result.count"
 DB_SYSTEM = "db.system.name"
 ERROR_TYPE = "error.type"
-CALL = "asm.operation"
+CALL = "memlane.operation"
 
 
 class Tracing:
