@@ -242,7 +242,12 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the background worker and close the database (pending embeddings stay queued)."""
+        """Stop the background worker and close the database (pending embeddings stay queued).
+
+        The worker stops after the slice of its batch it is embedding (at most 64 texts); the
+        rest of the batch stays queued for the next process. When that takes more than a
+        second, a warning on the ``memlane.indexer`` logger says what it waits for.
+        """
         self._engine.close()
         if self._buffer is not None and self._owns_buffer:
             self._buffer.close()
