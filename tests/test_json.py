@@ -35,7 +35,7 @@ values = st.recursive(
 
 def reference(value: Any) -> str:
     """What dumps did before its fast path: walk, then encode."""
-    _walk(value, "$", "payload")
+    _walk(value, "payload")
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

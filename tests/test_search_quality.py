@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memlane import SessionManager
 from memlane.index import fusion, when
@@ -78,6 +80,36 @@ def test_a_span_is_read_once_and_nonsense_is_ignored() -> None:
     # two expressions, two windows, in order of specificity
     both = described("between 3 June 2025 and July 2025")
     assert both == ["2025-06-02T12:00 .. 2025-06-04T12:00", "2025-07-01T00:00 .. 2025-08-01T00:00"]
+
+
+def test_a_time_before_the_first_representable_day_names_no_window() -> None:
+    # issue 28, D6: "3000 years ago" raised OverflowError out of search() and restore()
+    assert described("what did we decide 3000 years ago") == []
+    assert described("99999999999 days ago") == []
+    assert described("9" * 5000 + " days ago") == []  # (int() refuses 4,300+ digits)
+    assert described("2027 years ago") == []  # year 1 was 2,025 years before NOW
+    # a time still representable is read; a slack that crosses year 1 is cut there
+    assert described("1000 years ago") == ["1026-11-19T00:00 .. 1027-03-20T00:00"]
+    days = (NOW - datetime(1, 1, 1, tzinfo=UTC)).days  # "N days ago" is 1 January of year 1
+    first = time_windows(f"{days} days ago", NOW)[0]
+    assert (first.start_us, first.end_us) == (us(1, 1, 1), us(1, 1, 3))
+    assert described(f"{days + 1} days ago") == []
+
+
+_UNITS = st.sampled_from(["day", "days", "week", "weeks", "month", "months", "year", "years"])
+_COUNTS = st.one_of(
+    st.integers(min_value=0, max_value=10**30).map(str),
+    st.sampled_from(["a", "an", "one", "seven", "0" * 40 + "1", "9" * 5000]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(count=_COUNTS, unit=_UNITS, now=st.datetimes(datetime(1, 1, 1), datetime(9998, 1, 1)))
+def test_any_number_of_any_unit_ago_reads_or_is_ignored(count: str, unit: str, now: datetime):  # type: ignore[no-untyped-def]
+    for window in time_windows(f"what did we decide {count} {unit} ago?", now.replace(tzinfo=UTC)):
+        window.describe()
+        assert window.start_us is not None and window.end_us is not None
+        assert window.start_us < window.end_us
 
 
 def test_window_contains() -> None:
@@ -264,3 +296,25 @@ def test_hybrid_search_prefers_events_inside_the_named_time(mgr: SessionManager)
     # no time named: the ranking is the plain fusion
     plain = mgr.search("what did we ship", k=5)
     assert len(plain) == 5
+
+
+# (one manager for every example: the examples only read)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    count=st.one_of(st.integers(min_value=0, max_value=10**30).map(str), st.just("9" * 5000)),
+    unit=st.sampled_from(["day", "weeks", "month", "years"]),
+)
+def test_search_and_restore_take_a_time_phrase_of_any_size(
+    mgr: SessionManager, count: str, unit: str
+) -> None:
+    # issue 28, D6: a distant time in the query raised OverflowError (MCP: "unexpected
+    # exception"); a time no event can have must filter and lift nothing
+    session = mgr.session_for("d6", goal="decide the release plan")
+    if not mgr.events(session.id, kinds="decision"):
+        mgr.record(session.id, "decision", "we decided to ship on Fridays")
+    query = f"what did we decide {count} {unit} ago"
+    for mode in ("hybrid", "keyword", "semantic"):
+        assert mgr.search(query, k=3, mode=mode)
+    assert "ship on Fridays" in mgr.restore(session.id, 500, query=query).text

@@ -14,7 +14,7 @@ from ._searchable import flatten_json
 from ._validate import prepare_event
 from ._validate import text as _text
 from ._write_path import WritePath
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .events import MESSAGE_ROLES, Event, is_message_role
 
 __all__ = ["Conveniences"]
@@ -99,7 +99,7 @@ class Conveniences(WritePath):
         """
         if not is_message_role(role):
             raise InvalidInput(
-                f"Unknown message role {role!r}; use one of {', '.join(MESSAGE_ROLES)}, or a "
+                f"Unknown message role {shown(role)}; use one of {', '.join(MESSAGE_ROLES)}, or a "
                 "namespaced role such as 'myframework:critic'."
             )
         metadata = {**_metadata(options), "role": role}

@@ -26,7 +26,7 @@ from ._storage import Storage, open_storage
 from ._time import from_us
 from ._transfer import Progress, format_time
 from .embed import LoadedEmbedder, load_embedder
-from .errors import EmbedderMismatch, InvalidInput, SessionNotFound
+from .errors import EmbedderMismatch, InvalidInput, SessionNotFound, shown
 from .protocols import Embedder
 from .store import describe_url, sqlite_path, store_identity
 from .store.base import Store
@@ -52,11 +52,11 @@ def session_not_found(session_id: object, *, agent: str | None, where: str) -> S
     """The one wording of "no such session": for an agent (``agent``) or the operator."""
     if agent is not None:
         return SessionNotFound(
-            f"Session {session_id!r} does not exist for agent {agent!r}. "
+            f"Session {shown(session_id)} does not exist for agent {agent!r}. "
             "List sessions with `memlane sessions` or SessionManager.list_sessions()."
         )
     return SessionNotFound(
-        f"Session {session_id!r} does not exist in {where!r}. "
+        f"Session {shown(session_id)} does not exist in {where!r}. "
         "List sessions with `memlane sessions`."
     )
 

@@ -22,11 +22,13 @@ number) PostgreSQL matches nothing, while SQLite orders numbers before text.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidFilter
+from ._json import check_text
+from .errors import InvalidFilter, InvalidInput, shown
 
 __all__ = ["DIALECTS", "compile_where"]
 
@@ -41,18 +43,38 @@ _Scalar = str | int | float | bool | None
 def _json_path(key: str) -> str:
     if not isinstance(key, str) or not _KEY.match(key):
         raise InvalidFilter(
-            f"Filter key {key!r} is not a metadata key. Use letters, digits, '_' or '-', "
+            f"Filter key {shown(key)} is not a metadata key. Use letters, digits, '_' or '-', "
             "with dots to reach nested keys (e.g. 'http.status')."
         )
     return "$" + "".join(f'."{part}"' for part in key.split("."))
 
 
+#: integers a filter compares with: what both stores' JSON numbers hold exactly
+_INT64 = range(-(2**63), 2**63)
+#: how deep $and / $or may nest (SQLite refuses expressions past 1,000 levels)
+_MAX_NESTING = 32
+
+
 def _scalar(value: Any, key: str, op: str) -> _Scalar:
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int) and value not in _INT64:
+        raise InvalidFilter(
+            f"Filter {shown(key)} {op} compares with {shown(value)}, outside the 64-bit "
+            "integers metadata values can be compared as."
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidFilter(f"Filter {shown(key)} {op} cannot compare with {value!r}.")
+    if isinstance(value, str):
+        try:
+            check_text(value, f"Filter {shown(key)} {op}")
+        except InvalidInput as exc:
+            raise InvalidFilter(str(exc)) from None
+    if isinstance(value, str | int | float):
         return value
     raise InvalidFilter(
-        f"Filter {key!r} {op} expects a string, number, bool or None, got "
-        f"{type(value).__name__} {value!r}."
+        f"Filter {shown(key)} {op} expects a string, number, bool or None, got "
+        f"{type(value).__name__} {shown(value)}."
     )
 
 
@@ -64,7 +86,7 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
         value = _scalar(value, key, op)
         if value is None:
             if op not in ("$eq", "$ne"):
-                raise InvalidFilter(f"Filter {key!r} {op} cannot compare with None.")
+                raise InvalidFilter(f"Filter {shown(key)} {op} cannot compare with None.")
             params.append(path)
             return f"json_extract({column}, ?) IS {'NOT ' if op == '$ne' else ''}NULL"
         matches = _sqlite_typed(column, path, _COMPARISONS["$eq" if op == "$ne" else op], value)
@@ -74,7 +96,9 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
         return matches[0]
     if op in ("$in", "$nin"):
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
-            raise InvalidFilter(f"Filter {key!r} {op} expects a non-empty list, got {value!r}.")
+            raise InvalidFilter(
+                f"Filter {shown(key)} {op} expects a non-empty list, got {shown(value)}."
+            )
         items = [_scalar(item, key, op) for item in value]
         # None in a list matches nothing, as in SQL (and the postgres dialect)
         parts = [_sqlite_typed(column, path, "=", item) for item in items if item is not None]
@@ -86,11 +110,13 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
         return either if op == "$in" else f"NOT {either}"
     if op == "$exists":
         if not isinstance(value, bool):
-            raise InvalidFilter(f"Filter {key!r} $exists expects true or false, got {value!r}.")
+            raise InvalidFilter(
+                f"Filter {shown(key)} $exists expects true or false, got {shown(value)}."
+            )
         params.append(path)
         return f"json_type({column}, ?) IS {'NOT ' if value else ''}NULL"
     raise InvalidFilter(
-        f"Unsupported filter operator {op!r} on key {key!r}. "
+        f"Unsupported filter operator {shown(op)} on key {shown(key)}. "
         f"Use one of {', '.join(_OPERATORS)}, or $and / $or to combine filters."
     )
 
@@ -118,7 +144,7 @@ def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any])
         value = _scalar(value, key, op)
         if value is None:
             if op not in ("$eq", "$ne"):
-                raise InvalidFilter(f"Filter {key!r} {op} cannot compare with None.")
+                raise InvalidFilter(f"Filter {shown(key)} {op} cannot compare with None.")
             params.append(path)  # a missing key and a JSON null are both "None"
             return f"coalesce({item}, 'null'::jsonb) {'<>' if op == '$ne' else '='} 'null'::jsonb"
         if op == "$ne":  # a missing key is "not equal" too
@@ -135,7 +161,9 @@ def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any])
         )
     if op in ("$in", "$nin"):
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
-            raise InvalidFilter(f"Filter {key!r} {op} expects a non-empty list, got {value!r}.")
+            raise InvalidFilter(
+                f"Filter {shown(key)} {op} expects a non-empty list, got {shown(value)}."
+            )
         items = [_scalar(entry, key, op) for entry in value]
         params.append(path)
         # None in a list matches nothing, as in SQL (and the sqlite dialect)
@@ -146,11 +174,13 @@ def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any])
         return f"coalesce({item} IN ({marks}), FALSE)"
     if op == "$exists":
         if not isinstance(value, bool):
-            raise InvalidFilter(f"Filter {key!r} $exists expects true or false, got {value!r}.")
+            raise InvalidFilter(
+                f"Filter {shown(key)} $exists expects true or false, got {shown(value)}."
+            )
         params.append(path)
         return f"{item} IS {'NOT ' if value else ''}NULL"
     raise InvalidFilter(
-        f"Unsupported filter operator {op!r} on key {key!r}. "
+        f"Unsupported filter operator {shown(op)} on key {shown(key)}. "
         f"Use one of {', '.join(_OPERATORS)}, or $and / $or to combine filters."
     )
 
@@ -159,30 +189,40 @@ def _jsonb(value: _Scalar) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _compile(where: Mapping[str, Any], column: str, params: list[Any], dialect: str) -> str:
+def _compile(
+    where: Mapping[str, Any], column: str, params: list[Any], dialect: str, depth: int = 0
+) -> str:
+    if depth > _MAX_NESTING:
+        raise InvalidFilter(
+            f"The filter nests $and / $or more than {_MAX_NESTING} levels deep; flatten it."
+        )
     if not isinstance(where, Mapping) or not where:
-        raise InvalidFilter(f"A filter must be a non-empty dict, got {where!r}.")
+        raise InvalidFilter(f"A filter must be a non-empty dict, got {shown(where)}.")
     parts: list[str] = []
     for key, spec in where.items():
         if not isinstance(key, str):
             raise InvalidFilter(
-                f"Filter key {key!r} is a {type(key).__name__}; metadata keys are strings "
+                f"Filter key {shown(key)} is a {type(key).__name__}; metadata keys are strings "
                 "(e.g. {'year': 2023} or {'http.status': {'$gte': 500}})."
             )
         if key in ("$and", "$or"):
             if isinstance(spec, str | bytes) or not isinstance(spec, Sequence) or not spec:
-                raise InvalidFilter(f"{key} expects a non-empty list of filters, got {spec!r}.")
+                raise InvalidFilter(
+                    f"{key} expects a non-empty list of filters, got {shown(spec)}."
+                )
             joiner = " AND " if key == "$and" else " OR "
             parts.append(
-                "(" + joiner.join(_compile(sub, column, params, dialect) for sub in spec) + ")"
+                "("
+                + joiner.join(_compile(sub, column, params, dialect, depth + 1) for sub in spec)
+                + ")"
             )
         elif key.startswith("$"):
             raise InvalidFilter(
-                f"Unsupported filter operator {key!r} at the top level; use $and or $or."
+                f"Unsupported filter operator {shown(key)} at the top level; use $and or $or."
             )
         elif isinstance(spec, Mapping):
             if not spec:
-                raise InvalidFilter(f"Filter for {key!r} is an empty dict; give an operator.")
+                raise InvalidFilter(f"Filter for {shown(key)} is an empty dict; give an operator.")
             parts.extend(
                 _condition(column, key, op, value, params, dialect) for op, value in spec.items()
             )

@@ -23,6 +23,7 @@ from ._idle import IdleRunner
 from ._storage import Storage
 from ._time import now_us
 from .embed import LoadedEmbedder
+from .embed.minilm import stop_model_runs
 from .errors import EmbedderMismatch, ModelNotAvailable
 from .tokens import tokenizer_for
 
@@ -33,6 +34,14 @@ log = logging.getLogger("memlane.indexer")
 _IDENTITY = ("name", "dim", "fingerprint")
 #: How long close() waits for the worker's batch before leaving the store's closing to it.
 STOP_TIMEOUT = 30.0
+#: The worker embeds a batch this many texts at a time and looks between them whether it
+#: is asked to stop: close() and the end of the process wait for one slice, not for a whole
+#: batch (4,096 texts of MiniLM took minutes on a busy machine, issue 28, D7); the rest of
+#: the batch goes back to the queue for the next worker. The default batch size: a batch of
+#: that size is one call of the embedder, as before (an API embedder pays per call).
+EMBED_SLICE = 64
+#: close() says what it waits for once it has waited this long (seconds).
+SAY_AFTER = 1.0
 #: While the worker runs, a search embeds at most this many of this process's newest pending
 #: events itself (read-your-writes), and leaves the rest of the backlog to the workers: eight
 #: processes recording into one agent made each search embed all eight's backlogs (p50
@@ -56,8 +65,11 @@ _REINDEX_HINT = (
 )
 
 
-#: workers still running; stopped at interpreter exit (see _stop_workers_at_exit)
+#: workers whose thread has not ended yet (stopped ones finishing their slice included);
+#: stopped at interpreter exit (see _stop_workers_at_exit)
 _RUNNING: weakref.WeakSet[Indexer] = weakref.WeakSet()
+#: how long the end of the process waits for the workers, in all
+EXIT_TIMEOUT = 30.0
 
 #: the meta key holding when (microseconds) any process last stored a batch of vectors, or
 #: started a worker
@@ -69,11 +81,29 @@ BEAT_SECONDS = 10.0
 
 @atexit.register
 def _stop_workers_at_exit() -> None:
-    """Stop every worker a program left running (a manager never closed): a daemon thread
-    still inside SQLite while the interpreter tears itself down crashed the process (seen:
-    1 exit in 20 ended in SIGSEGV). Its batch is finished or handed back, never cut."""
-    for indexer in list(_RUNNING):
-        indexer.stop(timeout=5.0)
+    """Stop every worker thread still alive: one a program left running (a manager never
+    closed) and one a close() stopped waiting for. A daemon thread still inside SQLite while
+    the interpreter tears itself down crashed the process (seen: 1 exit in 20 ended in
+    SIGSEGV), and one inside an onnxruntime run aborted it (exit code 134, issue 28, D7). The
+    model runs in progress are cut short first (their batch goes back to the queue), then
+    each worker is waited for."""
+    indexers = list(_RUNNING)
+    for indexer in indexers:
+        indexer._stop.set()
+        indexer._wake.set()
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    if indexers:
+        stop_model_runs(timeout=EXIT_TIMEOUT)
+    for indexer in indexers:
+        indexer.stop(timeout=max(0.1, deadline - time.monotonic()))
+        worker = indexer._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(max(0.1, deadline - time.monotonic()))
+
+
+class _Stopped(Exception):
+    """The worker was asked to stop between two slices of its batch (the batch is handed
+    back: :data:`EMBED_SLICE`)."""
 
 
 class Indexer:
@@ -102,6 +132,9 @@ class Indexer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None  # the last worker thread started
+        #: what the worker is doing (for close()'s message when it waits)
+        self._activity = "starting"
         self._caught_up_at = time.monotonic()  # when the worker last saw the outbox empty
         self._on_exit: list[Callable[[], None]] = []  # run by the worker as it ends
         self._exit_lock = threading.Lock()
@@ -193,15 +226,32 @@ class Indexer:
             if not batch.rows:
                 return 0
             texts = [row.content for row in batch.rows]
-            if threading.current_thread() is self._thread and self._worker_batches:
-                vectors = self._idle.run(self.embedder.embed, texts)
-            else:  # (a caller's, or the worker's first: a model it loads starts here)
-                vectors = self.embedder.embed(texts)
-            if threading.current_thread() is self._thread:
+            if threading.current_thread() is self._worker:
+                vectors = self._worker_vectors(texts)
                 self._worker_batches += 1
+            else:  # a caller's (flush, a search catching up): all of it, at once
+                vectors = self.embedder.embed(texts)
             dim = int(vectors.shape[1])
             self.storage.store_batch(batch, vectors, lambda tx: self._register(tx, dim))
             return len(batch.rows)
+
+    def _worker_vectors(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The worker's vectors of a batch, :data:`EMBED_SLICE` texts at a time, at idle
+        priority from its second batch (the first loads the model: see ``_idle.py``);
+        :class:`_Stopped` between two slices when it is asked to stop."""
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            if self._stop.is_set():
+                raise _Stopped
+            part = texts[start : start + EMBED_SLICE]
+            self._activity = (
+                f"embedding texts {start + 1}-{start + len(part)} of a batch of {len(texts)}"
+            )
+            if self._worker_batches:
+                parts.append(self._idle.run(self.embedder.embed, part))
+            else:
+                parts.append(self.embedder.embed(part))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def recorded(self, seq: int) -> None:
         """Note an event this process recorded (for :meth:`catch_up`)."""
@@ -262,6 +312,13 @@ class Indexer:
             if self.last_error is failed:
                 self.last_error = None
 
+    def _step(self) -> int:
+        """The worker's step: a batch of embeddings, then a few digests; how many events."""
+        self._activity = "claiming a batch to embed"
+        done = self.embed_batch()
+        self._activity = "digesting large events (exact token counts, previews)"
+        return done + self.digest()
+
     def digest(self) -> int:
         """Digest a few deferred events (``_deferred.py``); return how many."""
         return digest_deferred(self.store, self.count_tokens)
@@ -276,7 +333,7 @@ class Indexer:
         _RUNNING.add(self)
         if self._thread is None:
             self._exited = False
-            self._thread = threading.Thread(
+            self._thread = self._worker = threading.Thread(
                 target=self._run, name="session-manager-indexer", daemon=True
             )
             self._thread.start()
@@ -297,16 +354,28 @@ class Indexer:
         """Ask the worker to stop and wait up to ``timeout`` seconds (default
         :data:`STOP_TIMEOUT`); then run ``then``.
 
-        Returns False if the worker was still busy (a slow embedding batch): ``then`` (e.g.
-        closing the store) runs when it finishes instead, never under its feet.
+        The worker stops after the slice of its batch it is embedding (the rest goes back
+        to the queue: :data:`EMBED_SLICE`), or after the step it is in (a digest, a
+        checkpoint, an idle hook); past :data:`SAY_AFTER` seconds, a message on the
+        ``memlane.indexer`` logger says which. Returns False if the worker was still busy
+        after ``timeout``: ``then`` (e.g. closing the store) runs when it finishes instead,
+        never under its feet.
         """
-        _RUNNING.discard(self)
         self._stop.set()
         self._wake.set()
         thread, self._thread = self._thread, None
         timeout = STOP_TIMEOUT if timeout is None else timeout
         if thread is not None:
-            thread.join(timeout)
+            started = time.monotonic()
+            thread.join(min(timeout, SAY_AFTER))
+            if thread.is_alive() and timeout > SAY_AFTER:
+                log.warning(
+                    "close() is waiting for the embedding worker to stop: it is %s "
+                    "(it stops after that; waiting at most %.0f s)",
+                    self._activity,
+                    timeout,
+                )
+                thread.join(max(0.0, timeout - (time.monotonic() - started)))
             if thread.is_alive():
                 log.warning(
                     "the embedding worker is still busy after %.0f s; the store closes when "
@@ -331,6 +400,7 @@ class Indexer:
                 hooks, self._on_exit, self._exited = self._on_exit, [], True
             for hook in hooks:
                 hook()
+            _RUNNING.discard(self)
 
     def _work(self) -> None:
         # A worker that starts counts as a beat: until its first batch is stored, a backlog
@@ -343,6 +413,7 @@ class Indexer:
         # Poll even without a wake-up: other processes' events and the leftovers of a crashed
         # process are caught up too (their outbox claims expire).
         while not self._stop.is_set():
+            self._activity = "waiting for work"
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
             try:
@@ -350,18 +421,32 @@ class Indexer:
                 # here, off the caller's path, after every batch: a steady writer may never
                 # let the outbox drain, and the WAL must not grow meanwhile. A checkpoint
                 # with nothing new to copy costs ~nothing.
-                while not self._stop.is_set() and self.embed_batch() + self.digest():
+                while not self._stop.is_set() and self._step():
+                    self._activity = "writing a checkpoint of the store"
                     self.storage.maintenance()
                 if not self._stop.is_set():
                     self._caught_up_at = time.monotonic()
+                self._activity = "writing a checkpoint of the store"
                 self.storage.maintenance()
                 for hook in self.idle_hooks:
                     if self._stop.is_set():
                         break
+                    self._activity = f"running {_named(hook)}"
                     hook()
                 self.last_error = None
-            except Exception as exc:  # keep the worker alive; searches re-raise in the caller
+            except _Stopped:
+                return  # (the batch was handed back)
+            except Exception as exc:
+                if self._stop.is_set():  # (a model run cut short at exit, say)
+                    log.debug("embedding worker stopped: %s", exc)
+                    return
+                # keep the worker alive; searches re-raise in the caller
                 if self.last_error is None or type(exc) is not type(self.last_error):
                     log.warning("embedding worker: %s", exc)
                 self.last_error = exc
                 self._stop.wait(self.poll_seconds)
+
+
+def _named(hook: Callable[[], object]) -> str:
+    """An idle hook's name, for close()'s message: "Storage.sweep_expired", "AutoSummary"."""
+    return str(getattr(hook, "__qualname__", None) or type(hook).__name__)

@@ -14,9 +14,14 @@ from typing import Any
 
 import orjson
 
-from .errors import InvalidInput, InvalidPayload
+from .errors import InvalidInput, InvalidPayload, shown
 
-__all__ = ["Serialized", "check_text", "dumps", "loads", "serialize"]
+__all__ = ["MAX_DEPTH", "Serialized", "check_text", "dumps", "loads", "serialize"]
+
+#: The deepest nesting of arrays and objects a payload or metadata value may have: orjson's
+#: own limit (its encoder refuses deeper values). Deeper JSON is almost certainly a bug (a
+#: runaway recursion), and every reader of the log would have to recurse as deep.
+MAX_DEPTH = 254
 
 
 def check_text(value: str, what: str) -> None:
@@ -44,37 +49,62 @@ def check_text(value: str, what: str) -> None:
         ) from None
 
 
-def _walk(value: Any, path: str, what: str) -> None:
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidPayload(
-                f"{what} holds {value!r} at {path}; JSON has no NaN or Infinity. "
-                "Replace it with null or a string."
-            )
-        return
-    if isinstance(value, str):
-        check_text(value, f"{what} at {path}")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
+def _walk(value: Any, what: str) -> None:
+    """Check ``value`` for what canonical JSON cannot hold; raise naming the path. Walked
+    with a stack of its own, not recursion: a value nested beyond :data:`MAX_DEPTH` (or
+    100,000 deep) is refused, never a ``RecursionError``."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if value is None or isinstance(value, bool | int):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
                 raise InvalidPayload(
-                    f"{what} has a non-string key {key!r} at {path}; JSON object keys are "
-                    "strings. Convert the key with str()."
+                    f"{what} holds {value!r} at {path}; JSON has no NaN or Infinity. "
+                    "Replace it with null or a string."
                 )
-            check_text(key, f"{what} key at {path}")
-            _walk(item, f"{path}.{key}", what)
-        return
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        for index, item in enumerate(value):
-            _walk(item, f"{path}[{index}]", what)
-        return
-    raise InvalidPayload(
-        f"{what} holds a {type(value).__name__} at {path}, which is not JSON-serialisable. "
-        "Convert it to a dict, list, str, number, bool or None first."
-    )
+            continue
+        if isinstance(value, str):
+            check_text(value, f"{what} at {path}")
+            continue
+        container = isinstance(value, Mapping) or (
+            isinstance(value, Sequence) and not isinstance(value, bytes | bytearray)
+        )
+        if container and depth >= MAX_DEPTH:
+            raise InvalidPayload(
+                f"{what} is nested more than {MAX_DEPTH} levels deep (at {path[:80]}...); "
+                "flatten it, or store the deep part as a JSON string."
+            )
+        if isinstance(value, Mapping):
+            items = []
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidPayload(
+                        f"{what} has a non-string key {shown(key)} at {path}; JSON object keys "
+                        "are strings. Convert the key with str()."
+                    )
+                check_text(key, f"{what} key at {path}")
+                items.append((item, f"{path}.{key}", depth + 1))
+            stack.extend(reversed(items))  # (the first bad value is the one named)
+            continue
+        if container:
+            stack.extend(
+                reversed([(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)])
+            )
+            continue
+        raise InvalidPayload(
+            f"{what} holds a {type(value).__name__} at {path}, which is not JSON-serialisable. "
+            "Convert it to a dict, list, str, number, bool or None first."
+        )
+
+
+def _plain(value: Any) -> Any:
+    """What the standard library's encoder cannot write itself, after :func:`_walk` let it
+    through: a mapping or sequence of another type, written as an object or array."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +145,10 @@ def serialize(value: Any, what: str = "payload") -> Serialized:
                 return Serialized(data.decode("utf-8"), decoded)
     except (TypeError, ValueError, RecursionError):
         pass  # orjson.JSONEncodeError is a TypeError: the walk below names the bad value
-    _walk(value, "$", what)
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    _walk(value, what)
+    text = json.dumps(
+        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_plain
+    )
     return Serialized(text, json.loads(text))
 
 

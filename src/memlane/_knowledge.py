@@ -18,15 +18,14 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from . import _json
 from ._conveniences import Conveniences
 from ._observed import observed
-from ._validate import identifier, prepare_event
+from ._validate import identifier, path_of, prepare_event
 from .chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
-from .errors import DocumentNotFound, InvalidInput
+from .errors import DocumentNotFound, InvalidInput, shown
 from .events import Event, Session
 from .memory import DOC_USER, KNOWLEDGE_SESSION
 from .store.base import EventFilter, SessionFilter
@@ -215,15 +214,27 @@ class KnowledgeMemory(Conveniences):
                 count, window = estimate_tokens, DEFAULT_WINDOW
             return chunk_markdown(body, count, window)
         if not callable(chunker):
-            raise InvalidInput(f"chunker must be a callable text -> chunks, got {chunker!r}.")
+            raise InvalidInput(f"chunker must be a callable text -> chunks, got {shown(chunker)}.")
         made: list[Chunk] = []
-        for i, item in enumerate(chunker(body)):
+        produced = chunker(body)
+        if isinstance(produced, str) or not isinstance(produced, Iterable):
+            raise InvalidInput(
+                f"The chunker returned {shown(produced)}; it must return a list of str or "
+                "Chunk items."
+            )
+        for i, item in enumerate(produced):
             if isinstance(item, str):
                 item = Chunk(item)
-            if not isinstance(item, Chunk) or not item.text.strip():
+            if (
+                not isinstance(item, Chunk)
+                or not isinstance(item.text, str)
+                or not item.text.strip()
+                or not isinstance(item.headings, tuple | list)
+                or not all(isinstance(heading, str) for heading in item.headings)
+            ):
                 raise InvalidInput(
-                    f"The chunker's chunk {i} is {item!r:.60}: it must give non-empty str or "
-                    "Chunk items."
+                    f"The chunker's chunk {i} is {shown(item)}: it must give non-empty str or "
+                    "Chunk items (a str text, str headings)."
                 )
             made.append(item)
         return made
@@ -246,10 +257,18 @@ def _document(
     if (source is None) == (text is None):
         raise InvalidInput("ingest takes a source file or a text (exactly one of them).")
     if source is not None:
-        path = Path(source).expanduser()
-        if not path.is_file():
-            raise InvalidInput(f"{str(path)!r} is not a file to ingest (missing, or a folder).")
-        raw = path.read_bytes()
+        path = path_of(source, "source")
+        try:
+            if not path.is_file():
+                raise InvalidInput(f"{str(path)!r} is not a file to ingest (missing, or a folder).")
+            if path.stat().st_size > 4 * MAX_DOCUMENT_CHARS:  # (UTF-8: at most 4 bytes each)
+                raise InvalidInput(
+                    f"{str(path)!r} holds {path.stat().st_size:,} bytes, more than a document "
+                    f"of at most {MAX_DOCUMENT_CHARS:,} characters can. Split it first."
+                )
+            raw = path.read_bytes()
+        except OSError as exc:  # (permission denied, a name too long)
+            raise InvalidInput(f"{str(path)!r} cannot be read: {exc.strerror or exc}.") from None
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

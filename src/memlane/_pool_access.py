@@ -26,7 +26,7 @@ from . import _json
 from ._ids import new_id
 from ._time import now_us
 from ._validate import prepare_event
-from .errors import InvalidInput, PoolAccessDenied
+from .errors import InvalidInput, PoolAccessDenied, shown
 from .events import POOL_ACCESS, PoolGrant, SessionRecord
 from .store.base import SessionFilter, Store
 
@@ -126,7 +126,7 @@ def change_access(
     if access is not None and access not in POOL_ACCESS:
         raise InvalidInput(
             f"access must be one of {', '.join(map(repr, POOL_ACCESS))} (or None to revoke), "
-            f"not {access!r}."
+            f"not {shown(access)}."
         )
     current, owner = _access(store, tx, pool, agent_id)
     if owner is None:

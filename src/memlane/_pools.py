@@ -26,7 +26,7 @@ from ._pool_access import (
     pool_owner,
 )
 from ._validate import identifier
-from .errors import InvalidInput, PoolAccessDenied, StoreMisconfigured
+from .errors import InvalidInput, PoolAccessDenied, StoreMisconfigured, shown
 from .events import Event, PoolGrant
 from .store.base import EventFilter, SessionFilter, Tx
 
@@ -59,7 +59,7 @@ class PoolSharing(Conveniences):
         pool, agent_id = identifier(pool, "pool"), identifier(agent_id, "agent_id")
         if access not in ("read", "write"):
             raise InvalidInput(
-                f"access must be 'read' or 'write', not {access!r} (the operator hands a pool "
+                f"access must be 'read' or 'write', not {shown(access)} (the operator hands a pool "
                 "to a new owner: StoreAdmin.grant(pool, agent, 'owner'))."
             )
         self._change(pool, agent_id, access)

@@ -15,14 +15,15 @@ Events shown as relevant get one more recall, like search results (``count_recal
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ._json import check_text
 from ._search import Searcher
 from ._summaries import covers
 from ._time import from_us, now_us, to_us
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .events import Event, Session
 from .memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from .protocols import Summarizer
@@ -76,13 +77,30 @@ def restore_session(
     """Gather the candidates of one restore of ``session`` (read in ``searcher``'s scope)
     and pack them; see the module docstring."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}.")
+        raise InvalidInput(f"max_tokens must be a positive integer, got {shown(max_tokens)}.")
     if (
         isinstance(exclude_newest, bool)
         or not isinstance(exclude_newest, int)
         or exclude_newest < 0
     ):
-        raise InvalidInput(f"exclude_newest must be 0 or more, got {exclude_newest!r}.")
+        raise InvalidInput(f"exclude_newest must be 0 or more, got {shown(exclude_newest)}.")
+    if query is not None:
+        if not isinstance(query, str):
+            raise InvalidInput(f"query must be a string or None, got {shown(query)}.")
+        check_text(query, "query")
+    if summarizer is not None and not callable(summarizer):
+        raise InvalidInput(
+            f"summarizer must be a callable (text, max_tokens) -> str, got {shown(summarizer)}."
+        )
+    if isinstance(exclude, str):
+        raise InvalidInput("exclude takes a collection of event ids, not a single string.")
+    if exclude is not None and (
+        not isinstance(exclude, Iterable) or isinstance(exclude, Mapping | bytes)
+    ):
+        raise InvalidInput(f"exclude takes a collection of event ids, got {shown(exclude)}.")
+    exclude = tuple(exclude or ())
+    if not all(isinstance(event_id, str) for event_id in exclude):
+        raise InvalidInput(f"exclude takes a collection of event ids (str), got {shown(exclude)}.")
     # Large payloads come as their stored previews: restore never parses megabytes it
     # could not show (the preview is what a summary of them needs).
     store_events = functools.partial(store.events, previews=True)
@@ -93,13 +111,11 @@ def restore_session(
         store.events(
             replace(base, exclude_kinds=("goal", "summary")),
             newest_first=True,
-            limit=exclude_newest,
+            limit=min(exclude_newest, 2**62),  # (more than a store holds: all of them)
         )
         if exclude_newest
         else []
     )
-    if isinstance(exclude, str):
-        raise InvalidInput("exclude takes a collection of event ids, not a single string.")
     excluded = frozenset(event.id for event in newest) | frozenset(exclude or ())
 
     def kept(events: list[Event]) -> list[Event]:

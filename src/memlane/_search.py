@@ -37,7 +37,7 @@ from ._recalls import RecallCounts
 from ._scope import Scope, partition_of
 from ._storage import Storage
 from ._time import now_us, to_us
-from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable
+from .errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
 from .events import Hit, Hits, validate_kinds
 from .index.fusion import reciprocal_rank_fusion, tied_ranks
 from .index.when import time_windows
@@ -126,9 +126,11 @@ class Searcher:
         current_only: bool = True,
     ) -> Hits:
         if mode not in _MODES:
-            raise InvalidInput(f"Unknown search mode {mode!r}; use one of {', '.join(_MODES)}.")
+            raise InvalidInput(
+                f"Unknown search mode {shown(mode)}; use one of {', '.join(_MODES)}."
+            )
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInput(f"k must be a positive integer, got {k!r}.")
+            raise InvalidInput(f"k must be a positive integer, got {shown(k)}.")
         flt = EventFilter(
             self.scope,
             include_shared=include_shared,

@@ -33,7 +33,7 @@ from ._restore_text import label_of, utc
 from ._scope import Scope, partition_of
 from ._search import Searcher
 from ._time import from_us, now_us, to_us
-from .errors import EventNotFound, InvalidInput
+from .errors import EventNotFound, InvalidInput, shown
 from .events import Event, Session
 from .store.base import EventFilter, Store
 from .summarize import summarize_text
@@ -78,7 +78,11 @@ def plan_summary(
     """The summary of ``session`` up to ``upto`` (read in ``searcher``'s scope), or the
     current summary when it already reaches that far."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise InvalidInput(f"max_tokens must be an int, not {max_tokens!r}.")
+        raise InvalidInput(f"max_tokens must be an int, not {shown(max_tokens)}.")
+    if summarizer is not None and not callable(summarizer):
+        raise InvalidInput(
+            f"summarizer must be a callable (text, max_tokens) -> str, got {shown(summarizer)}."
+        )
     if max_tokens < MIN_SUMMARY_TOKENS:
         raise InvalidInput(
             f"max_tokens={max_tokens} is too small for a summary; give at least "
@@ -233,11 +237,11 @@ def _upto_us(searcher: Searcher, session: Session, upto: str | datetime) -> int:
         event = searcher.store.event(upto, searcher.scope)
         if event is None:
             raise EventNotFound(
-                f"Event {upto!r} does not exist for agent {searcher.scope.agent_id!r}."
+                f"Event {shown(upto)} does not exist for agent {searcher.scope.agent_id!r}."
             )
         if event.session_id != session.id:
             raise InvalidInput(
-                f"Event {upto!r} belongs to session {event.session_id!r}, not {session.id!r}; "
+                f"Event {shown(upto)} belongs to session {event.session_id!r}, not {session.id!r}; "
                 "upto must be an event of the session being summarised, or a time."
             )
         return to_us(event.created_at)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 
 __all__ = ["age", "from_us", "now_us", "to_us"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FIRST = datetime.min.replace(tzinfo=timezone.utc)
+_LAST = datetime.max.replace(tzinfo=timezone.utc)
 
 
 def now_us() -> int:
@@ -29,12 +31,18 @@ def to_us(value: datetime | str, what: str = "created_at") -> int:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInput(
-                f"{what} {value!r} is not an ISO-8601 timestamp; use e.g. '2026-05-01T12:00:00Z'."
+                f"{what} {shown(value)} is not an ISO-8601 timestamp; use e.g. "
+                "'2026-05-01T12:00:00Z'."
             ) from None
     if not isinstance(value, datetime):
-        raise InvalidInput(f"{what} must be a datetime or ISO-8601 string, got {value!r}.")
+        raise InvalidInput(f"{what} must be a datetime or ISO-8601 string, got {shown(value)}.")
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
+    if not _FIRST <= value <= _LAST:  # (in another zone, it may be before year 1 in UTC)
+        raise InvalidInput(
+            f"{what} {value.isoformat()} is outside the years 1 to 9999 in UTC, where every "
+            "stored time must be."
+        )
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -59,4 +67,9 @@ def age(value: str) -> timedelta | None:
     match = _DURATION.match(value)
     if not match:
         return None
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    except OverflowError:  # ("99999999999d", "1e400" written out)
+        raise InvalidInput(
+            f"The age {shown(value)} is longer than a time span can be (999,999,999 days)."
+        ) from None

@@ -22,9 +22,9 @@ from . import _json
 from ._conveniences import Conveniences
 from ._observed import observed
 from ._time import now_us, to_us
-from ._validate import PreparedEvent, identifier, prepare_event
+from ._validate import PreparedEvent, identifier, prepare_event, storable_key
 from ._validate import text as _text
-from .errors import FactNotFound, InvalidInput, StoreError
+from .errors import FactNotFound, InvalidInput, StoreError, shown
 from .events import Event, Session
 from .memory import (
     FACT_KINDS,
@@ -109,7 +109,9 @@ class UserMemory(Conveniences):
         if key is not None:
             key = identifier(key, "key")
         if kind not in FACT_KINDS:
-            raise InvalidInput(f"Unknown fact kind {kind!r}; use one of {', '.join(FACT_KINDS)}.")
+            raise InvalidInput(
+                f"Unknown fact kind {shown(kind)}; use one of {', '.join(FACT_KINDS)}."
+            )
         if source is not None:
             source = identifier(source, "source")
         if pool is not None:
@@ -249,10 +251,10 @@ class UserMemory(Conveniences):
         """Mark a fact as wrong: kept for audit with ``reason``, never current or true again
         (the value it superseded does not come back). Only the agent that owns it may."""
         reason = _text(reason, "reason")
-        event = self._store.event(fact_id, self.scope) if isinstance(fact_id, str) else None
+        event = self._store.event(fact_id, self.scope) if storable_key(fact_id) else None
         if event is None or event.kind != "fact" or USER not in event.metadata:
             raise FactNotFound(
-                f"No user fact {fact_id!r} for agent {self.agent_id!r} (facts(user_id) lists "
+                f"No user fact {shown(fact_id)} for agent {self.agent_id!r} (facts(user_id) lists "
                 "the ids)."
             )
         with self._write() as tx:

@@ -8,17 +8,19 @@ and the fix, before any transaction opens, so bad input writes nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
 
 from . import _json
 from ._redacting import RecordRedaction
 from ._scope import partition_of
 from ._searchable import needs_whole_text
 from ._time import from_us, now_us, to_us
-from .errors import InvalidInput, InvalidPayload
+from .errors import InvalidInput, InvalidPayload, shown
 from .events import CUSTOM_KIND_IMPORTANCE, DEFAULT_IMPORTANCE, EventRecord, validate_kind
 from .summarize import PREVIEW_THRESHOLD, payload_digest
 
@@ -31,7 +33,9 @@ __all__ = [
     "estimate_tokens",
     "expiry_us",
     "identifier",
+    "path_of",
     "prepare_event",
+    "storable_key",
     "text",
 ]
 
@@ -139,12 +143,47 @@ def text(value: Any, what: str) -> str:
     'ran the tests'
     """
     if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__} {value!r:.60}.")
+        raise InvalidInput(f"{what} must be a string, got {type(value).__name__} {shown(value)}.")
     _json.check_text(value, what)
     if not value.strip():
         hint = _EMPTY_HINTS.get(what, f"give a non-empty {what}")
         raise InvalidInput(f"{what} is empty; {hint}.")
     return value
+
+
+def storable_key(value: object) -> TypeGuard[str]:
+    """Whether ``value`` can name a stored row (an id, a session key): a string that a store
+    can keep. Anything else names nothing: a lookup by it finds nothing, without asking the
+    store (which would refuse a lone surrogate, or an integer past 64 bits, with an error of
+    its driver).
+
+    >>> storable_key("01J9Z"), storable_key(5), storable_key("a\\ud800")
+    (True, False, False)
+    """
+    if not isinstance(value, str):
+        return False
+    if value.isascii():
+        return "\x00" not in value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
+
+
+def path_of(value: Any, what: str) -> Path:
+    """A file or folder the caller named: a ``str`` or ``os.PathLike`` of one (``~``
+    expanded); not bytes, not a name holding a NUL, which no file system takes.
+
+    >>> path_of("notes/runbook.md", "source")
+    PosixPath('notes/runbook.md')
+    """
+    name = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(name, str):
+        raise InvalidInput(f"{what} must be a path (a str or pathlib.Path), got {shown(value)}.")
+    if "\x00" in name:
+        raise InvalidInput(f"{what} {shown(name)} holds a NUL character; no file name can.")
+    return Path(name).expanduser()
 
 
 def identifier(value: Any, what: str) -> str:
@@ -196,12 +235,13 @@ def prepare_event(
     if (
         isinstance(importance, bool)
         or not isinstance(importance, int | float)
-        or not math.isfinite(importance)
-        or not 0 <= importance <= 1
+        or not 0 <= importance <= 1  # (False for NaN; math.isfinite overflows on 10**400)
     ):
-        raise InvalidInput(f"importance must be a number from 0 to 1, got {importance!r}.")
+        raise InvalidInput(f"importance must be a number from 0 to 1, got {shown(importance)}.")
     if isinstance(tags, str):
-        raise InvalidInput(f"tags must be a list of strings, got the string {tags!r}.")
+        raise InvalidInput(f"tags must be a list of strings, got the string {shown(tags)}.")
+    if tags is not None and (isinstance(tags, Mapping) or not isinstance(tags, Iterable)):
+        raise InvalidInput(f"tags must be a list of strings, got {shown(tags)}.")
     tag_tuple = tuple(identifier(tag, "tag") for tag in (tags or ()))
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
@@ -268,16 +308,18 @@ def expiry_us(
     if ttl is not None:
         if isinstance(ttl, timedelta):
             micros = _micros(ttl)
-        elif isinstance(ttl, int | float) and not isinstance(ttl, bool) and math.isfinite(ttl):
+        elif isinstance(ttl, int) and not isinstance(ttl, bool):
+            micros = ttl * 1_000_000  # (exact: math.isfinite() overflows on 10**400)
+        elif isinstance(ttl, float) and math.isfinite(ttl):
             micros = round(ttl * 1_000_000)
         else:
             raise InvalidInput(
-                f"ttl must be a timedelta or a number of seconds, got {ttl!r}; e.g. "
+                f"ttl must be a timedelta or a number of seconds, got {shown(ttl)}; e.g. "
                 "ttl=timedelta(hours=1)."
             )
         if micros <= 0 or micros > _micros(MAX_TTL):
             raise InvalidInput(
-                f"ttl must be more than zero and at most {MAX_TTL.days} days, got {ttl!r}."
+                f"ttl must be more than zero and at most {MAX_TTL.days} days, got {shown(ttl)}."
             )
         return now + micros
     when = to_us(expires_at, "expires_at")  # type: ignore[arg-type]

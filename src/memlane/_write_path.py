@@ -23,7 +23,7 @@ from ._scope import Scope
 from ._search import Searcher
 from ._storage import Storage
 from ._time import from_us, now_us
-from ._validate import PreparedEvent, expiry_us, prepare_event
+from ._validate import PreparedEvent, expiry_us, prepare_event, storable_key
 from .buffer import RedisBuffer, live
 from .errors import (
     EventNotFound,
@@ -31,6 +31,7 @@ from .errors import (
     PermissionDenied,
     SessionClosed,
     StoreReadOnly,
+    shown,
 )
 from .events import (
     MESSAGE_ROLES,
@@ -77,7 +78,7 @@ class WritePath:
     def get_session(self, session_id: str) -> Session:
         """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
         also be one of this agent's session keys (:meth:`start_session`'s ``key``)."""
-        session = self._store.session(session_id, self.scope)
+        session = self._store.session(session_id, self.scope) if storable_key(session_id) else None
         if session is None:
             session = self._keyed(session_id)
         if session is None:
@@ -86,7 +87,7 @@ class WritePath:
 
     def _keyed(self, key: object) -> Session | None:
         """This agent's session with that key, if any."""
-        if not isinstance(key, str):
+        if not storable_key(key):
             return None
         found = self._store.sessions(
             SessionFilter(self.scope, agent_id=self.agent_id, key=key), limit=1
@@ -100,8 +101,8 @@ class WritePath:
         ``(session id, status, shared_pool)``. A write that ``adds`` to a pooled session
         (by default: every one that needs it active) also needs the pool's ``write`` grant
         now; closing or deleting one's own sessions never does."""
-        found = self._store.owner_of(tx, session_id) if isinstance(session_id, str) else None
-        if found is None and isinstance(session_id, str):
+        found = self._store.owner_of(tx, session_id) if storable_key(session_id) else None
+        if found is None and storable_key(session_id):
             keyed = self._store.sessions(
                 SessionFilter(None, agent_id=self.agent_id, key=session_id), limit=1, tx=tx
             )
@@ -183,11 +184,11 @@ class WritePath:
         if expires is not None:
             prepared = _replace(prepared, expires_us=expires)
         if not isinstance(index, bool):
-            raise InvalidInput(f"index must be True or False, got {index!r}.")
+            raise InvalidInput(f"index must be True or False, got {shown(index)}.")
         if replace is not None and (not isinstance(replace, Mapping) or not replace):
             raise InvalidInput(
                 f"replace must be a non-empty where filter such as {{'key': 'k1'}}, got "
-                f"{replace!r}; to delete every event of a kind use clear_session(kinds=...)."
+                f"{shown(replace)}; to delete every event of a kind use clear_session(kinds=...)."
             )
         with self._write() as tx:
             session_id, _, pool = self._owned(tx, session_id)
@@ -223,6 +224,8 @@ class WritePath:
         """
         if isinstance(events, Mapping | str | bytes):
             raise InvalidInput("record_many takes a list of events (dicts), not a single one.")
+        if not isinstance(events, Iterable):
+            raise InvalidInput(f"record_many takes a list of events (dicts), got {shown(events)}.")
         prepared: list[tuple[PreparedEvent, str, bool]] = []
         redactions: list[RecordRedaction | None] = []
         for position, item in enumerate(events):
@@ -264,13 +267,13 @@ class WritePath:
         if "role" in item:
             if item["kind"] != "message" or not is_message_role(item["role"]):
                 raise InvalidInput(
-                    f"role {item['role']!r} needs kind 'message' and one of "
+                    f"role {shown(item['role'])} needs kind 'message' and one of "
                     f"{', '.join(MESSAGE_ROLES)} (or a namespaced role)."
                 )
             metadata = {**(metadata or {}), "role": item["role"]}
         index = item.get("index", True)
         if not isinstance(index, bool):
-            raise InvalidInput(f"index must be True or False, got {index!r}.")
+            raise InvalidInput(f"index must be True or False, got {shown(index)}.")
         prepared = prepare_event(
             item["kind"],
             item["content"],
@@ -316,15 +319,20 @@ class WritePath:
         ['What changed?', 'The staging key was rotated.']
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidInput(f"limit must be a whole number from 1 to 10,000, got {limit!r}.")
+            raise InvalidInput(
+                f"limit must be a whole number from 1 to 10,000, got {shown(limit)}."
+            )
         buffer, epoch = self._buffer, None
         if buffer is not None and self._buffer_epoch is not None:
             # (None: this manager could not record that the buffer is stale; the log answers)
             epoch = self._buffer_epoch.current()
-        if buffer is not None and epoch is not None and limit <= buffer.size:
-            found = None
-            if isinstance(session_id, str):
-                found = buffer.read(session_id, limit, epoch=epoch)
+        if (
+            buffer is not None
+            and epoch is not None
+            and limit <= buffer.size
+            and storable_key(session_id)
+        ):
+            found = buffer.read(session_id, limit, epoch=epoch)
             if found is not None and (
                 found.owner == self.agent_id
                 or self.scope.can_read(found.owner, found.pool, self._granted())
@@ -413,9 +421,11 @@ class WritePath:
 
     def get_event(self, event_id: str) -> Event:
         """One event by id, if this agent may see it."""
-        event = self._store.event(event_id, self.scope) if isinstance(event_id, str) else None
+        event = self._store.event(event_id, self.scope) if storable_key(event_id) else None
         if event is None:
-            raise EventNotFound(f"Event {event_id!r} does not exist for agent {self.agent_id!r}.")
+            raise EventNotFound(
+                f"Event {shown(event_id)} does not exist for agent {self.agent_id!r}."
+            )
         return event
 
 

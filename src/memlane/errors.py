@@ -29,10 +29,13 @@ it too, so code written against builtins keeps working::
     │   └── StoreCorrupt                    the database file is damaged
     └── SchemaTooNew                        the database was written by a newer version
 
-Messages are sentences that name the bad value and say how to fix it.
+Messages are sentences that name the bad value and say how to fix it; :func:`shown` writes
+a value the caller passed into one, whatever it is.
 """
 
 from __future__ import annotations
+
+import reprlib
 
 __all__ = [
     "BudgetTooSmall",
@@ -176,3 +179,22 @@ class StoreCorrupt(StoreError):
 
 class SchemaTooNew(SessionManagerError):
     """The database was created by a newer version of memlane."""
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = _SHOWN.maxfrozenset = 4
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message: cut to about 60 characters, three levels of
+    nesting deep; never raises (a 100,000-deep list, a ``__repr__`` that fails).
+
+    >>> shown([[[[["deep"]]]]]), shown("x" * 100)[:12], shown(b"raw")
+    ('[[[[...]]]]', "'xxxxxxxxxxx", "b'raw'")
+    """
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # (reprlib already catches a failing __repr__; this is a last resort)
+        return f"<{type(value).__name__} object>"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 
 __all__ = [
     "DEFAULT_IMPORTANCE",
@@ -93,7 +93,7 @@ def validate_kind(kind: str) -> str:
     if not isinstance(kind, str) or not (kind in KINDS or _CUSTOM_KIND.match(kind)):
         known = ", ".join(sorted(KINDS))
         raise InvalidInput(
-            f"Unknown event kind {kind!r}. Use one of {known}, "
+            f"Unknown event kind {shown(kind)}. Use one of {known}, "
             "or a namespaced custom kind such as 'custom:plan'."
         )
     return kind
@@ -109,6 +109,11 @@ def validate_kinds(kinds: str | Sequence[str] | None) -> tuple[str, ...] | None:
         return None
     if isinstance(kinds, str):
         kinds = (kinds,)
+    elif isinstance(kinds, Mapping) or not isinstance(kinds, Iterable):
+        raise InvalidInput(
+            f"kinds must be a kind or a list of kinds (e.g. ['fact', 'decision']), got "
+            f"{shown(kinds)}."
+        )
     checked = tuple(validate_kind(kind) for kind in kinds)
     return checked or None
 

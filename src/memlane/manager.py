@@ -29,7 +29,7 @@ from ._scope import Scope
 from ._time import from_us, now_us, to_us
 from ._user_memory import UserMemory
 from ._validate import identifier as _identifier
-from ._validate import prepare_event
+from ._validate import path_of, prepare_event
 from ._validate import text as _text
 from .buffer import RedisBuffer, open_buffer
 from .errors import (
@@ -37,6 +37,7 @@ from .errors import (
     InvalidInput,
     SessionClosed,
     SessionKeyTaken,
+    shown,
 )
 from .events import (
     SESSION_STATUSES,
@@ -168,7 +169,8 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         ):
             raise InvalidInput(
                 f"auto_summary must be a token count of at least 100 (e.g. 4000), not "
-                f"{auto_summary!r}: the worker summarises a session each time it grows by that."
+                f"{shown(auto_summary)}: the worker summarises a session each time it grows "
+                "by that."
             )
         if isinstance(subscribe, str):
             subscribe = (subscribe,)
@@ -246,7 +248,12 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the background worker and close the database (pending embeddings stay queued)."""
+        """Stop the background worker and close the database (pending embeddings stay queued).
+
+        The worker stops after the slice of its batch it is embedding (at most 64 texts); the
+        rest of the batch stays queued for the next process. When that takes more than a
+        second, a warning on the ``memlane.indexer`` logger says what it waits for.
+        """
         self._engine.close()
         if self._buffer is not None and self._owns_buffer:
             self._buffer.close()
@@ -311,6 +318,8 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
             shared_pool = _identifier(shared_pool, "shared_pool")
         if key is not None:
             key = _identifier(key, "key")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidInput(f"metadata must be a dict, got {shown(metadata)}.")
         meta_json = _json.dumps(dict(metadata or {}), "session metadata")
         session_id, now = new_id(), now_us()
         # one numbering for the session's metadata and goal; the goal event keeps the counts
@@ -393,6 +402,8 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         The sessions the library keeps for itself (what the agent knows about each user,
         its knowledge documents, pool logs) are left out unless ``internal=True``.
         """
+        if user_id is not None:
+            user_id = _identifier(user_id, "user_id")
         flt = SessionFilter(
             self.scope,
             include_shared=include_shared,
@@ -401,15 +412,14 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
             user_id=user_id,
             since_us=None if since is None else to_us(since, "since"),
         )
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise InvalidInput(f"limit must be an integer or None, got {limit!r}.")
+        _check_count("limit", limit, optional=True)
         return self._store.sessions(flt, limit=limit)
 
     @staticmethod
     def _check_status(status: str) -> str:
         if status not in SESSION_STATUSES:
             raise InvalidInput(
-                f"Unknown session status {status!r}; use one of {', '.join(SESSION_STATUSES)}."
+                f"Unknown session status {shown(status)}; use one of {', '.join(SESSION_STATUSES)}."
             )
         return status
 
@@ -558,11 +568,8 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         """
         if session_id is not None:
             session_id = self.get_session(session_id).id
-        for name, value in (("limit", limit), ("offset", offset)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise InvalidInput(f"{name} must be an integer, got {value!r}.")
-        if offset < 0:
-            raise InvalidInput(f"offset must be 0 or more, got {offset}.")
+        _check_count("limit", limit, optional=True)
+        _check_count("offset", offset)
         flt = EventFilter(
             self.scope,
             include_shared=include_shared,
@@ -635,6 +642,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         >>> mgr.export_markdown("./memory-export").written  # doctest: +SKIP
         ['MEMORY.md', 'memory/2026-11-24.md']
         """
+        directory = path_of(directory, "directory")
         if user_id is not None:
             user_id = _identifier(user_id, "user_id")
         owned = SessionFilter(self.scope, include_shared=False, user_id=user_id)
@@ -809,3 +817,15 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         count = self._storage.reindex()
         self.flush()
         return count
+
+
+def _check_count(name: str, value: object, *, optional: bool = False) -> None:
+    """``limit`` / ``offset``: a whole number from 0 to 2**63 - 1 (what a store's query
+    takes), or None when ``optional``."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        none = " or None" if optional else ""
+        raise InvalidInput(
+            f"{name} must be an integer from 0 to 2**63 - 1{none}, got {shown(value)}."
+        )

@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._time import to_us
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .events import Event
 
 __all__ = ["DEFAULT_HALF_LIVES", "Recency"]
@@ -62,9 +62,9 @@ class Recency:
     def __post_init__(self) -> None:
         weight = self.weight
         if isinstance(weight, bool) or not isinstance(weight, int | float):
-            raise InvalidInput(f"Recency weight must be a number, got {weight!r}.")
+            raise InvalidInput(f"Recency weight must be a number, got {shown(weight)}.")
         if not math.isfinite(weight) or weight <= 0:
-            raise InvalidInput(f"Recency weight must be a positive number, got {weight!r}.")
+            raise InvalidInput(f"Recency weight must be a positive number, got {shown(weight)}.")
         lives = dict(DEFAULT_HALF_LIVES)
         if isinstance(self.half_life, timedelta):
             lives = {kind: self.half_life for kind in lives}
@@ -74,13 +74,13 @@ class Recency:
         elif self.half_life is not None:
             raise InvalidInput(
                 "Recency half_life must be a timedelta or a {kind: timedelta} dict, got "
-                f"{self.half_life!r}."
+                f"{shown(self.half_life)}."
             )
         for kind, life in lives.items():
             if not isinstance(life, timedelta) or life <= timedelta(0):
                 raise InvalidInput(
                     f"Recency half_life of {kind or 'every kind'!r} must be a positive "
-                    f"timedelta, got {life!r}."
+                    f"timedelta, got {shown(life)}."
                 )
         self._lives.update(lives)
 
@@ -111,8 +111,9 @@ def recency_of(value: Any) -> Recency | None:
     """``search(recency=...)``: None, ``"default"`` or a :class:`Recency`."""
     if value is None or isinstance(value, Recency):
         return value
-    if value == "default":
+    if isinstance(value, str) and value == "default":
         return Recency()
     raise InvalidInput(
-        f"recency must be None, 'default' or a Recency(half_life=..., weight=...), got {value!r}."
+        "recency must be None, 'default' or a Recency(half_life=..., weight=...), got "
+        f"{shown(value)}."
     )

@@ -89,6 +89,7 @@ from ._restore_text import (
     utc,
 )
 from .errors import BudgetTooSmall, InvalidInput
+from .errors import shown as _shown
 from .events import Event, Session
 from .summarize import summarize_text
 from .tokens import Tokenizer
@@ -152,7 +153,7 @@ class BudgetShares:
                 raise InvalidInput(
                     f"BudgetShares.{name} must be "
                     + ("a non-negative int" if name == "recent_floor_events" else "within 0..1")
-                    + f", not {value!r}."
+                    + f", not {_shown(value)}."
                 )
 
 
@@ -298,7 +299,9 @@ def pack(
     """
     del now  # see docstring: the order of `important` is the caller's ranking
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise InvalidInput(f"max_tokens must be a non-negative int, not {max_tokens!r}.")
+        raise InvalidInput(f"max_tokens must be a non-negative int, not {_shown(max_tokens)}.")
+    if shares is not None and not isinstance(shares, BudgetShares):
+        raise InvalidInput(f"shares must be a BudgetShares or None, got {_shown(shares)}.")
     shares = shares or BudgetShares()
     full = _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=True)
     if not full.report.included_ids("earlier"):

@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._time import age
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .events import SESSION_STATUSES, validate_kind
 
 __all__ = ["NEVER_EXPIRED_STATUSES", "RetentionPolicy"]
@@ -63,13 +63,18 @@ class RetentionPolicy:
             parsed = age(max_age)
             if parsed is None:
                 raise InvalidInput(
-                    f"max_age {max_age!r} is not an age; use e.g. '90d', '12h' or '2w'."
+                    f"max_age {shown(max_age)} is not an age; use e.g. '90d', '12h' or '2w'."
                 )
             max_age = parsed
         if not isinstance(max_age, timedelta) or max_age <= timedelta(0):
-            raise InvalidInput(f"max_age must be a positive timedelta or age, got {max_age!r}.")
+            raise InvalidInput(
+                f"max_age must be a positive timedelta or age, got {shown(max_age)}."
+            )
         if isinstance(kinds, str):
             kinds = (kinds,)
+        for name, given in (("kinds", kinds), ("statuses", statuses)):
+            if given is not None and not isinstance(given, Iterable):
+                raise InvalidInput(f"{name} must be a list of names, got {shown(given)}.")
         chosen = None if kinds is None else tuple(validate_kind(kind) for kind in kinds)
         if chosen is not None and not chosen:
             raise InvalidInput("kinds is empty; leave it out to let whole sessions go.")
@@ -84,10 +89,10 @@ class RetentionPolicy:
         for status in status_tuple or ():
             if status not in SESSION_STATUSES:
                 raise InvalidInput(
-                    f"Unknown session status {status!r}; use {', '.join(SESSION_STATUSES)}."
+                    f"Unknown session status {shown(status)}; use {', '.join(SESSION_STATUSES)}."
                 )
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise InvalidInput(f"keep must be a whole number of at least 0, got {keep!r}.")
+            raise InvalidInput(f"keep must be a whole number of at least 0, got {shown(keep)}.")
         object.__setattr__(self, "max_age", max_age)
         object.__setattr__(self, "kinds", chosen)
         object.__setattr__(self, "statuses", status_tuple)

@@ -42,7 +42,7 @@ from typing import Any
 import tiktoken
 
 from . import protocols
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 
 __all__ = ["ESTIMATE_MARGIN", "Tokenizer", "UnknownModelWarning", "encoding", "tokenizer_for"]
 
@@ -180,7 +180,7 @@ def tokenizer_for(
         name = protocols.describe(model)
         return Tokenizer(name, name, estimate=False, counter=model)
     raise InvalidInput(
-        f"Cannot count tokens with {model!r}. Pass a model name such as 'gpt-4o' "
+        f"Cannot count tokens with {shown(model)}. Pass a model name such as 'gpt-4o' "
         "or a callable that returns the number of tokens of a string."
     )
 
@@ -196,7 +196,7 @@ def _tokenizer_for_name(model: str) -> Tokenizer:
     if not _ESTIMATED.match(name):  # once per name: this function is cached
         close = get_close_matches(name, _KNOWN_NAMES, n=1, cutoff=0.6)
         warnings.warn(
-            f"Model {model!r} matches no model family this library knows, so its tokens are "
+            f"Model {shown(model)} matches no model family this library knows, so its tokens are "
             f"estimated (cl100k_base x {ESTIMATE_MARGIN}). "
             + (f"Did you mean {close[0]!r}? " if close else "")
             + "Pass a known name (e.g. 'gpt-4o', 'claude-sonnet-4') or an exact str -> int "

