@@ -17,6 +17,7 @@ import inspect
 import math
 import os
 import sqlite3
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -42,6 +43,7 @@ from memlane.recency import Recency
 from memlane.restore import BudgetShares
 from memlane.retention import RetentionPolicy
 from memlane.testing import HashEmbedder
+from memlane.tokens import UnknownModelWarning
 
 EXAMPLES = int(os.environ.get("MEMLANE_FUZZ_EXAMPLES", "12"))
 
@@ -92,7 +94,7 @@ class _Callable:
 ODD: list[Any] = [
     None, True, False, 0, -1, 1, 2**63, -(2**63) - 1, 2**64, 10**30, -(10**30), 1.5, -0.0,
     math.nan, math.inf, -math.inf, "", " ", "\x00", "\ud800", "a\x00b", "x" * 500, "🦉",
-    "../..", "$gt", "*", "%", "'; drop table events; --",
+    "../..", "~", "/", "$gt", "*", "%", "'; drop table events; --",
     b"/etc/hostname", b"", bytearray(b"x"), memoryview(b"x"),
     [], {}, (), set(), frozenset(), [None], [1, "a"], ["message", 5], {"a": None}, {1: 2},
     {"$gt": 1}, {"$bogus": 1}, {"a": {"$in": 5}}, {"kind": "fact", "content": "x"},
@@ -261,12 +263,28 @@ def _arguments(
             continue
         odd = data.draw(st.booleans(), label=f"odd {name}")
         value = data.draw(ODD_VALUES, label=name) if odd else store.plausible(name, parameter)
+        if name == "directory":  # export_markdown writes there: never outside tmp_path
+            value = _confined(value)
         if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
             if odd or data.draw(st.booleans()):
                 kwargs[name] = value
         else:
             args.append(value)
     return args, kwargs
+
+
+def _confined(value: Any) -> Any:
+    """An odd folder name that stays inside the working directory (tmp_path): a relative
+    one as it is, an absolute one, one that climbs ("..") or names the home folder ("~")
+    replaced; a value of another type as it is (it is refused before any file is touched).
+    """
+    if isinstance(value, str | os.PathLike):
+        name = os.fspath(value)
+        if isinstance(name, str) and (
+            "/" in name or ".." in name or name.startswith("~") or Path(name).is_absolute()
+        ):
+            return "odd-folder"
+    return value
 
 
 @pytest.mark.parametrize("name", _methods())
@@ -284,7 +302,9 @@ def test_a_public_method_raises_only_library_errors_and_stores_nothing_then(
         args, kwargs = _arguments(data, store, method)
         before = store.snapshot()
         try:
-            method(*args, **kwargs)
+            with warnings.catch_warnings():  # a model name it does not know: it says so
+                warnings.simplefilter("ignore", UnknownModelWarning)
+                method(*args, **kwargs)
         except SessionManagerError:
             assert store.snapshot() == before, f"{name} raised, and changed what is stored"
         store.seed()
@@ -361,3 +381,14 @@ def test_values_no_store_can_hold_find_nothing_or_are_refused(mgr: SessionManage
     with pytest.raises(InvalidInput, match="outside the years 1 to 9999"):
         mgr.record(session.id, "fact", "early", created_at="0001-01-01T00:00:00+05:00")
     assert [e.kind for e in mgr.events(session.id)] == ["goal"]
+
+
+def test_an_export_folder_no_file_system_can_hold_is_invalid_input(
+    mgr: SessionManager, tmp_path: Path
+) -> None:
+    mgr.start_session("export")
+    (tmp_path / "a-file").write_text("x")
+    for folder in (tmp_path / ("x" * 500), tmp_path / "a-file" / "sub", b"/tmp", "a\x00b"):
+        with pytest.raises(InvalidInput):
+            mgr.export_markdown(folder)  # type: ignore[arg-type]
+    assert "MEMORY.md" in mgr.export_markdown(tmp_path / "fine").written

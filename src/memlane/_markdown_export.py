@@ -19,6 +19,7 @@ heading, list or front matter can be made out of it.
 
 from __future__ import annotations
 
+import errno
 import html
 import os
 import re
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidInput
+from .errors import InvalidInput, shown
 from .events import Event, Session
 from .memory import Fact
 
@@ -157,16 +158,31 @@ def _day_md(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+#: what an OSError says when the directory given names no place an export can be written
+#: (not the file system failing): a name too long, a file on the way, a loop of links
+_NOT_A_PLACE = frozenset(
+    (errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EINVAL, errno.ELOOP)
+)
+
+
 def write_files(directory: str | os.PathLike[str], files: Mapping[str, str]) -> MarkdownExport:
     """Write ``files`` under ``directory`` atomically, leaving unchanged ones alone, and
     remove the daily files a previous export wrote that ``files`` no longer has."""
     root = Path(directory).expanduser()
-    if root.exists() and not root.is_dir():
+    try:
+        if root.exists() and not root.is_dir():
+            raise InvalidInput(
+                f"{str(root)!r} is a file, not a directory: give export-md a directory to "
+                "write MEMORY.md and memory/ into."
+            )
+        (root / "memory").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno not in _NOT_A_PLACE:
+            raise  # (the file system's own failure: permissions, a full disk)
         raise InvalidInput(
-            f"{str(root)!r} is a file, not a directory: give export-md a directory to write "
-            "MEMORY.md and memory/ into."
-        )
-    (root / "memory").mkdir(parents=True, exist_ok=True)
+            f"{shown(str(root))} cannot hold the export ({exc.strerror}): give export-md a "
+            "directory to write MEMORY.md and memory/ into."
+        ) from exc
     result = MarkdownExport(root)
     for name, content in sorted(files.items()):
         data = content.encode("utf-8")
