@@ -293,6 +293,9 @@ def test_a_public_method_raises_only_library_errors_and_stores_nothing_then(
 ) -> None:
     @settings(
         max_examples=EXAMPLES,
+        # the same examples every run, so CI cannot fail by chance; MEMLANE_FUZZ_RANDOM=1
+        # explores new ones (a failure then is a finding to fix and to add a case for)
+        derandomize=not os.environ.get("MEMLANE_FUZZ_RANDOM"),
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
