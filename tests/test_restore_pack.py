@@ -470,3 +470,14 @@ def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
     first = len(calls)
     mgr.restore(session.id, 1500, summarizer=llm)
     assert first > 0 and len(calls) == 2 * first
+
+
+def test_a_goal_with_trailing_blank_lines_names_its_smallest_budget() -> None:
+    """Found by the property above: 'plain ascii words\\n\\n' was said to need 11 tokens
+    while 10 was enough (its trailing blank lines were counted, then not printed)."""
+    tok = tokenizer_for("gpt-4o")
+    c = candidates([], goal=ev(0, "goal", "plain ascii words\n\n"))
+    need = needed(c, tok)
+    assert pack(c, need, tok).token_count <= need
+    with pytest.raises(BudgetTooSmall):
+        pack(c, need - 1, tok)

@@ -644,6 +644,10 @@ def _claim_goal(p: Packer, goal: Event, *, synthetic: bool) -> None:
     summarised to no less than its :data:`GOAL_MIN_TOKENS`-token summary (``minimal``).
     """
     count = p.tok.count
+    if goal.content != goal.content.rstrip():
+        # trailing blank lines say nothing and the text ends without them: counted with them,
+        # the smallest budget named in BudgetTooSmall was a token or two too high
+        goal = replace(goal, content=goal.content.rstrip())
     head = f"{TITLES['goal']}\n"  # the opening line dates the session: the goal needs no time
     block, _ = p.fit(goal, "goal", p.budget - count(head), "pinned goal")
     if block is None or block.action != "included" or count(head + block.text) > p.budget:
