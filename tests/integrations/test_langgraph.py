@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from memlane import PermissionDenied, SessionManager
 from memlane.testing import HashEmbedder
 
-from .conftest import framework, max_lateness
+from ..event_loop import LoopReport, watch_loop
+from .conftest import framework
 
 framework("langgraph.store.base", "langgraph")
 
@@ -307,10 +308,10 @@ def test_abatch_keeps_the_event_loop_free(tmp_path: Path) -> None:
         for _ in range(5):
             await store.asearch(("bulk",), query="item 7", limit=5)
 
-    async def run() -> float:
-        return await max_lateness(work)
+    async def run() -> LoopReport:
+        return await watch_loop(work)
 
-    assert asyncio.run(run()) < 0.1
+    asyncio.run(run()).assert_free()
     store.manager.close()
 
 
