@@ -658,36 +658,33 @@ def test_bad_epoch_check_is_refused(server: RedisServer) -> None:
 
 
 @pytest.mark.postgres
-def test_the_epoch_on_a_postgresql_log(server: RedisServer, raw: Any) -> None:
+def test_the_epoch_on_a_postgresql_log(server: RedisServer, raw: Any, postgres_url: str) -> None:
     """The same guarantees with the log in PostgreSQL (migration 0012_buffer_epoch): a delete
     and a write the buffer missed, and an erasure, are never served by another host."""
-    from .servers import postgres_server
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "schema=buffer_epoch"
 
-    with postgres_server() as base:
-        url = base + ("&" if "?" in base else "?") + "schema=buffer_epoch"
+    def manager(buffer: RedisBuffer) -> SessionManager:
+        return SessionManager(
+            "a", url=url, embedder=HashEmbedder(), background=False, buffer=buffer
+        )
 
-        def manager(buffer: RedisBuffer) -> SessionManager:
-            return SessionManager(
-                "a", url=url, embedder=HashEmbedder(), background=False, buffer=buffer
-            )
-
-        cut = RedisBuffer(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5, retry_after=60)
-        reader, cut_off = manager(RedisBuffer(server.url, epoch_check=0)), manager(cut)
-        try:
-            assert reader._store.get_meta("buffer_epoch") == "0"
-            session = reader.start_session("Chat", user_id="u1")
-            events = [reader.add_message(session.id, "user", f"m{i}") for i in range(3)]
-            assert _contents(reader.recent_messages(session.id)) == ["m0", "m1", "m2"]
-            cut_off.delete_event(events[1].id)
-            assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]
-            cut_off.add_message(session.id, "user", "m3")
-            assert _contents(reader.recent_messages(session.id)) == ["m0", "m2", "m3"]
-            assert raw.exists(f"asm:{{{session.id}}}:messages")
-            assert cut_off.erase_user("u1").sessions == 1
-            with pytest.raises(SessionNotFound):
-                reader.recent_messages(session.id)
-            assert reader._store.buffer_epoch() == 3
-        finally:
-            reader.close()
-            cut_off.close()
-            cut.close()
+    cut = RedisBuffer(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5, retry_after=60)
+    reader, cut_off = manager(RedisBuffer(server.url, epoch_check=0)), manager(cut)
+    try:
+        assert reader._store.get_meta("buffer_epoch") == "0"
+        session = reader.start_session("Chat", user_id="u1")
+        events = [reader.add_message(session.id, "user", f"m{i}") for i in range(3)]
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m1", "m2"]
+        cut_off.delete_event(events[1].id)
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m2"]
+        cut_off.add_message(session.id, "user", "m3")
+        assert _contents(reader.recent_messages(session.id)) == ["m0", "m2", "m3"]
+        assert raw.exists(f"asm:{{{session.id}}}:messages")
+        assert cut_off.erase_user("u1").sessions == 1
+        with pytest.raises(SessionNotFound):
+            reader.recent_messages(session.id)
+        assert reader._store.buffer_epoch() == 3
+    finally:
+        reader.close()
+        cut_off.close()
+        cut.close()

@@ -37,17 +37,11 @@ from memlane.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
-from .servers import _as_postgres_user, _postgres_bin, free_port, postgres_server
+from .servers import _as_postgres_user, _postgres_bin, free_port
 
 pytestmark = pytest.mark.postgres
 
 _schemas = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 def store_url(url: str, **options: object) -> str:

@@ -165,9 +165,7 @@ def test_update_context_keeps_the_loop_free(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_on_postgresql() -> None:
-    from tests.servers import postgres_server
-
+def test_on_postgresql(postgres_url: str) -> None:
     async def scenario(url: str) -> None:
         joiner = "&" if "?" in url else "?"
         manager = AsyncSessionManager(
@@ -182,5 +180,4 @@ def test_on_postgresql() -> None:
         assert (await memory.query("postgres")).results == []
         await manager.close()
 
-    with postgres_server() as url:
-        asyncio.run(scenario(url))
+    asyncio.run(scenario(postgres_url))

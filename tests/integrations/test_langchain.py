@@ -545,49 +545,47 @@ def test_history_reads_messages_recorded_by_other_code(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_history_on_postgresql() -> None:
-    from tests.servers import postgres_server
+def test_history_on_postgresql(postgres_url: str) -> None:
+    url = postgres_url
+    joiner = "&" if "?" in url else "?"
+    # background=False: no embedding worker racing the deletes of clear(), which can
+    # deadlock on PostgreSQL (StoreBusy; reported, a core matter). Searches still embed.
+    manager = SessionManager(
+        "assistant",
+        url=f"{url}{joiner}schema=langchain_{next(_dbs)}",
+        embedder=HashEmbedder(),
+        background=False,
+    )
+    example = [
+        (
+            "add",
+            [
+                HumanMessage("hello", id="m1"),
+                AIMessage(
+                    "",
+                    tool_calls=[{"name": "weather", "args": {"city": "Lyon"}, "id": "call_1"}],
+                ),
+            ],
+        ),
+        (
+            "add",
+            [
+                ToolMessage("sunny", tool_call_id="call_1"),
+                SystemMessage(content=[{"type": "text", "text": "be brief"}]),
+            ],
+        ),
+        ("clear", None),
+        ("add", [AIMessage(content=["a", {"type": "text", "text": "b"}])]),
+    ]
+    _differential(manager, example)
 
-    with postgres_server() as url:
-        joiner = "&" if "?" in url else "?"
-        # background=False: no embedding worker racing the deletes of clear(), which can
-        # deadlock on PostgreSQL (StoreBusy; reported, a core matter). Searches still embed.
-        manager = SessionManager(
-            "assistant",
-            url=f"{url}{joiner}schema=langchain_{next(_dbs)}",
-            embedder=HashEmbedder(),
-            background=False,
-        )
-        example = [
-            (
-                "add",
-                [
-                    HumanMessage("hello", id="m1"),
-                    AIMessage(
-                        "",
-                        tool_calls=[{"name": "weather", "args": {"city": "Lyon"}, "id": "call_1"}],
-                    ),
-                ],
-            ),
-            (
-                "add",
-                [
-                    ToolMessage("sunny", tool_call_id="call_1"),
-                    SystemMessage(content=[{"type": "text", "text": "be brief"}]),
-                ],
-            ),
-            ("clear", None),
-            ("add", [AIMessage(content=["a", {"type": "text", "text": "b"}])]),
-        ]
-        _differential(manager, example)
+    @settings(max_examples=25, deadline=None)
+    @given(ops=PG_OPS)
+    def run(ops: list[tuple[str, Any]]) -> None:
+        _differential(manager, ops)
 
-        @settings(max_examples=25, deadline=None)
-        @given(ops=PG_OPS)
-        def run(ops: list[tuple[str, Any]]) -> None:
-            _differential(manager, ops)
-
-        run()
-        manager.close()
+    run()
+    manager.close()
 
 
 # -- the event loop stays free ------------------------------------------------------------------

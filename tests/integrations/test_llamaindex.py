@@ -557,9 +557,7 @@ def test_same_results_as_llamaindex_sqlalchemy_chat_store(
 
 
 @pytest.mark.postgres
-def test_on_postgresql(tmp_path: Path) -> None:
-    from tests.servers import postgres_server
-
+def test_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
     ops: list[tuple[Any, ...]] = [
         ("add_many", "k1", _turns(3), ACTIVE),
         ("add", "k2", ChatMessage(role="tool", content="42", additional_kwargs={"x": 1}), ACTIVE),
@@ -587,8 +585,7 @@ def test_on_postgresql(tmp_path: Path) -> None:
         finally:
             await manager.close()
 
-    with postgres_server() as url:
-        asyncio.run(scenario(url))
+    asyncio.run(scenario(postgres_url))
 
 
 # -- the event loop stays free -----------------------------------------------------------------

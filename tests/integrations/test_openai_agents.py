@@ -487,9 +487,7 @@ def test_async_methods_never_block_the_event_loop(mgr: AsyncSessionManager) -> N
 
 
 @pytest.mark.postgres
-def test_same_results_as_sqlite_session_on_postgresql() -> None:
-    from tests.servers import postgres_server
-
+def test_same_results_as_sqlite_session_on_postgresql(postgres_url: str) -> None:
     ops: list[Any] = [
         ("add", [_user("Weather in Paris?", True), _reasoning(["look it up"], False)]),
         ("add", [_call("call_1", "lookup", {"city": "Paris"}), _output("call_1", "sunny")]),
@@ -504,15 +502,15 @@ def test_same_results_as_sqlite_session_on_postgresql() -> None:
         ("get", None),
         ("add", [_user("encore", False)]),
     ]
-    with postgres_server() as url:
-        joiner = "&" if "?" in url else "?"
-        manager = AsyncSessionManager(
-            "assistant", url=f"{url}{joiner}schema=openai_agents_{next(_keys)}",
-            embedder=HashEmbedder(),
-        )  # fmt: skip
-        reference = SQLiteSession("thread-pg")
-        try:
-            asyncio.run(_both(AgentSession(manager, "thread-pg"), reference, ops))
-        finally:
-            reference.close()
-            asyncio.run(manager.close())
+    url = postgres_url
+    joiner = "&" if "?" in url else "?"
+    manager = AsyncSessionManager(
+        "assistant", url=f"{url}{joiner}schema=openai_agents_{next(_keys)}",
+        embedder=HashEmbedder(),
+    )  # fmt: skip
+    reference = SQLiteSession("thread-pg")
+    try:
+        asyncio.run(_both(AgentSession(manager, "thread-pg"), reference, ops))
+    finally:
+        reference.close()
+        asyncio.run(manager.close())
