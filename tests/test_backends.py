@@ -8,7 +8,6 @@ import json
 import subprocess
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,17 +21,10 @@ from memlane.store._pg_migrations import MIGRATIONS as PG_MIGRATION_STEPS
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
-from .servers import postgres_server
 
 _schemas = itertools.count()
 
 PG_MIGRATIONS = [name for name, _ in PG_MIGRATION_STEPS]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 def schema_url(url: str, name: str | None = None, **options: str) -> str:

@@ -12,15 +12,9 @@ import pytest
 
 from memlane.testing import BackendConformance, BackendSpec
 
-from .servers import chroma_server, postgres_server
+from .servers import chroma_server
 
 _schemas = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(scope="session")

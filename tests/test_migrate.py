@@ -7,7 +7,6 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from memlane.cli import cli
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
-from .servers import postgres_server
 
 
 @pytest.fixture(autouse=True)
@@ -27,12 +25,6 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLANE_EMBEDDER", "hash")
     for name in ("MEMLANE_DB", "MEMLANE_AGENT", "MEMLANE_INDEX"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 def build(url: str, sessions: int = 3, events: int = 20) -> None:

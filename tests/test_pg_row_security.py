@@ -17,7 +17,6 @@ from memlane.admin import StoreAdmin
 from memlane.store._pg_row_security import TABLES
 from memlane.testing import HashEmbedder
 
-from .servers import postgres_server
 from .test_cli import asm
 
 pytestmark = pytest.mark.postgres
@@ -26,9 +25,9 @@ SCHEMA = "rls_store"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
+def server(postgres_url: str) -> str:
+    """This module's database on the run's PostgreSQL (tests/conftest.py)."""
+    return postgres_url
 
 
 def _as(url: str, role: str) -> str:

@@ -11,7 +11,6 @@ import subprocess
 import textwrap
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from memlane.store.postgres import PostgresStore, parse_url
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
-from .servers import postgres_server
 from .test_keyword_index import WORDS
 
 pytestmark = pytest.mark.postgres
@@ -34,12 +32,6 @@ UTC = timezone.utc
 # (unique per run too: MEMLANE_TEST_POSTGRES_URL may name a server that outlives the tests)
 _schemas = itertools.count()
 _RUN = uuid.uuid4().hex[:8]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 def fresh(url: str, **options: str) -> str:

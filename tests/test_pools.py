@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,6 @@ from memlane import InvalidInput, PoolAccessDenied, SessionManager
 from memlane.admin import StoreAdmin, json_line
 from memlane.testing import HashEmbedder
 
-from .servers import postgres_server
 from .test_cli import asm, fails, ok
 
 Factory = Callable[..., SessionManager]
@@ -50,12 +49,6 @@ def test_pools_from_before_grants_keep_their_writers(make_manager: Factory, db_p
     assert {h.event.content for h in bob.search("team fact", k=10)} >= {"a team fact"}
     with pytest.raises(PoolAccessDenied, match="owner, agent 'alice'"):
         make_manager("dave", subscribe=["team"])
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.mark.postgres

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -274,6 +273,23 @@ def test_sections_are_chronological_and_important_beats_recent() -> None:
     assert dropped[0].reason.startswith(("over budget", "budget spent"))
 
 
+class CountingTokenizer(Tokenizer):
+    """``tokenizer_for(model)`` that also counts its calls and the characters it was given."""
+
+    def __init__(self, model: str) -> None:
+        real = tokenizer_for(model)
+        super().__init__(real.model, real.encoding_name, estimate=real.estimate, margin=real.margin)
+        self.calls = 0
+        self.chars = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        self.chars += len(text)
+        return super().count(text)
+
+    __call__ = count
+
+
 def test_huge_json_tool_output_is_summarised_into_valid_json() -> None:
     output = {
         "query": "sparse attention",
@@ -289,13 +305,14 @@ def test_huge_json_tool_output_is_summarised_into_valid_json() -> None:
         output,
         metadata={"tool": "arxiv", "derived_content": True},
     )
-    tok = tokenizer_for("gpt-4o")
+    tok = CountingTokenizer("gpt-4o")
     c = candidates([event])
-    start = time.perf_counter()
     ctx = pack(c, 1_500, tok)
-    # a guard against a pathological summary (it once took seconds), not a speed target
-    # (bench/restore_latency.py measures that): loose enough for a busy 2-core machine
-    assert time.perf_counter() - start < 2.0
+    # A guard against a pathological summary (it once took seconds): bounded by what is
+    # counted, a small part of the 2 MB output (measured: 30 counts, 15k characters), not
+    # timed (issue 29: a 2 s bound included the tokenizer's loading when this test ran
+    # first); bench/restore_latency.py measures the speed.
+    assert tok.calls <= 100 and tok.chars < 200_000, (tok.calls, tok.chars)
     check_invariants(ctx, c, tok, 1_500)
     (fragment,) = json_fragments(ctx.text)
     assert list(json.loads(fragment)) == ["query", "results", "total", "next"]

@@ -426,47 +426,96 @@ def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
         assert mgr.pending_embeddings() == 0
 
 
+class _WallClock:
+    """The SQLite store's ``time`` module with a wall clock (``time.time()``, which leases are
+    stamped with) that moves only when the test moves it; everything else is the real module
+    (the retry loops' ``monotonic()``, ``sleep()``)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _until(condition: Any, seconds: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds (True) or ``seconds`` pass (False): a generous
+    deadline for an event, never a timing that is asserted."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
+
+
 def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lease is short and renewed while the model runs: a slow live batch is never taken
-    over (no double embedding), a dead worker's rows are free again within one lease."""
-    import threading as threads
-    import time
+    over (no double embedding), a dead worker's rows are free again within one lease.
 
+    The store's wall clock is the test's (issue 29: a real 0.3 s lease and sleeps as the
+    synchronisation raced a loaded machine): it jumps past the first lease while the model
+    is held, so only a renewal can keep the claim, and it stands still while the second
+    worker looks, so a renewal's lease cannot run out under the test's feet."""
     from memlane._indexer import Indexer
     from memlane.embed import load_embedder
     from memlane.store import sqlite as sqlite_store
 
-    monkeypatch.setattr(sqlite_store, "LEASE_SECONDS", 0.3)
+    lease = 0.6  # renewed every 0.2 s of real time, at the clock's time
+    clock = _WallClock()
+    monkeypatch.setattr(sqlite_store, "time", clock)
+    monkeypatch.setattr(sqlite_store, "LEASE_SECONDS", lease)
     db = tmp_path / "s.db"
+
+    def claims() -> list[float]:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT claimed_until FROM outbox").fetchall()
+        conn.close()
+        return [float(until) for (until,) in rows]
+
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session("embed me slowly")
         mgr.record_fact(session.id, "a fact")
         embedded: list[str] = []
+        claimed, go = threading.Event(), threading.Event()
 
-        class Slow(HashEmbedder):  # the same embedder, only slow
+        class Held(HashEmbedder):  # the same embedder, held until the test lets it go
             def __call__(self, texts: list[str]) -> Any:
                 embedded.extend(texts)
-                time.sleep(1.0)  # > 3 leases: only renewal keeps the claim
+                claimed.set()
+                assert go.wait(60), "never let go"
                 return super().__call__(texts)
 
-        first = Indexer(mgr._storage, load_embedder(Slow()), check=False)
-        worker = threads.Thread(target=first.embed_batch)
+        first = Indexer(mgr._storage, load_embedder(Held()), check=False)
+        worker = threading.Thread(target=first.embed_batch, daemon=True)
         worker.start()
-        time.sleep(0.5)
-        second = Indexer(mgr._storage, load_embedder(HashEmbedder()), check=False)
-        assert second.embed_batch() == 0  # the live claim was renewed: nothing to take
-        worker.join()
+        try:
+            assert claimed.wait(30), "the first worker never claimed its batch"
+            assert len(claims()) == 2 and max(claims()) <= clock.now + lease
+            clock.now += 10 * lease  # the first lease ran out long ago
+            # only a renewal (at the new time) keeps the claim
+            assert _until(lambda: min(claims()) > clock.now), "the live claim was not renewed"
+            second = Indexer(mgr._storage, load_embedder(HashEmbedder()), check=False)
+            assert second.embed_batch() == 0  # the live claim was renewed: nothing to take
+        finally:
+            go.set()
+            worker.join(30)
+        assert not worker.is_alive()
         assert sorted(embedded) == sorted(["embed me slowly", "a fact"])  # embedded once
         assert mgr.pending_embeddings() == 0
         # A dead worker: rows claimed for one lease, then never renewed nor released.
         mgr.record_fact(session.id, "left behind by a killed process")
         with sqlite3.connect(db) as conn:
-            conn.execute("UPDATE outbox SET claimed_until = ?", (time.time() + 0.3,))
-        assert second.embed_batch() == 0
-        time.sleep(0.4)
-        assert second.embed_batch() == 1
+            conn.execute("UPDATE outbox SET claimed_until = ?", (clock.now + lease,))
+        conn.close()
+        assert second.embed_batch() == 0  # within its lease
+        clock.now += lease + 0.001
+        assert second.embed_batch() == 1  # free again one lease later
 
 
 # -- bounded write-ahead log --------------------------------------------------------------
@@ -612,7 +661,11 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
 ) -> None:
     """When the worker's checkpoints could not reset the WAL (a reader held it), the next
     write past the bound empties it first (SqliteStore._keep_wal_bounded); while the reader
-    still holds it, writes go on (spaced attempts, each waiting at most half a second)."""
+    still holds it, writes go on (spaced attempts, each waiting at most half a second).
+
+    Counted, not timed (issue 29: 400 writes had to finish within 10 s; they took 1.8 s, 3.6 s
+    beside two busy loops, most of it the attempts' own waits): the attempts are few because
+    they space out, where a writer stuck behind the reader would try at every write."""
     import sqlite3
 
     from memlane.store import sqlite as sqlite_store
@@ -620,17 +673,25 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
     monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        store = mgr._store
+        assert isinstance(store, SqliteStore)
         session = mgr.start_session("a long ingest")
         reader = sqlite3.connect(db)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM events").fetchone()  # pins the WAL
-        started = time.monotonic()
+        attempts = set()  # each failed attempt sets the time of the next one
         for i in range(400):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
-        assert time.monotonic() - started < 10  # never stuck behind the reader
+            attempts.add(store._wal_retry_at)
+        # 0.05 s doubling to 2 s between attempts: ~8 in the first 10 s of writing (~3 s
+        # here), then one every 2.5 s; a writer stuck behind the reader: one a write
+        assert 1 <= len(attempts - {0.0}) <= 50, len(attempts)  # measured: 3, 5 under load
         assert wal.stat().st_size > sqlite_store.wal_limit(db)
         reader.rollback()
         reader.close()
-        time.sleep(2.1)  # past the longest pause between two attempts
-        mgr.record_fact(session.id, "one more")
-        assert wal.stat().st_size <= sqlite_store.wal_limit(db)
+        # the reader is gone: the first write after the current pause (<= 2 s) empties it
+        deadline = time.monotonic() + 60
+        while wal.stat().st_size > sqlite_store.wal_limit(db):
+            assert time.monotonic() < deadline, "the WAL was never emptied"
+            time.sleep(0.05)
+            mgr.record_fact(session.id, "one more")

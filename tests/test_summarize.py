@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +30,12 @@ class CountingCounter:
         self.count = count
         self.calls = 0
         self.chars = 0
+        self.longest = 0
 
     def __call__(self, text: str) -> int:
         self.calls += 1
         self.chars += len(text)
+        self.longest = max(self.longest, len(text))
         return self.count(text)
 
 
@@ -193,14 +194,18 @@ def test_text_never_orphans_combining_marks_or_splits_emoji() -> None:
 
 
 def test_huge_text_is_fast() -> None:
+    """Bounded by what is counted: a few probes of the text's two ends, never the 6 MB (the
+    speed itself is bench/restore_latency.py's; a 0.1 s bound here failed whenever this test
+    ran first, the tokenizer loading inside the timing, and on a loaded machine)."""
     text = "token " * 1_000_000  # 6 MB
     counter = CountingCounter(COUNT)
-    start = time.perf_counter()
     out = summarize_text(text, 2_000, counter)
-    elapsed = time.perf_counter() - start
     assert out is not None and COUNT(out) <= 2_000
     assert counter.calls <= 20
-    assert elapsed < 0.1, f"{elapsed * 1000:.0f} ms"
+    assert counter.chars < 500_000  # measured: 10 calls, 113k characters in all
+    assert (
+        counter.longest <= 16 * 2_000 + 64 + 64
+    )  # a probe: the window (16 chars a token) + marker
 
 
 @settings(max_examples=150, deadline=None)

@@ -18,8 +18,6 @@ from memlane._scope import Scope, partition_of
 from memlane._seams import EventFilter, VectorIndex
 from memlane.testing import HashEmbedder
 
-from .servers import postgres_server
-
 _schemas = itertools.count()
 
 FACTS = [
@@ -29,12 +27,6 @@ FACTS = [
     "basil wants full sun",
     "mint spreads through runners",
 ]
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(

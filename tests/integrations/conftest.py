@@ -7,11 +7,8 @@ there would be a test that cannot fail.
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import importlib
 import os
-from collections.abc import Awaitable, Callable
 from types import ModuleType
 
 import pytest
@@ -32,31 +29,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integrations/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-
-
-async def max_lateness(work: Callable[[], Awaitable[object]], tick: float = 0.005) -> float:
-    """How late a ``tick``-second ticker on the running loop got, at worst, while ``work()``
-    ran: every adapter is called from async code and must never block the loop."""
-    late = 0.0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal late
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            start = loop.time()
-            await asyncio.sleep(tick)
-            late = max(late, loop.time() - start - tick)
-
-    # a full garbage collection of the whole run's objects stops every thread now and then:
-    # what is measured is whether the adapter blocks the loop, not that
-    gc.collect()
-    gc.disable()
-    running = asyncio.create_task(ticker())
-    try:
-        await work()
-    finally:
-        stop.set()
-        await running
-        gc.enable()
-    return late

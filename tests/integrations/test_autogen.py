@@ -13,7 +13,8 @@ import pytest
 from memlane import AsyncSessionManager, EmbedderMismatch, InvalidInput
 from memlane.testing import HashEmbedder
 
-from .conftest import framework, max_lateness
+from ..event_loop import LoopReport, watch_loop
+from .conftest import framework
 
 framework("autogen_core.memory", "autogen")
 framework("autogen_agentchat", "autogen")
@@ -141,7 +142,7 @@ def test_update_context_and_components(tmp_path: Path) -> None:
 
 
 def test_update_context_keeps_the_loop_free(tmp_path: Path) -> None:
-    async def scenario() -> float:
+    async def scenario() -> LoopReport:
         manager = _manager(tmp_path)
         memory = SessionMemory(manager, key="big", max_tokens=2000)
         for i in range(300):
@@ -156,17 +157,15 @@ def test_update_context_keeps_the_loop_free(tmp_path: Path) -> None:
                 )
                 await memory.update_context(context)
 
-        late = await max_lateness(work)
+        report = await watch_loop(work)
         await manager.close()
-        return late
+        return report
 
-    assert asyncio.run(scenario()) < 0.1
+    asyncio.run(scenario()).assert_free()
 
 
 @pytest.mark.postgres
-def test_on_postgresql() -> None:
-    from tests.servers import postgres_server
-
+def test_on_postgresql(postgres_url: str) -> None:
     async def scenario(url: str) -> None:
         joiner = "&" if "?" in url else "?"
         manager = AsyncSessionManager(
@@ -181,5 +180,4 @@ def test_on_postgresql() -> None:
         assert (await memory.query("postgres")).results == []
         await manager.close()
 
-    with postgres_server() as url:
-        asyncio.run(scenario(url))
+    asyncio.run(scenario(postgres_url))

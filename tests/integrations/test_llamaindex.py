@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from memlane import AsyncSessionManager, InvalidInput, SessionManager
 from memlane.testing import HashEmbedder
 
-from .conftest import framework, max_lateness
+from ..event_loop import LoopReport, watch_loop
+from .conftest import framework
 
 framework("llama_index.core", "llamaindex")
 framework("aiosqlite", "llamaindex")  # the reference SQLAlchemyChatStore's driver
@@ -556,9 +557,7 @@ def test_same_results_as_llamaindex_sqlalchemy_chat_store(
 
 
 @pytest.mark.postgres
-def test_on_postgresql(tmp_path: Path) -> None:
-    from tests.servers import postgres_server
-
+def test_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
     ops: list[tuple[Any, ...]] = [
         ("add_many", "k1", _turns(3), ACTIVE),
         ("add", "k2", ChatMessage(role="tool", content="42", additional_kwargs={"x": 1}), ACTIVE),
@@ -586,15 +585,14 @@ def test_on_postgresql(tmp_path: Path) -> None:
         finally:
             await manager.close()
 
-    with postgres_server() as url:
-        asyncio.run(scenario(url))
+    asyncio.run(scenario(postgres_url))
 
 
 # -- the event loop stays free -----------------------------------------------------------------
 
 
 def test_the_block_keeps_the_event_loop_free(tmp_path: Path) -> None:
-    async def scenario() -> float:
+    async def scenario() -> LoopReport:
         manager = _manager(tmp_path)
         store = SessionChatStore(manager)
         await store.add_messages("big", _turns(300))
@@ -608,13 +606,13 @@ def test_the_block_keeps_the_event_loop_free(tmp_path: Path) -> None:
                 await block.aput(flushed, from_short_term_memory=True, session_id="big")
                 await block.aget([ChatMessage(role="user", content="topic 3 and the markets")])
 
-        late = await max_lateness(work)
+        report = await watch_loop(work)
         kept = await manager.events("big", kinds="message", where={"li_block": block.name})
         assert len(kept) == 30
         await manager.close()
-        return late
+        return report
 
-    assert asyncio.run(scenario()) < 0.1
+    asyncio.run(scenario()).assert_free()
 
 
 def test_the_block_leaves_out_what_short_term_memory_carries(tmp_path: Path) -> None:

@@ -576,30 +576,26 @@ def test_asm_mcp_needs_an_agent(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_on_postgresql() -> None:
-    from tests.servers import postgres_server
+def test_on_postgresql(postgres_url: str) -> None:
+    url = postgres_url
+    joiner = "&" if "?" in url else "?"
 
-    with postgres_server() as url:
-        joiner = "&" if "?" in url else "?"
-
-        async def test() -> None:
-            mgr = AsyncSessionManager(
-                "agent", url=f"{url}{joiner}schema=mcp_pg", embedder=HashEmbedder()
+    async def test() -> None:
+        mgr = AsyncSessionManager(
+            "agent", url=f"{url}{joiner}schema=mcp_pg", embedder=HashEmbedder()
+        )
+        async with mgr, _connected(mgr) as client:
+            session = await _ok(client, "start_session", goal="Tune the database", key="pg")
+            await _ok(client, "record", session_id="pg", kind="fact", content="work_mem is 64MB")
+            hits = await _ok(client, "search_memory", query="work_mem", session_id="pg")
+            assert hits["hits"][0]["event"]["content"] == "work_mem is 64MB"
+            restored = await _ok(
+                client, "restore_context", session_id=session["id"], max_tokens=300
             )
-            async with mgr, _connected(mgr) as client:
-                session = await _ok(client, "start_session", goal="Tune the database", key="pg")
-                await _ok(
-                    client, "record", session_id="pg", kind="fact", content="work_mem is 64MB"
-                )
-                hits = await _ok(client, "search_memory", query="work_mem", session_id="pg")
-                assert hits["hits"][0]["event"]["content"] == "work_mem is 64MB"
-                restored = await _ok(
-                    client, "restore_context", session_id=session["id"], max_tokens=300
-                )
-                assert "work_mem" in str(restored)
-                bad = await client.call_tool(
-                    "record", {"session_id": "nope", "kind": "fact", "content": "x"}
-                )
-                assert bad.is_error and "does not exist" in _text(bad)
+            assert "work_mem" in str(restored)
+            bad = await client.call_tool(
+                "record", {"session_id": "nope", "kind": "fact", "content": "x"}
+            )
+            assert bad.is_error and "does not exist" in _text(bad)
 
-        _run(test)
+    _run(test)
