@@ -154,7 +154,7 @@ def test_megabyte_text_is_cut_and_fast(
     minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fast because it is cut before the tokenizer: checked on what the tokenizer is given,
-    not timed (issue 29: < 2 s raced a loaded machine; the speed is a benchmark's)."""
+    not timed (issue 29: < 2 s raced a loaded machine; bench/speed_targets.py times it)."""
     huge = ("The build log repeats the same warning about deprecated flags. " * 20_000)[:1_000_000]
     minilm(["warm"])
     spy = _TokenizerSpy(minilm._tokenizer)
@@ -450,8 +450,8 @@ def test_hash_embedder_is_fast() -> None:
     start = time.perf_counter()
     embed(texts)
     elapsed = time.perf_counter() - start
-    # A guard against a pathological slowdown of the tests' own embedder, not a speed target
-    # (>= 20k texts/s; measured 40-80k): the bound leaves a loaded machine 20x and more
+    # A guard against a pathological slowdown of the tests' own embedder, not the speed target
+    # (>= 20k texts/s, bench/speed_targets.py; measured 40-80k): it leaves a loaded machine 20x
     # (issue 29: 10k texts/s, best of three, was within 3x of a loaded run).
     assert len(texts) / elapsed >= 2_000, f"{len(texts) / elapsed:.0f} texts/s"
 
