@@ -225,14 +225,38 @@ def test_chroma_filters_a_large_where_after_the_search(
         assert len(hits) == 5 and not any(hit.event.metadata["odd"] for hit in hits)
 
 
+def _folder_locked(folder: Path) -> bool:
+    """Whether some open file holds the embedded Chroma folder's lock (chroma.py's
+    _FolderLock): another process's attempt would get StoreBusy."""
+    import fcntl
+
+    with open(folder / ".asm-lock", "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
 @pytest.mark.chroma
 def test_embedded_chroma_lock_is_shared_within_a_process(tmp_path: Path) -> None:
-    index = f"chroma:///{tmp_path}/vectors"
+    """Two managers of one process share the folder's lock (the second opens, where another
+    process would get StoreBusy); closing one keeps it for the other, which still writes and
+    finds its vectors; closing the last releases it. (It asserted nothing before issue 29.)"""
+    folder = tmp_path / "vectors"
+    index = f"chroma:///{folder}"
     first = SessionManager("a", tmp_path / "s.db", index=index, embedder=HashEmbedder())
     second = SessionManager("b", tmp_path / "s.db", index=index, embedder=HashEmbedder())
+    assert _folder_locked(folder)
     second.close()
-    first.record_fact(first.start_session("still open").id, "after the other closed")
+    assert _folder_locked(folder)  # still held for the first
+    fact = first.record_fact(first.start_session("still open").id, "after the other closed")
+    first.flush()
+    hits = first.search("after the other closed", k=1, mode="semantic")
+    assert [hit.event.id for hit in hits] == [fact.id]
     first.close()
+    assert not _folder_locked(folder)
 
 
 @pytest.mark.postgres

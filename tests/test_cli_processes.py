@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -118,11 +117,10 @@ def test_demo_with_the_real_model(tmp_path: Path) -> None:
     env = child_env()
     env.pop("MEMLANE_EMBEDDER", None)
     env["TMPDIR"] = str(tmp_path)
-    started = time.perf_counter()
-    done = asm("demo", env=env, timeout=120)
-    elapsed = time.perf_counter() - started
+    # (issue 29: < 30 s was asserted; it took 7 s, 19 s beside two busy loops. How fast the
+    # demo is stays bench/speed_targets.py's; the timeout only catches a hang)
+    done = asm("demo", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert elapsed < 30, elapsed
     out = done.stdout
     assert "all-MiniLM-L6-v2" in out
     restored = out[out.index("2. Process B") : out.index("3. Process B")]

@@ -137,15 +137,32 @@ def test_rejects_a_single_string() -> None:
         MiniLMEmbedder()("hello")
 
 
+class _TokenizerSpy:
+    """Stands in for MiniLM's tokenizer and records the length of every text it is given."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.lengths: list[int] = []
+
+    def encode_batch(self, texts: list[str]) -> Any:
+        self.lengths.extend(len(text) for text in texts)
+        return self.real.encode_batch(texts)
+
+
 @pytest.mark.real_model
-def test_megabyte_text_is_cut_and_fast(minilm: MiniLMEmbedder) -> None:
+def test_megabyte_text_is_cut_and_fast(
+    minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fast because it is cut before the tokenizer: checked on what the tokenizer is given,
+    not timed (issue 29: < 2 s raced a loaded machine; bench/speed_targets.py times it)."""
     huge = ("The build log repeats the same warning about deprecated flags. " * 20_000)[:1_000_000]
     minilm(["warm"])
-    start = time.perf_counter()
+    spy = _TokenizerSpy(minilm._tokenizer)
+    monkeypatch.setattr(minilm, "_tokenizer", spy)
     vector = minilm([huge])
-    elapsed = time.perf_counter() - start
     assert vector.shape == (1, 384)
-    assert elapsed < 2.0, f"embedding a 1 MB text took {elapsed:.2f} s"
+    assert spy.lengths == [minilm.max_chars]  # never the megabyte
+    monkeypatch.undo()
     # Only the first max_chars characters (in fact the first 256 tokens) matter.
     np.testing.assert_allclose(vector, minilm([huge[: minilm.max_chars]]), atol=1e-6)
 
@@ -199,12 +216,27 @@ def test_concurrent_first_calls_load_once(monkeypatch: pytest.MonkeyPatch) -> No
         np.testing.assert_array_equal(results[i], results[0])
 
 
+def _bytes_read() -> int | None:
+    """What this process has read through system calls so far (Linux), or None."""
+    try:
+        with open("/proc/self/io") as io:
+            fields = dict(line.split(":", 1) for line in io)
+    except OSError:
+        return None
+    return int(fields["rchar"])
+
+
 @pytest.mark.real_model
 def test_fingerprint_is_short_stable_and_cheap(minilm: MiniLMEmbedder) -> None:
+    """Cheap: a header, a tail and the small files (0.5 MB), never the 90 MB of weights: on
+    the bytes read, not timed (issue 29: < 0.5 s raced a loaded machine)."""
     fresh = MiniLMEmbedder(minilm.model_dir)
-    start = time.perf_counter()
+    before = _bytes_read()
     fingerprint = fresh.fingerprint
-    assert time.perf_counter() - start < 0.5
+    after = _bytes_read()
+    if before is not None and after is not None:
+        weights = (fresh.model_dir / "model.safetensors").stat().st_size
+        assert after - before < min(5_000_000, weights // 10), after - before
     assert fresh._session is None  # reading the fingerprint does not load the model
     assert len(fingerprint) == 16
     int(fingerprint, 16)
@@ -415,13 +447,13 @@ def test_hash_embedder_is_fast() -> None:
     words = ["agent", "tool", "call", "failed", "retry", "deploy", "user", "cache", "token"]
     texts = [" ".join(rng.choices(words, k=rng.randint(5, 15))) for _ in range(20_000)]
     embed = HashEmbedder()
-    best = float("inf")
-    for _ in range(3):  # best of three: shared CI machines are noisy
-        start = time.perf_counter()
-        embed(texts)
-        best = min(best, time.perf_counter() - start)
-    # The target is >= 20k texts/s; the assertion leaves room for slow CI runners.
-    assert len(texts) / best >= 10_000, f"{len(texts) / best:.0f} texts/s"
+    start = time.perf_counter()
+    embed(texts)
+    elapsed = time.perf_counter() - start
+    # A guard against a pathological slowdown of the tests' own embedder, not the speed target
+    # (>= 20k texts/s, bench/speed_targets.py; measured 40-80k): it leaves a loaded machine 20x
+    # (issue 29: 10k texts/s, best of three, was within 3x of a loaded run).
+    assert len(texts) / elapsed >= 2_000, f"{len(texts) / elapsed:.0f} texts/s"
 
 
 # -- load_embedder / LoadedEmbedder ----------------------------------------------------------

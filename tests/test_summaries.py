@@ -217,7 +217,15 @@ def test_auto_summary_is_written_by_the_worker_not_by_record(db_path: Path) -> N
             time.sleep(0.1)
         (summary,) = mgr.events(session_id, kinds=["summary"])
         assert summary.payload["covers"]["events"] == 60
-        time.sleep(1.5)  # no growth since: no second summary
+        # no growth since: no second summary, however often the worker looks. Counted in
+        # the worker's passes (its idle hooks, the auto-summary's among them), not slept
+        # (issue 29: a 1.5 s sleep, which a starved worker could spend without one pass)
+        passes = [0]
+        mgr._indexer.idle_hooks.append(lambda: passes.__setitem__(0, passes[0] + 1))
+        deadline = time.monotonic() + 60
+        while passes[0] < 3:  # (the first may end the pass that wrote the summary)
+            assert time.monotonic() < deadline, "the worker stopped making passes"
+            time.sleep(0.05)
         assert len(mgr.events(session_id, kinds=["summary"])) == 1
         for n in range(40):
             mgr.add_message(session_id, "user", f"more replication notes {n} " * 3)

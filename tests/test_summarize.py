@@ -195,7 +195,7 @@ def test_text_never_orphans_combining_marks_or_splits_emoji() -> None:
 
 def test_huge_text_is_fast() -> None:
     """Bounded by what is counted: a few probes of the text's two ends, never the 6 MB (the
-    speed itself is bench/restore_latency.py's; a 0.1 s bound here failed whenever this test
+    speed itself is bench/speed_targets.py's; a 0.1 s bound here failed whenever this test
     ran first, the tokenizer loading inside the timing, and on a loaded machine)."""
     text = "token " * 1_000_000  # 6 MB
     counter = CountingCounter(COUNT)

@@ -156,7 +156,9 @@ def test_loading_never_touches_network_or_cache(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert list(cache.iterdir()) == []
-    assert float(result.stdout.strip()) < 5.0  # o200k load, about 0.3 s on the dev machine
+    # o200k's load: 0.3 s on the dev machine, ~1 s beside two busy loops; a guard against a
+    # pathological load (issue 29: 5 s left a loaded machine too little), not a speed target
+    assert float(result.stdout.strip()) < 15.0
 
 
 def test_repr_says_exact_or_estimate() -> None:

@@ -388,18 +388,20 @@ def test_repeated_identical_messages_are_each_kept_once(tmp_path: Path) -> None:
 
 
 def test_a_message_the_store_cannot_keep_is_refused_whole(tmp_path: Path) -> None:
+    """NUL is refused by every backend (tests/test_messages.py), so a batch holding it is
+    refused whole: not even the message before it is kept. (Before issue 29 this test also
+    passed if the store kept NUL.)"""
+
     async def scenario() -> None:
         manager = _manager(tmp_path)
         store = SessionChatStore(manager)
         fine = ChatMessage(role="user", content="fine")
         nul = ChatMessage(role="user", content="before\x00after")
-        try:
+        with pytest.raises(InvalidInput, match="NUL"):
             await store.add_messages("k", [fine, nul])
-        except InvalidInput as exc:
-            assert "NUL" in str(exc)
-            assert await store.get_messages("k", status=None) == []  # not even the first
-        else:  # a store that keeps NUL gives it back equal
-            assert await store.get_messages("k") == [fine, nul]
+        assert await store.get_messages("k", status=None) == []  # not even the first
+        await store.add_messages("k", [fine])  # the store itself is fine
+        assert await store.get_messages("k") == [fine]
         await manager.close()
 
     asyncio.run(scenario())
