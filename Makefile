@@ -35,7 +35,7 @@ $(VENV)/.installed-st: $(STAMP)
 install: $(STAMP)
 
 demo: $(CORE)
-	$(BIN)/asm demo
+	$(BIN)/memlane demo
 
 test: $(VENV)/.installed-st
 	$(BIN)/python -m pytest
