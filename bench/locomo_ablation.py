@@ -4,7 +4,7 @@ the kept combination, all on the LoCoMo protocol of bench/locomo.py.
     python bench/locomo_ablation.py PATH/TO/locomo_dev.json --embed-cache bench/.cache
 
 Unlike bench/locomo.py this script reaches into private settings (module constants of
-``memlane._search`` and ``memlane.store._keyword``, and the text of the
+``memlane.search.searcher`` and ``memlane.ranking.keyword.terms``, and the text of the
 ``0002_keyword_context`` migration) to switch single ideas on and off; the scoring itself
 still goes through ``SessionManager.search``. Each variant builds a fresh database.
 Latency is left out (use bench/locomo.py for that): with ``--embed-cache`` the query vectors
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo
 
 from memlane import SessionManager
-from memlane import _search as search_module
-from memlane.store import _keyword as keyword_module
+from memlane.ranking.keyword import terms as keyword_module
+from memlane.search import searcher as search_module
 from memlane.store import _migrations, sqlite
 
 _NAME, _CONTEXT_SQL = _migrations.MIGRATIONS[1]
@@ -61,7 +61,7 @@ def _context_sql(parts: tuple[str, ...]) -> str:
 
 
 # The default before this work: no keyword context, RRF constant 60, equal weights, depth 50,
-# no time boost, the stop-word list of store/_keyword.py.
+# no time boost, the stop-word list of ranking/keyword/terms.py.
 BASE: dict[str, Any] = {
     "context": (),
     "constant": 60,

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memlane._scope import Scope
+from memlane.core.scope import Scope
 from memlane.store.base import EventFilter
 from memlane.store.postgres import PostgresStore
 

@@ -37,9 +37,9 @@ sys.path.insert(0, str(HERE.parent))  # tests/servers.py: the throw-away servers
 from tests.servers import postgres_server  # noqa: E402
 
 from memlane import SessionManager  # noqa: E402
-from memlane._scope import Scope  # noqa: E402
-from memlane._search import Searcher  # noqa: E402
 from memlane.admin import StoreAdmin  # noqa: E402
+from memlane.core.scope import Scope  # noqa: E402
+from memlane.search.searcher import Searcher  # noqa: E402
 from memlane.testing import HashEmbedder  # noqa: E402
 
 WORDS = "zeppelin hangar helium crew launch route weather cargo permit engine".split()  # noqa: SIM905

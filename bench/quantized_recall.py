@@ -4,8 +4,8 @@
         --embed-cache bench/.cache [--sizes 5000 10000 20000 40000]
 
 A big partition is not scanned in float32: its rows are ranked by cheap codes first and only
-the best few are scored exactly (``store/_quantized.py``). What that can lose is a row of the
-exact top k that the codes did not rank among the candidates. This measures it, with the
+the best few are scored exactly (``ranking/vectors/quantized.py``). What that can lose is a
+row of the exact top k that the codes did not rank among the candidates. This measures it, with the
 library's own quantizers, on vectors of real text: the LoCoMo development turns (one, two and
 three consecutive turns: the data has ~3k turns) and bench/perf.py's agent sentences, all
 embedded with MiniLM; the queries are the LoCoMo development questions. For each corpus size
@@ -38,7 +38,7 @@ from locomo import CachedEmbedder, load
 from perf import agent_texts
 
 from memlane import MiniLMEmbedder
-from memlane.store._quantized import (
+from memlane.ranking.vectors.quantized import (
     approximate_scores,
     approximate_scores4,
     binarize,

@@ -99,11 +99,11 @@ def forget_summaries() -> None:
     """Empty restore's cache of extractive summaries (a cold restore: a new process, or
     outputs never summarised before)."""
     try:
-        from memlane import _packer
+        from memlane.restore import packer
     except ImportError:
         return
-    if hasattr(_packer, "_SummaryCache"):
-        _packer._SUMMARIES = _packer._SummaryCache()
+    if hasattr(packer, "_SummaryCache"):
+        packer._SUMMARIES = packer._SummaryCache()
 
 
 def timed(mgr: SessionManager, session: str, query: str | None, runs: int) -> dict[str, float]:

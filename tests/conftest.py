@@ -28,11 +28,11 @@ def _no_leftover_workers() -> Iterator[None]:
     """Stop the embedding workers a test started and left running (a manager it never
     closed): otherwise they keep polling for the rest of the run, and the tests that measure
     event-loop lateness measure them instead."""
-    from memlane import _indexer
+    from memlane.engine import indexer as indexer_module
 
-    before = set(_indexer._RUNNING)
+    before = set(indexer_module._RUNNING)
     yield
-    for indexer in set(_indexer._RUNNING) - before:
+    for indexer in set(indexer_module._RUNNING) - before:
         indexer.stop(timeout=5.0)
 
 
@@ -114,11 +114,11 @@ PYTHON = sys.executable
 def keyword_index_in_foreground(monkeypatch: pytest.MonkeyPatch) -> None:
     """SQLite's in-memory keyword index built by the search that needs it, not in the
     background (where the first searches rank with FTS5): for tests of that index."""
-    from memlane.store import _keyword_cache
+    from memlane.ranking.keyword import cache as keyword_cache
 
-    original = _keyword_cache.KeywordCache.__init__
+    original = keyword_cache.KeywordCache.__init__
 
     def foreground(self: Any, source: Any, *, background: bool = True, **options: Any) -> None:
         original(self, source, background=False, **options)
 
-    monkeypatch.setattr(_keyword_cache.KeywordCache, "__init__", foreground)
+    monkeypatch.setattr(keyword_cache.KeywordCache, "__init__", foreground)

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlane import SessionManager
-from memlane._json import MAX_DEPTH
+from memlane.core.canonical_json import MAX_DEPTH
 from memlane.errors import (
     EventNotFound,
     InvalidFilter,
@@ -39,11 +39,11 @@ from memlane.errors import (
     SessionManagerError,
     SessionNotFound,
 )
-from memlane.recency import Recency
 from memlane.restore import BudgetShares
 from memlane.retention import RetentionPolicy
+from memlane.search.recency import Recency
 from memlane.testing import HashEmbedder
-from memlane.tokens import UnknownModelWarning
+from memlane.text.tokens import UnknownModelWarning
 
 EXAMPLES = int(os.environ.get("MEMLANE_FUZZ_EXAMPLES", "12"))
 

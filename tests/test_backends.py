@@ -14,8 +14,8 @@ from typing import ClassVar
 import pytest
 
 from memlane import InvalidInput, SchemaTooNew, SessionManager
-from memlane._storage import open_storage
 from memlane.admin import StoreAdmin
+from memlane.engine.storage import open_storage
 from memlane.store import open_store, redact, sqlite_path
 from memlane.store._pg_migrations import MIGRATIONS as PG_MIGRATION_STEPS
 from memlane.testing import HashEmbedder

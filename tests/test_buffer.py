@@ -211,7 +211,7 @@ def test_a_fill_that_raced_a_write_is_refused(server: RedisServer, raw: Any) -> 
     try:
         version = buffer.version("s1")
         assert version is not None
-        from memlane._time import from_us
+        from memlane.core.clock import from_us
         from memlane.events import Event
 
         event = Event("e1", "s1", "a", "message", "late", from_us(1), seq=1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memlane import SessionManager, StoreUnavailable
-from memlane._storage import PENDING_DELETES
+from memlane.engine.storage import PENDING_DELETES
 from memlane.testing import HashEmbedder
 
 from .servers import free_port

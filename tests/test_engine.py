@@ -20,8 +20,8 @@ from memlane import (
     SessionManagerError,
     SessionNotFound,
 )
-from memlane import _search as search_module
 from memlane.admin import StoreAdmin
+from memlane.search import searcher as search_module
 from memlane.testing import HashEmbedder
 
 
@@ -286,9 +286,9 @@ def test_close_leaves_the_store_to_a_worker_still_embedding(
 ) -> None:
     """close() waits for the worker only so long; if its batch is still running, the store
     is closed when the batch ends, not under its feet (its vectors then land, not an error)."""
-    from memlane import _indexer
+    from memlane.engine import indexer as indexer_module
 
-    monkeypatch.setattr(_indexer, "STOP_TIMEOUT", 0.2)
+    monkeypatch.setattr(indexer_module, "STOP_TIMEOUT", 0.2)
     entered, release = threading.Event(), threading.Event()
 
     class SlowEmbedder:

@@ -1,4 +1,4 @@
-"""Erasing a user on SQLite (_erasure.py): a canary planted everywhere a user's data goes is
+"""Erasing a user on SQLite (privacy/erasure.py): a canary planted everywhere a user's data goes is
 gone from the raw bytes of the database, its WAL and its snapshot folder; another user's is
 not; one agent's erasure leaves other agents' sessions; SIGKILL mid-erasure, then again,
 completes it; `memlane erase-user` prints the receipt."""
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from memlane import SessionManager
-from memlane._erasure import journal_key
-from memlane._scope import partition_of
 from memlane.admin import StoreAdmin
+from memlane.core.scope import partition_of
 from memlane.errors import StoreReadOnly
-from memlane.store._snapshot_files import partition_digest
+from memlane.privacy.erasure import journal_key
+from memlane.ranking.snapshot_files import partition_digest
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env
@@ -212,9 +212,9 @@ def test_the_receipt_is_json(make_manager: Factory) -> None:
 _LIVE = """
     import sys
     from memlane import SessionManager
-    from memlane.store import _keyword_cache
+    from memlane.ranking.keyword import cache as keyword_cache
     from memlane.testing import HashEmbedder
-    _keyword_cache._CHUNK = 32
+    keyword_cache._CHUNK = 32
     mgr = SessionManager(
         "a", sys.argv[1], embedder=HashEmbedder(), background=False, subscribe=["team"]
     )
@@ -261,10 +261,10 @@ def test_erased_words_leave_the_snapshots_of_every_live_process(
     """Issue 28, D3: the canary's stem in no file under the cache folder after the erasure,
     although two live processes (this one and a child) had built and saved the keyword index
     with it, and build and save it again after the erasure (their vocabulary still holds it)."""
-    from memlane.store import _keyword_cache
-    from memlane.store._keyword import Words
+    from memlane.ranking.keyword import cache as keyword_cache
+    from memlane.ranking.keyword.terms import Words
 
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 32)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 32)
     stem = Words().stem(CANARY).encode()
     with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as owner:
         owner.create_pool("team")
@@ -313,10 +313,11 @@ def test_erased_words_leave_the_snapshots_of_every_live_process(
 _KILLED_MID_WRITE = """
     import sys, time
     from memlane import SessionManager
-    from memlane.store import _keyword_cache, _snapshot_files
+    from memlane.ranking.keyword import cache as keyword_cache
+    from memlane.ranking import snapshot_files
     from memlane.testing import HashEmbedder
-    _keyword_cache._CHUNK = 32
-    write = _snapshot_files.write_arrays
+    keyword_cache._CHUNK = 32
+    write = snapshot_files.write_arrays
 
     def stuck(file, meta, arrays):
         write(file, meta, arrays)
@@ -324,7 +325,7 @@ _KILLED_MID_WRITE = """
         print("writing", flush=True)
         time.sleep(600)
 
-    _snapshot_files.write_arrays = stuck
+    snapshot_files.write_arrays = stuck
     mgr = SessionManager("a", sys.argv[1], embedder=HashEmbedder(), background=False)
     mgr.search("what about the weather", k=3, mode="keyword")
     time.sleep(600)
@@ -368,7 +369,7 @@ def test_erasure_removes_every_temporary_file_and_open_those_of_dead_writers(
     changed for ORPHAN_SECONDS (an older version's name gives no process); a live writer's is
     left. Erasure removes them all (the live writer's save then fails: best effort). The
     folder of the project's former name goes at open."""
-    from memlane.store._snapshot_files import ORPHAN_SECONDS
+    from memlane.ranking.snapshot_files import ORPHAN_SECONDS
 
     mgr = make_manager("a", background=False)
     mgr.start_session("orders", user_id="u-gone")

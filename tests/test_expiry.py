@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from memlane import SessionManager
-from memlane._storage import SWEEP_BATCH
-from memlane._validate import expiry_us
 from memlane.admin import StoreAdmin
+from memlane.engine.storage import SWEEP_BATCH
 from memlane.errors import InvalidInput
+from memlane.records.validate import expiry_us
 from memlane.testing import HashEmbedder
 
 from .test_cli import asm

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from memlane import SessionManager
-from memlane._engine import STALLED_AFTER
-from memlane._indexer import LAST_EMBEDDED
-from memlane._time import now_us
 from memlane.admin import StoreAdmin
+from memlane.core.clock import now_us
+from memlane.engine.engine import STALLED_AFTER
+from memlane.engine.indexer import LAST_EMBEDDED
 from memlane.store._migrations import MIGRATIONS
 from memlane.testing import HashEmbedder
 

@@ -1,4 +1,4 @@
-"""The background worker embeds at the scheduler's idle priority (_idle.py): its computation
+"""The background worker embeds at the scheduler's idle priority (core/idle.py): its computation
 never takes a core an application thread wants. Linux only (SCHED_IDLE)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memlane import HashEmbedder, SessionManager
-from memlane._idle import IdleRunner
+from memlane.core.idle import IdleRunner
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlane import InvalidInput
-from memlane._json import _walk, dumps
+from memlane.core.canonical_json import _walk, dumps
 
 scalars = (
     st.none()

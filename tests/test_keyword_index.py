@@ -1,4 +1,4 @@
-"""The in-memory keyword index of a SQLite store (store/_keyword_cache.py): it ranks as FTS5's
+"""The in-memory keyword index of a SQLite store (ranking/keyword/cache.py): it ranks as FTS5's
 BM25 does, sees every committed event at once (this process's and others'), forgets deleted
 ones, and keeps its segments few however searches and records interleave."""
 
@@ -15,14 +15,12 @@ import numpy as np
 import pytest
 
 from memlane import SessionManager
-from memlane.store import (
-    _keyword,
-    _keyword_cache,
-    _keyword_counts,
-    _keyword_postings,
-    _keyword_ranking,
-)
-from memlane.store._keyword import Words
+from memlane.ranking.keyword import cache as keyword_cache
+from memlane.ranking.keyword import counts as keyword_counts
+from memlane.ranking.keyword import postings as keyword_postings
+from memlane.ranking.keyword import scoring as keyword_scoring
+from memlane.ranking.keyword import terms as keyword_terms
+from memlane.ranking.keyword.terms import Words
 from memlane.store.base import EventFilter
 from memlane.store.sqlite import SqliteStore
 
@@ -221,7 +219,7 @@ def scoped_and_walked(
     partitions = searcher._partitions(flt)
     rankings = []
     for share in (0, 10**9):  # 0: every filtered search is scoped; 10**9: none is
-        monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", share)
+        monkeypatch.setattr(keyword_scoring, "SCOPE_SHARE", share)
         for content_only in (False, True):
             rankings.append(
                 store.keyword_search(
@@ -300,7 +298,7 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
     store = searcher.store
     assert isinstance(store, SqliteStore)
     session = mgr.list_sessions(limit=1)[0].id
-    monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 10**9)  # never from the rows' side
+    monkeypatch.setattr(keyword_scoring, "SCOPE_SHARE", 10**9)  # never from the rows' side
     walks = count_walks(monkeypatch)
     pruned = 0
     for query in [*QUERIES, "dinosaur sunrise", "host museum", "caroline melanie painting"]:
@@ -312,7 +310,7 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
                     rankings = []
                     for way in WAYS_OF_WALKING:
                         for knob, value in zip(_KNOBS, way, strict=True):
-                            monkeypatch.setattr(_keyword_ranking, knob, value)
+                            monkeypatch.setattr(keyword_scoring, knob, value)
                         prune = way[1]
                         rankings.append(
                             store.keyword_search(
@@ -351,7 +349,7 @@ def test_stopping_early_never_changes_the_best_k(
             for k in (1, 2, 5):
                 rankings = []
                 for prune in (False, True):
-                    monkeypatch.setattr(_keyword_ranking, "PRUNE", prune)
+                    monkeypatch.setattr(keyword_scoring, "PRUNE", prune)
                     rankings.append(
                         store.keyword_search(
                             query, flt, k, content_only=content_only, partitions=partitions
@@ -419,33 +417,33 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
     rng = random.Random(3)
     store, flt, partitions, vocabulary = pareto_chat(mgr, rng, 60, 500, 7, 0.5)
     walked: list[int] = []
-    real_add_walked = _keyword_ranking._add_walked
+    real_add_walked = keyword_scoring._add_walked
     monkeypatch.setattr(
-        _keyword_ranking,
+        keyword_scoring,
         "_add_walked",
         lambda *a, **kw: walked.append(a[2]) or real_add_walked(*a, **kw),
     )
     short_of_all: list[int] = []  # per pre-scoring: terms it did not look up
-    real_scored, real_looked_up = _keyword_ranking._scored, _keyword_ranking._looked_up
+    real_scored, real_looked_up = keyword_scoring._scored, keyword_scoring._looked_up
 
     def scored(part: Any, query: Any, weights: Any, *args: Any) -> Any:
         calls: list[int] = []
         monkeypatch.setattr(
-            _keyword_ranking,
+            keyword_scoring,
             "_looked_up",
             lambda *a, **kw: calls.append(1) or real_looked_up(*a, **kw),
         )
         try:
             return real_scored(part, query, weights, *args)
         finally:
-            monkeypatch.setattr(_keyword_ranking, "_looked_up", real_looked_up)
+            monkeypatch.setattr(keyword_scoring, "_looked_up", real_looked_up)
             short_of_all.append(len(weights) - len(calls))
 
-    monkeypatch.setattr(_keyword_ranking, "_scored", scored)
+    monkeypatch.setattr(keyword_scoring, "_scored", scored)
     ranked: list[tuple[Any, Any]] = []
-    real_rank_walking = _keyword_ranking._rank_walking
+    real_rank_walking = keyword_scoring._rank_walking
     monkeypatch.setattr(
-        _keyword_ranking,
+        keyword_scoring,
         "_rank_walking",
         lambda part, query, mask, matching: (
             ranked.append((query, matching)) or real_rank_walking(part, query, mask, matching)
@@ -458,8 +456,8 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
         for content_only in (False, True):
             rankings = []
             for share in (1, 10**9):  # pre-scored whenever the pool is not all rows, or never
-                monkeypatch.setattr(_keyword_ranking, "PRESCORE_SHARE", share)
-                monkeypatch.setattr(_keyword_ranking, "PRESCORE_WEIGHT", 0)
+                monkeypatch.setattr(keyword_scoring, "PRESCORE_SHARE", share)
+                monkeypatch.setattr(keyword_scoring, "PRESCORE_WEIGHT", 0)
                 walked.clear()
                 short_of_all.clear()
                 rankings.append(
@@ -472,8 +470,8 @@ def test_a_rare_terms_rows_scored_in_full_can_answer_without_walking_the_others(
                     stopped += short_of_all[0] > 0
             assert rankings[0] == rankings[1], (query, content_only)
             # by default tried only when the strongest word weighs as much as the others
-            monkeypatch.setattr(_keyword_ranking, "PRESCORE_SHARE", 1)
-            monkeypatch.setattr(_keyword_ranking, "PRESCORE_WEIGHT", 1.0)
+            monkeypatch.setattr(keyword_scoring, "PRESCORE_SHARE", 1)
+            monkeypatch.setattr(keyword_scoring, "PRESCORE_WEIGHT", 1.0)
             short_of_all.clear()
             ranked.clear()
             store.keyword_search(query, flt, 3, content_only=content_only, partitions=partitions)
@@ -492,20 +490,20 @@ def count_walks(monkeypatch: pytest.MonkeyPatch) -> Any:
     """A function telling how many postings the last search walked to rank (its document
     frequencies, counted before, left out)."""
     calls = []
-    real_walk, real_matches = _keyword_ranking.walk, _keyword_ranking.matches
+    real_walk, real_matches = keyword_scoring.walk, keyword_scoring.matches
     monkeypatch.setattr(
-        _keyword_ranking, "walk", lambda *a, **kw: calls.append(1) or real_walk(*a, **kw)
+        keyword_scoring, "walk", lambda *a, **kw: calls.append(1) or real_walk(*a, **kw)
     )
     monkeypatch.setattr(
-        _keyword_ranking, "matches", lambda *a, **kw: calls.append(1) or real_matches(*a, **kw)
+        keyword_scoring, "matches", lambda *a, **kw: calls.append(1) or real_matches(*a, **kw)
     )
-    real_rank = _keyword_ranking.rank
+    real_rank = keyword_scoring.rank
 
     def rank(*args: Any, **kwargs: Any) -> Any:
         calls.clear()  # (the document frequencies are counted before, by matches())
         return real_rank(*args, **kwargs)
 
-    monkeypatch.setattr(_keyword_cache, "rank", rank)
+    monkeypatch.setattr(keyword_cache, "rank", rank)
     return lambda: len(calls)
 
 
@@ -529,8 +527,8 @@ def test_a_first_count_of_matching_rows_equals_the_walks(mgr: SessionManager) ->
             term = store._keywords._words.term(stem)
             beyond = any(len(postings.get(term)[0]) for postings in (part.near, part.far))
             marked, walked = marked + (not beyond), walked + beyond
-            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
-            assert _keyword_counts.count_matching(part, term, stem) == len(fresh.rows), stem
+            fresh = keyword_scoring.matches(part, term, stem, content_only=False)
+            assert keyword_counts.count_matching(part, term, stem) == len(fresh.rows), stem
     assert marked > 10 and walked > 10, (marked, walked)  # (both ways taken)
 
 
@@ -540,7 +538,7 @@ def test_document_frequencies_stay_exact_as_records_arrive(
     """A scoped search keeps each term's partition-wide n and brings it up to date from the
     rows that arrived since: after every record it equals a fresh count, and the ranking
     equals the walk's, including words that reach a neighbour's context and dates."""
-    monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 0)
+    monkeypatch.setattr(keyword_scoring, "SCOPE_SHARE", 0)
     rng = random.Random(3)
     sessions = [mgr.start_session(f"s{i}") for i in range(3)]
     start = datetime(2023, 5, 1, tzinfo=UTC)
@@ -561,11 +559,11 @@ def test_document_frequencies_stay_exact_as_records_arrive(
         (part,) = store._keywords._partitions.values()
         for stem in store._keywords.query_stems(query) or []:
             term = store._keywords._words.term(stem)
-            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
+            fresh = keyword_scoring.matches(part, term, stem, content_only=False)
             assert part.frequencies._counted[term] == (len(fresh.rows), part.size), (i, stem)
         if i % 10 == 9:  # (a walk counts afresh: in between, counts grow by increments)
             scoped, walked = scoped_and_walked(mgr, monkeypatch, query, session_id=session.id)
-            monkeypatch.setattr(_keyword_ranking, "SCOPE_SHARE", 0)
+            monkeypatch.setattr(keyword_scoring, "SCOPE_SHARE", 0)
             assert_same_ranking(scoped[0], walked[0])
 
 
@@ -586,9 +584,9 @@ def record_and_search(mgr: SessionManager, turns: int) -> Any:
 def test_segments_stay_few_when_searches_and_records_interleave(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
+    monkeypatch.setattr(keyword_postings, "MIN_MERGE", 64)
     part = record_and_search(mgr, 120)
-    assert len(part.own.segments) <= 1 + _keyword_postings.MAX_SEGMENTS
+    assert len(part.own.segments) <= 1 + keyword_postings.MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=False))
@@ -647,7 +645,7 @@ def test_words_adopt_a_snapshots_term_ids_as_they_are_or_renumbered() -> None:
     # a subset of the ids: the stems of those alone, with their hashes
     blob, hashes = other.vocabulary(np.array([0, 2], np.int32))
     assert blob == _blob("cat", "dog")
-    assert hashes.tolist() == [_keyword.stem_hash("cat"), _keyword.stem_hash("dog")]
+    assert hashes.tolist() == [keyword_terms.stem_hash("cat"), keyword_terms.stem_hash("dog")]
 
 
 def test_words_keep_many_stems_compactly_with_the_same_ids(
@@ -656,8 +654,8 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     """Past FREEZE_FROM new stems the dict's stems move into the compact table: every stem
     keeps its id, new ones continue the count, a snapshot's vocabulary is the same, and the
     token cache stays bounded."""
-    monkeypatch.setattr(_keyword, "FREEZE_FROM", 100)
-    monkeypatch.setattr(_keyword, "TOKEN_CACHE", 50)
+    monkeypatch.setattr(keyword_terms, "FREEZE_FROM", 100)
+    monkeypatch.setattr(keyword_terms, "TOKEN_CACHE", 50)
     words = Words()
     stems = [
         f"stem{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i // 676)}" for i in range(1000)
@@ -669,12 +667,12 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     some = np.array([999, 0, 1000, 517, 998, 1], np.int32)  # frozen and in the dict, any order
     expected = [stems[999], stems[0], "zebra", stems[517], stems[998], stems[1]]
     assert words.stems_of(some) == expected
-    monkeypatch.setattr(_keyword, "_SCAN_BYTES", 7)  # stems across the chunks' edges
+    monkeypatch.setattr(keyword_terms, "_SCAN_BYTES", 7)  # stems across the chunks' edges
     assert words.stems_of(some) == expected
     assert words.stems_of(np.arange(1001)) == [*stems, "zebra"]
     blob, hashes = words.vocabulary()
     assert blob == _blob(*stems, "zebra")
-    assert hashes.tolist() == [_keyword.stem_hash(stem) for stem in (*stems, "zebra")]
+    assert hashes.tolist() == [keyword_terms.stem_hash(stem) for stem in (*stems, "zebra")]
     copy = Words()
     assert copy.adopt(blob, hashes) is None
     assert copy.term(stems[500]) == 500 and copy.term("new") == 1001
@@ -690,14 +688,14 @@ def test_sealed_segments_bound_every_merge(
     """Past SEALED_FROM postings a segment is never merged again: a growing partition's
     merges stay small (a bulk load, then a search after each record), segments stay few per
     sealed size, and the ranking is still FTS5's."""
-    monkeypatch.setattr(_keyword_postings, "MIN_MERGE", 64)
-    monkeypatch.setattr(_keyword_postings, "SEALED_FROM", 400)
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 64)
-    monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
+    monkeypatch.setattr(keyword_postings, "MIN_MERGE", 64)
+    monkeypatch.setattr(keyword_postings, "SEALED_FROM", 400)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 64)
+    monkeypatch.setattr(keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
     merged: list[int] = []
-    merge = _keyword_postings.merge
+    merge = keyword_postings.merge
     monkeypatch.setattr(
-        _keyword_postings,
+        keyword_postings,
         "merge",
         lambda segments: merged.append(sum(s.size for s in segments)) or merge(segments),
     )
@@ -707,7 +705,7 @@ def test_sealed_segments_bound_every_merge(
     sizes = [segment.size for segment in part.own.segments]
     assert merged and max(merged) < 2 * 400 + 2 * 64 * 12  # (a sealed size and a bulk one)
     assert sum(size >= 400 for size in sizes) >= 4
-    assert len(sizes) <= sum(sizes) // 400 + 2 + _keyword_postings.MAX_SEGMENTS
+    assert len(sizes) <= sum(sizes) // 400 + 2 + keyword_postings.MAX_SEGMENTS
     mgr.flush()
     for query in QUERIES:
         assert_same_ranking(*both_rankings(mgr, query, 1_000, content_only=False))
@@ -733,11 +731,11 @@ def test_a_bulk_build_needs_little_memory_beyond_the_index(
     )
     store = mgr._searcher.store
     assert isinstance(store, SqliteStore)
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 256)
-    monkeypatch.setattr(_keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 256)
+    monkeypatch.setattr(keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
 
     def transient(sealed_from: int) -> float:
-        monkeypatch.setattr(_keyword_postings, "SEALED_FROM", sealed_from)
+        monkeypatch.setattr(keyword_postings, "SEALED_FROM", sealed_from)
         store._keywords.invalidate()
         tracemalloc.start()
         store._keywords._refresh(next(iter(store._keywords._partitions), "agent:researcher"))
@@ -757,7 +755,7 @@ def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_who
     head) is queued by 0007_deferred_digests; once digested, FTS5 finds a value deep in it."""
     import sqlite3
 
-    from memlane._searchable import flatten_json
+    from memlane.core.searchable import flatten_json
     from memlane.embed import HashEmbedder
     from memlane.store import sqlite as store_sqlite
 
@@ -803,7 +801,7 @@ def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_ba
     monkeypatch.undo()  # this test wants the default: the module's fixture made builds synchronous
 
     def first_two_searches(chunk: int) -> tuple[list[str], list[Any], list[Any]]:
-        monkeypatch.setattr(_keyword_cache, "_CHUNK", chunk)
+        monkeypatch.setattr(keyword_cache, "_CHUNK", chunk)
         with SessionManager(
             "researcher", db_path, embedder=HashEmbedder(), background=False
         ) as mgr:
@@ -851,9 +849,9 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
             mgr.add_message(more, "user", "the the the of and caroline")
         mgr.flush()
     monkeypatch.undo()  # the default: builds in a thread
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 16)  # big: built by the thread
-    monkeypatch.setattr(_keyword_cache, "_COUNTED_TOGETHER", 3)
-    monkeypatch.setattr(_keyword_counts, "COMMON_SHARE", 8)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 16)  # big: built by the thread
+    monkeypatch.setattr(keyword_cache, "_COUNTED_TOGETHER", 3)
+    monkeypatch.setattr(keyword_counts, "COMMON_SHARE", 8)
     with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
         store = mgr._searcher.store
         assert isinstance(store, SqliteStore)
@@ -861,15 +859,15 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
         assert store._keywords._builder is not None
         store._keywords._builder.join(10)
         (part,) = store._keywords._partitions.values()
-        common = _keyword_counts.common_terms(part)
+        common = keyword_counts.common_terms(part)
         stems = store._keywords._words.stems_of(common)
         assert len(common) > 3 and "the" in stems and "carolin" in stems
         counted = part.frequencies._counted
-        stop = {Words().stem(word) for word in _keyword.STOP_WORDS}
+        stop = {Words().stem(word) for word in keyword_terms.STOP_WORDS}
         for term, stem in zip(common.tolist(), stems, strict=True):
             if stem in stop:
                 assert term not in counted  # (a stop word: no query asks for it)
                 continue
-            fresh = _keyword_ranking.matches(part, term, stem, content_only=False)
+            fresh = keyword_scoring.matches(part, term, stem, content_only=False)
             assert counted[term] == (len(fresh.rows), part.size), stem
-            assert part.own.count(term) >= part.size // _keyword_counts.COMMON_SHARE
+            assert part.own.count(term) >= part.size // keyword_counts.COMMON_SHARE

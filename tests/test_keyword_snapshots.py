@@ -1,4 +1,4 @@
-"""Snapshots of the in-memory keyword index (store/_keyword_snapshots.py): a new process's
+"""Snapshots of the in-memory keyword index (ranking/keyword/snapshots.py): a new process's
 background build starts from the one an earlier build saved and tokenizes only the events
 added since, ranks exactly as a build from the log does, and never uses a stale, damaged or
 foreign snapshot."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memlane import HashEmbedder, SessionManager
-from memlane.store import _keyword_cache
+from memlane.ranking.keyword import cache as keyword_cache
 from memlane.store.base import EventFilter
 from memlane.store.sqlite import SqliteStore
 
@@ -28,7 +28,7 @@ QUERIES = ["staging database error", "caroline painting museum", "gpu memory 202
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions of a few hundred events count as big: built in the background."""
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 32)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 32)
 
 
 def add_turns(mgr: SessionManager, count: int, seed: int) -> None:
@@ -173,8 +173,8 @@ def test_a_read_only_store_uses_the_snapshot_and_writes_none(tmp_path: Path) -> 
 def test_a_snapshot_of_an_earlier_format_is_rebuilt_and_replaced(tmp_path: Path) -> None:
     """A snapshot of format 1 (it saved every stem its process had seen, issue 28) is not
     used: the partition is built from the log and saved anew."""
-    from memlane.store._keyword_snapshots import FORMAT
-    from memlane.store._snapshot_files import read_arrays, replace_file
+    from memlane.ranking.keyword.snapshots import FORMAT
+    from memlane.ranking.snapshot_files import read_arrays, replace_file
 
     db = tmp_path / "s.db"
     expected, snapshot = snapshotted(db)
@@ -224,7 +224,7 @@ def test_a_process_loads_each_partitions_snapshot_in_its_own_term_ids(
 ) -> None:
     """The second partition a process loads has term ids of its own: its postings are
     renumbered into the process's (no rebuild), and rank as a build from the log does."""
-    from memlane.store._keyword_postings import Segment
+    from memlane.ranking.keyword.postings import Segment
 
     db = tmp_path / "s.db"
     _two_partitions(db)
@@ -253,7 +253,7 @@ def test_a_process_loads_each_partitions_snapshot_in_its_own_term_ids(
 
 
 def test_renumbering_a_segment_moves_each_terms_run_whole() -> None:
-    from memlane.store._keyword_postings import Segment
+    from memlane.ranking.keyword.postings import Segment
 
     rows = np.array([0, 2, 5, 1, 3, 4], np.int32)
     segment = Segment.build(
@@ -281,7 +281,7 @@ def test_renumbering_a_segment_moves_each_terms_run_whole() -> None:
 
 
 def test_own_counts_are_16_bit_and_saturate() -> None:
-    from memlane.store._keyword_postings import count_pairs
+    from memlane.ranking.keyword.postings import count_pairs
 
     terms = np.array([7] * 70_000 + [3, 3], np.int32)
     rows = np.array([0] * 70_000 + [1, 1], np.int32)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlane import DocumentNotFound, InvalidInput, SessionManager
-from memlane.chunking import Chunk, chunk_markdown, estimate_tokens
+from memlane.text.chunking import Chunk, chunk_markdown, estimate_tokens
 
 RUNBOOK = """# Runbook
 

@@ -1,4 +1,4 @@
-"""Large events on the SQLite store: what record() leaves to the worker (``_deferred.py``) and
+"""Large events on the SQLite store: what record() leaves to the worker (``engine/digests.py``) and
 what every read sees meanwhile. The conformance suite checks the same on every backend."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from memlane import SessionManager
-from memlane._json import dumps
-from memlane._validate import DIGEST_INLINE_CHARS
-from memlane.tokens import tokenizer_for
+from memlane.core.canonical_json import dumps
+from memlane.records.validate import DIGEST_INLINE_CHARS
+from memlane.text.tokens import tokenizer_for
 
 Factory = Callable[..., SessionManager]
 

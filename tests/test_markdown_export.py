@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from memlane import InvalidInput, SessionManager
-from memlane._markdown_export import GENERATED
 from memlane.cli import cli
 from memlane.testing import HashEmbedder
+from memlane.transfer.markdown import GENERATED
 
 FORGERY = 'line one\n# Forged heading\n---\ntitle: forged\n---\n<a id="fact-x"></a> <!-- x -->'
 

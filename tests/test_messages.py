@@ -190,7 +190,7 @@ def test_restore_leaves_out_what_the_model_already_has(tmp_path: Path) -> None:
 def test_an_event_larger_than_the_limit_is_refused_and_nothing_written(tmp_path: Path) -> None:
     """Issue 12: a 20 MB record cost the caller 15 s before the payload fast path and still
     costs ~1 s a 16 MB; past MAX_EVENT_CHARS the write path refuses, naming the fix."""
-    from memlane._validate import MAX_EVENT_CHARS
+    from memlane.records.validate import MAX_EVENT_CHARS
 
     with SessionManager("a", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
         session = mgr.start_session("big outputs")

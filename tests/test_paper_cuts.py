@@ -92,7 +92,7 @@ def test_resolved_errors_leave_the_important_section(mgr: SessionManager) -> Non
 
 def test_a_misspelt_model_family_warns_with_a_suggestion(db_path: Path) -> None:
     """Issue 10, item 6: "gpt4o" silently fell back to an estimate."""
-    from memlane.tokens import UnknownModelWarning
+    from memlane.text.tokens import UnknownModelWarning
 
     with pytest.warns(UnknownModelWarning, match="Did you mean 'gpt-4o'"):
         SessionManager("a", db_path, embedder=HashEmbedder(), model="gpt4o").close()

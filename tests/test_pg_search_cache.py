@@ -112,11 +112,11 @@ def test_semantic_results_equal_the_sql_plan(
 ) -> None:
     """The vector cache returns pgvector's exact answer, filters included — also when the
     partition is big enough to keep only 8-bit codes (re-scored from pgvector by seq)."""
-    from memlane.store import _vector_cache
+    from memlane.ranking.vectors import cache as vector_cache
 
     if codes_only:
-        monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10)
-        monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 10)
+        monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10)
+        monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 10)
     url = fresh(postgres_url)
     with manager(url) as cached, manager(url + "&search_cache=off") as sql:
         conversation(cached)

@@ -509,7 +509,7 @@ def test_bump_recall_takes_more_seqs_than_a_statement_has_parameters(postgres_ur
         many = [*seqs, *range(10**9, 10**9 + 70_000)]  # 70,002 seqs, most of them unknown
         store.bump_recall(many)
         store.bump_recall([seqs[0], seqs[0]])  # a seq listed twice counts once, as with IN
-        store.bump_recall({seqs[1]: 5, 10**9: 3})  # a batch of counts (_recalls.py)
+        store.bump_recall({seqs[1]: 5, 10**9: 3})  # a batch of counts (search/recalls.py)
         counts = {seq: event.recall_count for seq, event in store.events_by_seq(seqs).items()}
         assert counts == {seqs[0]: 2, seqs[1]: 6}
     finally:

@@ -1,4 +1,4 @@
-"""The approximate first passes of the vector cache's search (store/_quantized.py: 8 bits;
+"""The approximate first passes of the vector cache's search (ranking/vectors/quantized.py: 8 bits;
 in big partitions 4 bits, with 1 bit before them): they only choose candidates, the float32
 re-scoring decides, so a search returns what the exact scan returns."""
 
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from memlane import HashEmbedder, SessionManager
-from memlane.store import _quantized, _vector_cache
-from memlane.store._quantized import (
+from memlane.ranking import arrays
+from memlane.ranking.vectors import cache as vector_cache
+from memlane.ranking.vectors import quantized
+from memlane.ranking.vectors.quantized import (
     approximate_scores,
     approximate_scores4,
     binarize,
@@ -101,9 +103,9 @@ def test_a_search_returns_what_the_exact_scan_returns(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, filtered: bool
 ) -> None:
     many_facts(mgr)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = semantic_results(mgr, filtered)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 0)  # every search: 8 bits first
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 0)  # every search: 8 bits first
     assert semantic_results(mgr, filtered) == exact
 
 
@@ -135,17 +137,17 @@ def test_a_big_partition_re_scores_from_the_store(
     embedder = RotatedHashEmbedder() if bits else HashEmbedder()
     make = functools.partial(make_manager, embedder=embedder)  # type: ignore[call-arg]
     many_facts(make())
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = semantic_results(make(), filtered)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
-    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
-    monkeypatch.setattr(_vector_cache, "BITS_FROM", 100 if bits else 10**9)
-    monkeypatch.setattr(_vector_cache, "_BIT_FLOOR", 0)
-    monkeypatch.setattr(_vector_cache, "_BIT_CANDIDATES", 20)  # 200 of the 601 rows
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
+    monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 100)
+    monkeypatch.setattr(vector_cache, "BITS_FROM", 100 if bits else 10**9)
+    monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
+    monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES", 20)  # 200 of the 601 rows
     scanned: list[int] = []
-    first_pass = _vector_cache.hamming_candidates
+    first_pass = vector_cache.hamming_candidates
     monkeypatch.setattr(
-        _vector_cache,
+        vector_cache,
         "hamming_candidates",
         lambda *a, **kw: scanned.append(1) or first_pass(*a, **kw),
     )
@@ -175,36 +177,41 @@ def test_a_partition_growing_past_the_in_memory_size_keeps_its_results(
     make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
     mgr = make()
     many_facts(mgr)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     first = semantic_results(mgr, filtered=False)
     (part,) = mgr._storage.vectors._cache._partitions.values()
     assert part.in_memory and part.codes.shape[1] == 384
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)
-    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 700)  # crossed by the growth below
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 700)  # crossed by the growth below
     session = mgr.start_session("more facts")
     for i in range(200):
         mgr.record_fact(session.id, f"later fact {i} about topic {i % 37} and item {i % 5}")
     mgr.flush()
     grown = semantic_results(mgr, filtered=False)
     assert not part.in_memory and part.size == 802 and part.codes.shape == (part.capacity, 192)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     assert semantic_results(make(), filtered=False) == grown  # a new cache, scanned exactly
     assert grown != first  # (the later facts are found)
 
 
+@pytest.mark.parametrize("numpy_1", [False, True])
 @pytest.mark.parametrize("sampled", [False, True])
 def test_the_1_bit_pass_keeps_the_rows_nearest_in_hamming_distance(
-    monkeypatch: pytest.MonkeyPatch, sampled: bool
+    monkeypatch: pytest.MonkeyPatch, sampled: bool, numpy_1: bool
 ) -> None:
     """At least ``count`` rows, every row as near as the farthest kept one, none excluded;
     the cut exact, or — read from a sample of the rows — the exact cut's rows and at most a
-    few more."""
+    few more. Also as on NumPy 1.x, which has no ``np.bitwise_count``."""
     if sampled:
-        monkeypatch.setattr(_quantized, "_SAMPLED_FROM", 1_000)
+        monkeypatch.setattr(quantized, "_SAMPLED_FROM", 1_000)
+    if numpy_1:
+        monkeypatch.setattr(arrays, "_HAS_BITWISE_COUNT", False)
     rows = unit_rows(5_000, 384, seed=4)
     signs = np.ascontiguousarray(binarize(quantize(rows)[0]).T)
     query = binarize(quantize(rows[:1])[0])[0]
-    distance = np.array([int(np.bitwise_count(signs[:, i] ^ query).sum()) for i in range(5_000)])
+    distance = np.array(
+        [sum(int(w).bit_count() for w in signs[:, i] ^ query) for i in range(5_000)]
+    )
     excluded = np.zeros(5_000, np.bool_)
     excluded[::3] = True  # row 0, the query itself, among them
     kept = hamming_candidates(signs, query, 300, excluded)
@@ -229,7 +236,7 @@ def test_capacity_reserved_for_later_rows_costs_no_memory_until_written() -> Non
     room for 2M); the room for rows not yet written is left to the kernel's zero pages, so
     it is not resident. Reserving a million rows here: ~230 MB of arrays, ~1 MB written (the
     live flags, which start True)."""
-    part = _vector_cache._Partition(384)
+    part = vector_cache._Partition(384)
     before = _resident_bytes()
     part.reserve(1_000_000)
     assert part.capacity >= 1_000_000 and part.codes.nbytes >= 192_000_000
@@ -251,10 +258,10 @@ def test_copies_of_one_vector_do_not_make_a_big_partition_read_them_all(
         mgr.record_fact(session.id, "the nightly backup finished without errors")
     mgr.flush()
     query = "nightly backup finished"
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 10**9)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = [(h.event.id, h.score) for h in mgr.search(query, k=10, mode="semantic")]
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
-    monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
+    monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 100)
     codes_only = make()
     store = codes_only._storage.vectors
     read: list[int] = []
@@ -271,7 +278,7 @@ def test_a_sampled_cut_that_keeps_too_few_rows_is_widened(monkeypatch: pytest.Mo
     """The sample (every 16th row) holds only exact matches, the other rows are far: the
     sampled cut would keep 313 rows where 400 are asked for, so it is widened to the next
     distances until enough are in."""
-    monkeypatch.setattr(_quantized, "_SAMPLED_FROM", 1_000)
+    monkeypatch.setattr(quantized, "_SAMPLED_FROM", 1_000)
     rows = unit_rows(5_000, 384, seed=6)
     signs = binarize(quantize(rows)[0])
     query = signs[0].copy()

@@ -22,7 +22,8 @@ import pytest
 
 from memlane import SessionManager
 from memlane.errors import StoreReadOnly
-from memlane.store import _keyword_cache, _vector_cache
+from memlane.ranking.keyword import cache as keyword_cache
+from memlane.ranking.vectors import cache as vector_cache
 from memlane.testing import HashEmbedder
 
 QUERIES = ["staging database error", "what did Ana say about the beach trip", "login 42"]
@@ -57,8 +58,8 @@ def disk(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
 @pytest.fixture(autouse=True)
 def small_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """A few hundred events make big partitions: their snapshots are saved beside the file."""
-    monkeypatch.setattr(_keyword_cache, "_CHUNK", 32)
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(keyword_cache, "_CHUNK", 32)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
 
 
 def _fill(db: Path) -> str:

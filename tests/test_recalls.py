@@ -1,4 +1,4 @@
-"""Recall counts are written in batches (_recalls.py): a search reads; the counts land at
+"""Recall counts are written in batches (search/recalls.py): a search reads; the counts land at
 most a second later, at flush() and at close(), exactly."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from memlane import SessionManager, _recalls
-from memlane._recalls import RecallCounts
+from memlane import SessionManager
+from memlane.search import recalls as recalls_module
+from memlane.search.recalls import RecallCounts
 from memlane.testing import HashEmbedder
 
 
@@ -52,7 +53,7 @@ def test_a_batch_is_due_after_a_second_or_many_events(monkeypatch: pytest.Monkey
     now[0] = 1.0  # a second after the oldest count
     recalls.add([3])
     assert written == [{1: 1, 2: 3, 3: 1}]
-    monkeypatch.setattr(_recalls, "FLUSH_EVENTS", 4)
+    monkeypatch.setattr(recalls_module, "FLUSH_EVENTS", 4)
     recalls.add([10, 11, 12])
     assert len(written) == 1
     recalls.add([13])  # four events wait: written at once

@@ -1,4 +1,4 @@
-"""Recency as one more ranked list in the search fusion (recency.py)."""
+"""Recency as one more ranked list in the search fusion (search/recency.py)."""
 
 from __future__ import annotations
 
@@ -82,9 +82,9 @@ def test_search_refuses_an_unknown_recency(mgr: SessionManager) -> None:
 
 
 def test_what_never_fades() -> None:
-    from memlane._time import from_us
+    from memlane.core.clock import from_us
     from memlane.events import Event
-    from memlane.recency import lasting
+    from memlane.search.recency import lasting
 
     def event(kind: str, importance: float = 0.5, **extra: object) -> Event:
         return Event("id", "s", "a", kind, "x", from_us(0), importance=importance, **extra)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Redaction at write (redaction.py, _redacting.py): what the detectors find and refuse, the
+"""Redaction at write (redaction.py, records/redacting.py): what the detectors find and refuse, the
 write path's placeholders across a record's fields, the raw database file never holding an
 original, and a failing redactor storing nothing."""
 
@@ -16,8 +16,8 @@ from memlane import (
     SessionManager,
     Span,
 )
-from memlane._redacting import COUNTS_KEY, RecordRedaction
 from memlane.errors import InvalidInput
+from memlane.records.redacting import COUNTS_KEY, RecordRedaction
 from memlane.redaction import LABELS
 
 from .conftest import SHARED

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlane import SessionManager
-from memlane._summaries import covers
+from memlane.restore.summaries import covers
 from memlane.testing import HashEmbedder
 
 WORDS = ["release", "tests", "ship", "friday", "build", "green", "tag", "rollback", "docs"]

@@ -21,7 +21,7 @@ from memlane.restore import (
     pack,
     rank_score,
 )
-from memlane.tokens import Tokenizer, tokenizer_for
+from memlane.text.tokens import Tokenizer, tokenizer_for
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 GOAL = "Survey 2026 sparse attention methods and rank them by reproducibility"
@@ -460,7 +460,7 @@ def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
 ) -> None:
     """restore() caches extractive summaries of events (they never change); a warm restore
     is byte-identical to a cold one, and a user's summariser is asked every time."""
-    from memlane import _packer
+    from memlane.restore import packer
 
     mgr = make_manager(background=False)
     session = mgr.start_session("Audit the test suite")
@@ -471,10 +471,10 @@ def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
         ]
         mgr.record_tool_output(session.id, {"run": run, "results": rows}, tool="pytest")
         mgr.add_message(session.id, "user", f"run {run} done; what failed?")
-    _packer._SUMMARIES = _packer._SummaryCache()
+    packer._SUMMARIES = packer._SummaryCache()
     cold = mgr.restore(session.id, 1500)
     assert cold.report.to_dict()["counts"]["summarised"] >= 3
-    assert len(_packer._SUMMARIES._items) >= 3
+    assert len(packer._SUMMARIES._items) >= 3
     warm = mgr.restore(session.id, 1500)
     assert warm.text == cold.text and warm.report == cold.report
     calls: list[int] = []

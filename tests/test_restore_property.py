@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from memlane import BudgetTooSmall, SessionManager
 from memlane.restore import json_fragments
 from memlane.testing import HashEmbedder
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

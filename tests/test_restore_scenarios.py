@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memlane import BudgetShares, SessionManager
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 TOPICS = [

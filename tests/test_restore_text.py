@@ -15,7 +15,7 @@ from memlane import SessionManager
 from memlane.events import Session
 from memlane.restore import MESSAGE_OVERHEAD, RestoreCandidates, pack
 from memlane.store.base import EventFilter
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 T0 = datetime(2026, 11, 23, 1, 16, tzinfo=timezone.utc)
 COUNT = tokenizer_for("gpt-4o").count

@@ -1,5 +1,6 @@
-"""Retention policies (retention.py, _retention.py) on SQLite: what each form deletes, what it
-never deletes, keep, agent scope, dry runs, the background worker's schedule, `memlane retention`.
+"""Retention policies (retention.py, privacy/retention_sweep.py) on SQLite: what each form
+deletes, what it never deletes, keep, agent scope, dry runs, the background worker's
+schedule, `memlane retention`.
 (The race with writers runs on every backend: testing/privacy_conformance.py.)"""
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlane import SessionManager
-from memlane.index import fusion, when
-from memlane.index.fusion import reciprocal_rank_fusion
-from memlane.index.when import TimeWindow, time_windows
-from memlane.store import _keyword as keyword
+from memlane.ranking.keyword import terms as keyword
+from memlane.search import fusion, when
+from memlane.search.fusion import reciprocal_rank_fusion
+from memlane.search.when import TimeWindow, time_windows
 from memlane.store import sqlite as store_sqlite
 
 UTC = timezone.utc

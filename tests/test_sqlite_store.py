@@ -403,8 +403,8 @@ def test_a_file_that_is_not_sqlite_is_not_a_session_database(tmp_path: Path) -> 
 def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
     """Before: a batch that failed (the model, an index down) kept its 120 s claim, so the
     worker idled for two minutes after the outage ended."""
-    from memlane._indexer import Indexer
     from memlane.embed import load_embedder
+    from memlane.engine.indexer import Indexer
 
     db = tmp_path / "s.db"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
@@ -462,8 +462,8 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
     synchronisation raced a loaded machine): it jumps past the first lease while the model
     is held, so only a renewal can keep the claim, and it stands still while the second
     worker looks, so a renewal's lease cannot run out under the test's feet."""
-    from memlane._indexer import Indexer
     from memlane.embed import load_embedder
+    from memlane.engine.indexer import Indexer
     from memlane.store import sqlite as sqlite_store
 
     lease = 0.6  # renewed every 0.2 s of real time, at the clock's time

@@ -17,7 +17,7 @@ from memlane.admin import (
     json_line,
 )
 from memlane.testing import HashEmbedder
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 COUNT = tokenizer_for("gpt-4o").count

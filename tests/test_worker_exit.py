@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memlane import SessionManager, _indexer
+from memlane import SessionManager
+from memlane.engine import indexer
 from memlane.errors import ModelNotAvailable
 from memlane.testing import HashEmbedder
 
@@ -64,7 +65,7 @@ def test_close_stops_the_worker_between_two_slices_and_hands_the_batch_back(
     started = time.monotonic()
     mgr.close()
     assert time.monotonic() - started < 2.0  # one slice, not 25 s (nor STOP_TIMEOUT)
-    assert slow.calls and max(slow.calls) <= _indexer.EMBED_SLICE
+    assert slow.calls and max(slow.calls) <= indexer.EMBED_SLICE
     assert not mgr._indexer.running
     # what the batch did not store is the next process's, unclaimed: nothing lost
     with SessionManager("x", db_path, embedder=HashEmbedder(), background=False) as again:
@@ -78,7 +79,7 @@ def test_close_stops_the_worker_between_two_slices_and_hands_the_batch_back(
 def test_close_says_what_it_waits_for(
     db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_indexer, "SAY_AFTER", 0.05)
+    monkeypatch.setattr(indexer, "SAY_AFTER", 0.05)
     slow = _Slow()
     mgr = SessionManager("x", db_path, embedder=slow, batch_size=4096)
     session = mgr.start_session("a long batch")

@@ -9,9 +9,8 @@
 
 from __future__ import annotations
 
-from ._erasure import ErasureReceipt
-from ._knowledge import DocumentInfo, IngestResult
 from .aio import AsyncSessionManager
+from .core import moved
 from .embed import HashEmbedder, MiniLMEmbedder, SentenceTransformerEmbedder
 from .errors import (
     BudgetTooSmall,
@@ -40,15 +39,19 @@ from .errors import (
     StoreUnavailable,
 )
 from .events import Event, Hit, Hits, PoolGrant, Session
+from .longterm.knowledge import DocumentInfo, IngestResult
 from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
+from .privacy.erasure import ErasureReceipt
 from .protocols import Embedder, Summarizer, TokenCounter
-from .recency import Recency
 from .redaction import PiiRedactor, Redaction, Redactor, Span
-from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
+from .restore.plan import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 from .retention import RetentionPolicy
+from .search.recency import Recency
 
 __version__ = "0.1.0"
+
+moved.install()
 
 __all__ = [
     "AsyncSessionManager",

@@ -33,34 +33,33 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._engine import Engine, Health, resolve_target, session_not_found
-from ._erasure import ErasureReceipt, erase_user
-from ._pool_admin import PoolAdministration
-from ._retention import RetentionResult, apply_retention
-from ._scope import Scope
-from ._time import age, from_us, now_us, to_us
-from ._transfer import (
+from .buffer import RedisBuffer, open_buffer
+from .core.clock import age, format_time, from_us, now_us, to_us
+from .core.progress import Progress
+from .core.scope import Scope
+from .embed import LoadedEmbedder
+from .engine.engine import Engine, Health, resolve_target, session_not_found
+from .errors import InvalidInput, SessionNotFound
+from .events import Event, Hits, Session, validate_kind
+from .privacy.erasure import ErasureReceipt, erase_user
+from .privacy.retention_sweep import RetentionResult, apply_retention
+from .protocols import Embedder
+from .records.validate import identifier, text
+from .retention import RetentionPolicy
+from .sharing.pool_admin import PoolAdministration
+from .store.base import EventFilter, SessionFilter, Store
+from .transfer.jsonl import (
     EXPORT_FORMAT,
     EXPORT_VERSION,
     BadRecord,
     ImportResult,
-    Progress,
     check_status,
     event_to_dict,
-    format_time,
     grant_to_dict,
     json_line,
     run_import,
     session_to_dict,
 )
-from ._validate import identifier, text
-from .buffer import RedisBuffer, open_buffer
-from .embed import LoadedEmbedder
-from .errors import InvalidInput, SessionNotFound
-from .events import Event, Hits, Session, validate_kind
-from .protocols import Embedder
-from .retention import RetentionPolicy
-from .store.base import EventFilter, SessionFilter, Store
 
 __all__ = [
     "EXPORT_FORMAT",

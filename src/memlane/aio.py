@@ -30,24 +30,24 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-from ._engine import Health
-from ._erasure import ErasureReceipt
-from ._knowledge import Chunker, DocumentInfo, IngestResult
-from ._markdown_export import MarkdownExport
-from ._retention import RetentionResult
 from .buffer import RedisBuffer
+from .engine.engine import Health
 from .errors import InvalidInput
 from .events import Event, Hits, PoolGrant, Session
+from .longterm.knowledge import Chunker, DocumentInfo, IngestResult
 from .manager import SearchMode, SessionManager
 from .memory import Fact, FactResolver, RememberResult
 from .metrics import Metrics
+from .privacy.erasure import ErasureReceipt
+from .privacy.retention_sweep import RetentionResult
 from .protocols import Embedder, Summarizer, TokenCounter
-from .recency import Recency
 from .redaction import Redactor
-from .restore import BudgetShares, RestoredContext
+from .restore.plan import BudgetShares, RestoredContext
 from .retention import RetentionPolicy
+from .search.recency import Recency
 from .store.base import Capabilities
 from .tracing import Tracing
+from .transfer.markdown import MarkdownExport
 
 __all__ = ["AsyncSessionManager"]
 

@@ -62,8 +62,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from . import _json
-from ._time import from_us, now_us, to_us
+from .core import canonical_json
+from .core.clock import from_us, now_us, to_us
 from .errors import InvalidInput
 from .events import Event
 
@@ -366,7 +366,7 @@ _FAILED: Any = object()
 
 def _entry(event: Event) -> str:
     """An event as the buffer keeps it (every field, so it comes back equal)."""
-    return _json.dumps(
+    return canonical_json.dumps(
         {
             "id": event.id,
             "session_id": event.session_id,
@@ -390,7 +390,7 @@ def _entry(event: Event) -> str:
 
 
 def _event(entry: str) -> Event:
-    data: Mapping[str, Any] = _json.loads(entry)
+    data: Mapping[str, Any] = canonical_json.loads(entry)
     expires = data["expires_us"]
     return Event(
         id=data["id"],

@@ -14,24 +14,13 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
-from . import _json
-from ._buffer_epoch import BufferEpoch
-from ._engine import Engine, Health, resolve_target, session_not_found
-from ._erasure import ErasureReceipt, erase_user
-from ._ids import new_id
-from ._knowledge import KnowledgeMemory
-from ._markdown_export import DAILY_KINDS, MarkdownExport, memory_files, write_files
-from ._observed import observed
-from ._pool_access import check_write
-from ._pools import PoolSharing
-from ._retention import RetentionResult, RetentionSchedule, apply_retention
-from ._scope import Scope
-from ._time import from_us, now_us, to_us
-from ._user_memory import UserMemory
-from ._validate import identifier as _identifier
-from ._validate import path_of, prepare_event
-from ._validate import text as _text
 from .buffer import RedisBuffer, open_buffer
+from .core import canonical_json
+from .core.clock import from_us, now_us, to_us
+from .core.ids import new_id
+from .core.observed import observed
+from .core.scope import Scope
+from .engine.engine import Engine, Health, resolve_target, session_not_found
 from .errors import (
     EventNotFound,
     InvalidInput,
@@ -47,17 +36,28 @@ from .events import (
     SessionRecord,
     validate_kinds,
 )
+from .longterm.knowledge import KnowledgeMemory
+from .longterm.users import UserMemory
 from .memory import MEMORY_SESSION, FactResolver
 from .metrics import Metrics
+from .privacy.erasure import ErasureReceipt, erase_user
+from .privacy.pool_access import check_write
+from .privacy.retention_sweep import RetentionResult, RetentionSchedule, apply_retention
 from .protocols import Embedder, Summarizer, TokenCounter
-from .recency import Recency, recency_of
+from .records.validate import identifier as _identifier
+from .records.validate import path_of, prepare_event
+from .records.validate import text as _text
 from .redaction import Redactor, redactor_of
-from .restore import BudgetShares, RestoredContext
+from .restore.plan import BudgetShares, RestoredContext
 from .retention import RetentionPolicy
+from .search.recency import Recency, recency_of
+from .sharing.pools import PoolSharing
 from .store import store_identity
 from .store.base import Capabilities, EventFilter, SessionFilter, Store
-from .tokens import tokenizer_for
+from .text.tokens import tokenizer_for
 from .tracing import Tracing
+from .transfer.markdown import DAILY_KINDS, MarkdownExport, memory_files, write_files
+from .write.buffer_epoch import BufferEpoch
 
 __all__ = ["SessionManager"]
 
@@ -238,7 +238,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
                 RetentionSchedule(self._storage, retention, self.agent_id)
             )
         if auto_summary is not None:
-            from ._summaries import AutoSummary
+            from .restore.summaries import AutoSummary
 
             self._indexer.idle_hooks.append(AutoSummary(self, self._searcher, auto_summary))
         if background:
@@ -320,12 +320,14 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
             key = _identifier(key, "key")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInput(f"metadata must be a dict, got {shown(metadata)}.")
-        meta_json = _json.dumps(dict(metadata or {}), "session metadata")
+        meta_json = canonical_json.dumps(dict(metadata or {}), "session metadata")
         session_id, now = new_id(), now_us()
         # one numbering for the session's metadata and goal; the goal event keeps the counts
         redaction = self._redaction()
         if redaction is not None:
-            meta_json = _json.dumps(redaction.json(_json.loads(meta_json)), "session metadata")
+            meta_json = canonical_json.dumps(
+                redaction.json(canonical_json.loads(meta_json)), "session metadata"
+            )
         prepared = prepare_event(
             "goal", goal, None, 1.0, None, None, from_us(now), self._counter, redaction=redaction
         )
@@ -602,7 +604,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         was opened with ``count_recalls=False``). ``recency="default"`` (or a
         :class:`~memlane.Recency`) also ranks what the query found by freshness —
         chat turns fade in days, decisions and facts in months, the goal, open pending
-        steps, important events and keyed user facts never (:mod:`memlane.recency`);
+        steps, important events and keyed user facts never (:mod:`memlane.search.recency`);
         ``None`` leaves the ranking exactly as it is without it. A user's facts that were
         superseded or retracted (:meth:`remember`, :meth:`retract_fact`) are history: left
         out unless ``current_only=False``; each hit's ``event.status`` says which it is.
@@ -635,7 +637,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         """Write this agent's memory as Markdown (``memlane export-md``): ``MEMORY.md`` (the
         current facts about each user, the pinned decisions) and ``memory/YYYY-MM-DD.md``
         per UTC day (goals, decisions, steps, errors, summaries), generated, atomic, and
-        byte-identical when nothing changed (:mod:`memlane._markdown_export`).
+        byte-identical when nothing changed (:mod:`memlane.transfer.markdown`).
         ``user_id``: only that user's sessions and facts. Reads only this agent's own
         sessions (not its pools').
 
@@ -704,7 +706,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         >>> context = mgr.restore(session.id, max_tokens=4000)  # doctest: +SKIP
         >>> context.token_count <= 4000, context.report.sections  # doctest: +SKIP
         """
-        from ._restoring import restore_session
+        from .restore.gather import restore_session
 
         context = restore_session(
             self._store,
@@ -754,7 +756,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         >>> summary.payload["covers"]["events"], summary.payload["method"]  # doctest: +SKIP
         (412, 'extractive')
         """
-        from ._summaries import plan_summary
+        from .restore.summaries import plan_summary
 
         self._check_writable()
         session = self.get_session(session_id)
@@ -774,7 +776,7 @@ class SessionManager(UserMemory, KnowledgeMemory, PoolSharing):
         self, session_id: str, text: str, payload: dict[str, Any], based_on: Event | None
     ) -> Event:
         """Append a summary unless another process wrote one that reaches as far meanwhile."""
-        from ._summaries import covers
+        from .restore.summaries import covers
 
         newest = EventFilter(self.scope, session_id=session_id, kinds=("summary",))
         prepared = prepare_event("summary", text, payload, None, None, None, None, self._counter)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ._time import from_us
+from .core.clock import from_us
 from .events import Event
 
 __all__ = [

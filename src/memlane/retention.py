@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ._time import age
+from .core.clock import age
 from .errors import InvalidInput, shown
 from .events import SESSION_STATUSES, validate_kind
 

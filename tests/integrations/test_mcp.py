@@ -15,7 +15,7 @@ import pytest
 
 from memlane import AsyncSessionManager, InvalidInput, SessionManager
 from memlane.testing import HashEmbedder
-from memlane.tokens import tokenizer_for
+from memlane.text.tokens import tokenizer_for
 
 from ..conftest import PYTHON, child_env
 from .conftest import framework

@@ -21,9 +21,9 @@ import click
 from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 
-from .._engine import DEFAULT_DB
 from ..admin import StoreAdmin, parse_cutoff
 from ..embed import HashEmbedder
+from ..engine.engine import DEFAULT_DB
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
 from ..manager import SessionManager
 from ..protocols import Embedder

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .._transfer import format_time
+from ..core.clock import format_time
 from ..memory import Fact
 from ._app import AGE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import table_of

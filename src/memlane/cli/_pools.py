@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from .._transfer import format_time
 from ..admin import event_to_dict
+from ..core.clock import format_time
 from ..events import PoolGrant
 from ._app import Env, cli, db_option, emit_json, json_option
 from ._render import table_of

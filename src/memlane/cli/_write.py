@@ -13,9 +13,9 @@ from typing import IO, Any
 
 import click
 
-from .._retention import RetentionResult
 from ..admin import ImportResult, PruneResult, StoreAdmin, json_line
 from ..events import SESSION_STATUSES
+from ..privacy.retention_sweep import RetentionResult
 from ..retention import RetentionPolicy
 from ..store import describe_url, sqlite_path, store_identity
 from ._app import AGE, Env, agent_option, cli, db_option, embedder_named, open_admin
@@ -89,7 +89,7 @@ def export(env: Env, output: str | None, session_id: str | None, fmt: str) -> No
     records = env.admin().export(agent=env.agent, session=session_id)
     encode: Callable[[Mapping[str, Any]], bytes]
     if fmt == "yaml":
-        from .._yaml_export import yaml_document
+        from ..transfer.yaml_format import yaml_document
 
         def encode(record: Mapping[str, Any]) -> bytes:
             return yaml_document(record).encode()
@@ -217,7 +217,7 @@ def _is_yaml(stream: IO[bytes]) -> bool:
 def _records(stream: IO[bytes]) -> Iterator[Any]:
     """The records of an export: YAML documents, or lines of JSON."""
     if _is_yaml(stream):
-        from .._yaml_export import yaml_records
+        from ..transfer.yaml_format import yaml_records
 
         return yaml_records(stream)
     return _lines(stream)

@@ -189,7 +189,7 @@ class MiniLMEmbedder:
     #: 256 tokens (about 1,000 characters of English), and tokenising megabytes is slow.
     max_chars: int = _DEFAULT_MAX_CHARS
     #: The word pieces the model reads, its two special tokens included (what a knowledge
-    #: chunk must fit: ``chunking.py``).
+    #: chunk must fit: ``text/chunking.py``).
     max_tokens: int = _MAX_TOKENS
 
     def __init__(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from .._seams import VectorIndex
+from ..core.seams import VectorIndex
 from ..errors import InvalidInput
 
 __all__ = ["open_index"]

@@ -4,9 +4,9 @@ Install the extra: ``pip install 'memlane[chroma]'``. Select it with
 ``SessionManager(..., index="chroma+http://host:port")`` (a ``chroma run`` server) or
 ``index="chroma:///path/to/dir"`` (embedded, ``PersistentClient``).
 
-:class:`ChromaIndex` is a :class:`~memlane._seams.VectorIndex`: the engine composes it
-with the log store (``_storage.py``), which keeps everything else (the log, the outbox, keyword
-search, isolation of reads) and knows nothing of Chroma.
+:class:`ChromaIndex` is a :class:`~memlane.core.seams.VectorIndex`: the engine composes it
+with the log store (``engine/storage.py``), which keeps everything else (the log, the
+outbox, keyword search, isolation of reads) and knows nothing of Chroma.
 
 * **Fed by the same outbox.** The worker claims outbox rows from the log, embeds them with
   *our* embedder, upserts the vectors into Chroma (ids are the events' ``seq``; metadata holds
@@ -16,17 +16,17 @@ search, isolation of reads) and knows nothing of Chroma.
   collections are opened with ``embedding_function=None``, so it never loads a model.
 * **Isolation** is the choice of collections (the scope's partitions) plus, in pools the
   agent writes without subscribing, :meth:`Scope.chroma_where
-  <memlane._scope.Scope.chroma_where>`'s agent clause; session, kinds and time are
+  <memlane.core.scope.Scope.chroma_where>`'s agent clause; session, kinds and time are
   Chroma ``where`` clauses too. A ``where`` on our own metadata is answered by the log (the
   events it admits, ``allowed()``) and passed as ``seq $in [...]``, or for large sets
   applied after an over-fetch.
-* **Deletes reach Chroma** after the log's transaction commits; ``_storage.py`` keeps one
+* **Deletes reach Chroma** after the log's transaction commits; ``engine/storage.py`` keeps one
   Chroma cannot take in the log's ``meta`` and retries it from the worker's maintenance, and
   audits each collection against the log (a lost or emptied index is queued again).
   ``reindex`` drops the collections.
 * **Failures are loud**: a Chroma that cannot be reached raises
   :class:`~memlane.errors.StoreUnavailable` (hybrid search then answers by keyword,
-  see ``_search.py``).
+  see ``search/searcher.py``).
 * **One collection per partition** (an agent's private sessions, or one pool):
   ``asm_<store id>_<hash of the partition>``, the store id kept in the log's ``meta``. A
   search limited only by its scope then needs no Chroma ``where`` at all, which keeps it on
@@ -52,7 +52,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._seams import EventFilter, OutboxRow, Tx, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
 from ..errors import InvalidInput, SessionManagerError, StoreBusy, StoreUnavailable
 
 __all__ = ["ChromaIndex"]

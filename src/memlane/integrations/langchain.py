@@ -44,7 +44,7 @@ from ..aio import AsyncSessionManager
 from ..errors import InvalidInput, InvalidPayload, SessionNotFound
 from ..events import Event, Hit, is_message_role
 from ..manager import SessionManager
-from ..restore import RestoredContext
+from ..restore.plan import RestoredContext
 from . import require
 
 require("langchain_core", "langchain")

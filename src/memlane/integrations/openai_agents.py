@@ -49,12 +49,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
-from .. import _json
-from .._validate import identifier
 from ..aio import AsyncSessionManager
+from ..core import canonical_json
 from ..errors import InvalidInput, SessionNotFound
 from ..events import Event, is_message_role
 from ..manager import SessionManager
+from ..records.validate import identifier
 from . import require
 
 require("agents", "openai-agents")
@@ -290,7 +290,7 @@ def _record_of(item: object, position: int) -> tuple[str, str, dict[str, Any], b
             f"Item {position} is a {type(item).__name__}, not a Responses API item (a dict such "
             'as {"role": "user", "content": "hi"}); nothing was written.'
         )
-    _json.dumps(item, f"item {position}")  # not JSON: refused before anything is written
+    canonical_json.dumps(item, f"item {position}")  # not JSON: refused before anything is written
     kind = _type_of(item)
     text = _rendering(item, kind).strip()
     metadata: dict[str, Any] = {ITEM_TYPE: kind, **_call_metadata(item, kind)}

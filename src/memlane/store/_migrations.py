@@ -30,7 +30,7 @@ from __future__ import annotations
 # events recorded before and the two after it in the same session (by seq; the nearest cut to
 # 1,000 characters, the second ones to 500) and its UTC date written out ("8 May 2023"), so
 # "what did we decide on 3 June" also matches events of that day by keyword. It is weighted
-# below the content at query time (store/_keyword.py). The insert trigger indexes a new event
+# below the content at query time (ranking/keyword/terms.py). The insert trigger indexes a new event
 # with the context it has (its predecessors and date); adding the new event to its two
 # predecessors' context is left to the outbox worker (SqliteStore.refresh_previous_context),
 # because rewriting those rows in record() would double its cost. Deleting an event refreshes
@@ -145,7 +145,7 @@ CREATE INDEX events_by_partition ON events (partition);
 """
 
 # Events too large to digest on the caller's path (_validate.DIGEST_INLINE_CHARS), and flattened
-# JSON outputs whose whole text is more than their content (_searchable.py), are written with
+# JSON outputs whose whole text is more than their content (core/searchable.py), are written with
 # ``deferred`` set: an estimated token count, no payload preview, and a keyword row of the first
 # 32,768 characters of the content only (tokenizing megabytes inside record()'s transaction
 # held the write lock for the caller's whole wait). The worker digests them
@@ -197,7 +197,7 @@ _EXPIRY = """
 # Who may read and write a pool (issue 14): a pool has one owner, who grants ``read`` or
 # ``write`` to named agents. This table is the current state, read by every scoped query (a
 # subquery of ``Scope.sql``), so a revocation is seen by the next read of every process; the
-# grants and revocations themselves are events in the owner's pool log (``_pools.py``). Pools
+# grants and revocations themselves are events in the owner's pool log (``sharing/pools.py``). Pools
 # that exist when the migration runs keep working for the agents that wrote into them: the
 # agent of a pool's first session becomes its owner and every other agent with a session in it
 # gets ``write``. Agents that only read a pool (nothing records who subscribed) must be granted
@@ -233,7 +233,7 @@ _BUFFER_EPOCH = """
         INSERT OR IGNORE INTO meta (key, value) VALUES ('buffer_epoch', '0');
         """
 
-# Facts that are no longer current (a user's fact superseded or retracted: _user_memory.py):
+# Facts that are no longer current (a user's fact superseded or retracted: longterm/users.py):
 # what a search leaves out unless asked for the history. A partial index holds only them, so
 # looking them up costs nothing while there are none.
 STALE_FACTS = """

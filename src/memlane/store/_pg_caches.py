@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._keyword_cache import KeywordCache, _NewPostings
-from ._keyword_cache import _Partition as _KeywordPartition
+from ..ranking.keyword.cache import KeywordCache, _NewPostings
+from ..ranking.keyword.cache import _Partition as _KeywordPartition
+from ..ranking.vectors.cache import Matrix, VectorCache, decode_vector
+from ..ranking.vectors.cache import _Partition as _VectorPartition
 from ._pg_feed import CommitFeed, Connect, _cursor
-from ._vector_cache import Matrix, VectorCache, decode_vector
-from ._vector_cache import _Partition as _VectorPartition
 
 __all__ = ["PgKeywordCache", "PgVectorCache"]
 

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._seams import OutboxRow, Tx
+from ..core.seams import OutboxRow, Tx
 from ._lease import held
 
 __all__ = ["OUTBOX_LEASE_SECONDS", "PgOutbox"]

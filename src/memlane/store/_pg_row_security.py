@@ -1,12 +1,13 @@
 """Isolation enforced by PostgreSQL itself: row-level security keyed to one role per agent.
 
-The library's own isolation (``_scope.py``, ``_pool_access.py``) holds against agents that make
-mistakes; an agent that connects with the store owner's credentials can read every table. For
-agents that do not trust each other, the operator gives each one a database role of its own
-(``StoreAdmin.create_agent_role``): the role is mapped to the agent in ``agent_roles`` and
-the policies below let it see exactly what the library would — its own sessions and events,
-and those of the pools it holds a grant on — and write only its own rows (into pools it may
-write). The store's owner (who runs the migrations and ``StoreAdmin``) is not subject to them.
+The library's own isolation (``core/scope.py``, ``privacy/pool_access.py``) holds against
+agents that make mistakes; an agent that connects with the store owner's credentials can read
+every table. For agents that do not trust each other, the operator gives each one a database
+role of its own (``StoreAdmin.create_agent_role``): the role is mapped to the agent in
+``agent_roles`` and the policies below let it see exactly what the library would — its own
+sessions and events, and those of the pools it holds a grant on — and write only its own rows
+(into pools it may write). The store's owner (who runs the migrations and ``StoreAdmin``) is
+not subject to them.
 
 Enabling is opt-in and idempotent (:data:`ENABLE`); nothing changes for deployments that
 connect as the owner. The helper functions are ``SECURITY DEFINER`` so that a policy can read

@@ -15,9 +15,9 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Protocol
 
-from .._seams import EventFilter, OutboxRow, Tx, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
 from ..errors import InvalidInput
-from ._partition_rows import RowQuery
+from ..ranking.partition_rows import RowQuery
 from ._pg_caches import PgVectorCache
 from ._pg_feed import Connect
 from ._vector_table import VectorTable
@@ -41,7 +41,7 @@ class _Log(Protocol):
 
 
 class PgVectors(VectorTable):
-    """The :class:`~memlane._seams.VectorIndex` of a PostgreSQL log."""
+    """The :class:`~memlane.core.seams.VectorIndex` of a PostgreSQL log."""
 
     _store: _Log
 

@@ -4,8 +4,8 @@ SQLite and PostgreSQL hold the same tables (``sessions``, ``events``, ``outbox``
 ``meta``, ``migrations``) and accept the same SQL for everything but keyword search, vector
 search, the outbox claim and schema management, which each backend writes itself. Statements
 here use ``?`` placeholders; the PostgreSQL backend rewrites them for psycopg. Isolation comes
-from :meth:`Scope.sql <memlane._scope.Scope.sql>` and ``where`` filters from
-:func:`~memlane._filters.compile_where` with the backend's dialect — never from SQL
+from :meth:`Scope.sql <memlane.core.scope.Scope.sql>` and ``where`` filters from
+:func:`~memlane.store.filters.compile_where` with the backend's dialect — never from SQL
 written by callers.
 """
 
@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from .. import _json
-from .._filters import compile_where
-from .._scope import Scope
-from .._seams import Cursor
-from .._time import from_us, now_us
+from ..core import canonical_json
+from ..core.clock import from_us, now_us
+from ..core.scope import Scope
+from ..core.seams import Cursor
 from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
-from ..summarize import PREVIEW_THRESHOLD
+from ..text.shrink import PREVIEW_THRESHOLD
 from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
+from .filters import compile_where
 
 __all__ = [
     "EVENTS_JOIN",
@@ -80,10 +80,10 @@ def row_to_event(row: Sequence[Any]) -> Event:
         agent_id=row[3],
         kind=row[4],
         content=row[5],
-        payload=_json.loads(row[6]),
+        payload=canonical_json.loads(row[6]),
         importance=float(row[7]),
-        tags=tuple(_json.loads(row[8])),
-        metadata=_json.loads(row[9]),
+        tags=tuple(canonical_json.loads(row[8])),
+        metadata=canonical_json.loads(row[9]),
         status=row[10],
         created_at=from_us(row[11]),
         token_count=int(row[12]),
@@ -103,7 +103,7 @@ def row_to_session(row: Sequence[Any]) -> Session:
         goal=row[3],
         status=row[4],
         shared_pool=row[5],
-        metadata=_json.loads(row[6]),
+        metadata=canonical_json.loads(row[6]),
         created_at=from_us(row[7]),
         updated_at=from_us(row[8]),
         key=row[9],
@@ -480,7 +480,7 @@ class SqlStore:
     def agents(self) -> list[str]:
         return [row[0] for row in self._read("SELECT DISTINCT agent_id FROM sessions")]
 
-    # -- pools: who may read and write them (_pools.py) -----------------------------------
+    # -- pools: who may read and write them (sharing/pools.py) -----------------------------------
 
     def pool_view(self, agent_id: str) -> tuple[set[str], set[str]]:
         # one round trip per search: the pools the agent has sessions in, and its grants now

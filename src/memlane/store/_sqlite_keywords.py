@@ -12,11 +12,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._seams import EventFilter, Tx
-from .._searchable import CONTENT_CHARS
-from ._keyword import KEYWORD_WEIGHTS, fts_query
-from ._keyword_cache import KeywordCache
-from ._partition_rows import RowQuery
+from ..core.seams import EventFilter, Tx
+from ..core.searchable import CONTENT_CHARS
+from ..ranking.keyword.cache import KeywordCache
+from ..ranking.keyword.terms import KEYWORD_WEIGHTS, fts_query
+from ..ranking.partition_rows import RowQuery
 
 __all__ = ["SqliteKeywordIndex"]
 
@@ -45,13 +45,13 @@ class SqliteKeywordIndex:
         partitions: Sequence[tuple[str, bool]] | None = None,
     ) -> list[tuple[int, float]]:
         """BM25 over the event's content and its context (``0002_keyword_context``),
-        weighted by :data:`~memlane.store._keyword.KEYWORD_WEIGHTS`; higher is better.
+        weighted by :data:`~memlane.ranking.keyword.terms.KEYWORD_WEIGHTS`; higher is better.
 
         Ranked in memory (``_keyword_cache.py``) over ``partitions`` (the searcher's, as for
         vectors), or by FTS5 when no partitions are given, while the in-memory index of a
         partition is still being built (in the background: a process's first search does
         not wait for it), or when it cannot rank the query as FTS5 would (see
-        :meth:`~memlane.store._keyword.Words.query_stems`)."""
+        :meth:`~memlane.ranking.keyword.terms.Words.query_stems`)."""
         if (
             partitions is None
             or flt.scope is None

@@ -2,7 +2,7 @@
 
 The ``vectors`` table lives in the log's database (its rows go with their events, by foreign
 key), so vectors commit in the same transactions as the outbox they drain. Searches rank the
-per-partition matrices of :class:`~memlane.store._vector_cache.VectorCache`, which
+per-partition matrices of :class:`~memlane.ranking.vectors.cache.VectorCache`, which
 refreshes from this table incrementally (other processes write to the same file).
 """
 
@@ -14,10 +14,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._seams import EventFilter, OutboxRow, Tx, Vectors
-from ._partition_rows import RowQuery
-from ._vector_cache import DELETION_LOG_KEEP, VectorCache, encode_vector
-from ._vector_snapshots import VectorSnapshots
+from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
+from ..ranking.partition_rows import RowQuery
+from ..ranking.vectors.cache import DELETION_LOG_KEEP, VectorCache, encode_vector
+from ..ranking.vectors.snapshots import VectorSnapshots
 from ._vector_table import VectorTable
 from .base import batched
 
@@ -39,7 +39,7 @@ class _Log(Protocol):
 
 
 class SqliteVectors(VectorTable):
-    """The :class:`~memlane._seams.VectorIndex` of a SQLite log."""
+    """The :class:`~memlane.core.seams.VectorIndex` of a SQLite log."""
 
     _store: _Log
 

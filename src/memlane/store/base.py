@@ -2,8 +2,8 @@
 
 The façade (:class:`~memlane.SessionManager`), the operator's
 :class:`~memlane.admin.StoreAdmin`, search, restore and export/import are written once,
-on top of :class:`Store` and a :class:`~memlane._seams.VectorIndex`, which
-``_storage.py`` composes. A log store holds sessions, events, the embedding outbox, ``meta``
+on top of :class:`Store` and a :class:`~memlane.core.seams.VectorIndex`, which
+``engine/storage.py`` composes. A log store holds sessions, events, the embedding outbox, ``meta``
 and the keyword index over the events:
 
 * :class:`~memlane.store.sqlite.SqliteStore` — one SQLite file (the default);
@@ -13,7 +13,7 @@ Each also offers the vector index in its own database (:meth:`Store.vector_index
 BLOBs ranked by numpy, or pgvector), whose vectors commit in the log's transactions; the
 alternative is an external index (``index/chroma.py``) fed by the same outbox.
 
-Isolation is never built by callers: reads take a :class:`~memlane._scope.Scope` (or
+Isolation is never built by callers: reads take a :class:`~memlane.core.scope.Scope` (or
 ``None`` for the operator's unscoped view) inside an :class:`EventFilter` /
 :class:`SessionFilter`, and each backend turns it into its own clause in one place.
 
@@ -28,8 +28,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._scope import Scope
-from .._seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
+from ..core.scope import Scope
+from ..core.seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
 from ..errors import SchemaTooNew
 from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
 

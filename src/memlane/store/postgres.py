@@ -53,14 +53,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._seams import Cursor, Tx
+from ..core.seams import Cursor, Tx
 from ..errors import (
     InvalidInput,
     StoreError,
     StoreMisconfigured,
 )
-from ._keyword import tsquery
-from ._partition_rows import RowQuery
+from ..ranking.keyword.terms import tsquery
+from ..ranking.partition_rows import RowQuery
 from ._pg_caches import PgKeywordCache
 from ._pg_errors import refused_statement, store_error
 from ._pg_errors import sentence as _sentence
@@ -506,7 +506,7 @@ class PostgresStore(PgOutbox, SqlStore):
         """BM25 over the event's content and its context, ranked in memory as SQLite ranks it
         (``_pg_caches.py``) over ``partitions``; or ``ts_rank`` in SQL when the cache is off
         or cannot rank the query as FTS5 would (see
-        :meth:`~memlane.store._keyword.Words.query_stems`), or no partitions are
+        :meth:`~memlane.ranking.keyword.terms.Words.query_stems`), or no partitions are
         given. Higher is better either way."""
         cache = self._keywords
         stems = None if cache is None or partitions is None else cache.query_stems(text)

@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._seams import OutboxRow, Tx
-from .._searchable import CONTENT_CHARS
+from ..core.seams import OutboxRow, Tx
+from ..core.searchable import CONTENT_CHARS
 from ..errors import InvalidInput, SessionManagerError, StoreReadOnly
-from ._keyword_cache import KeywordCache
-from ._keyword_snapshots import KeywordSnapshots
+from ..ranking.keyword.cache import KeywordCache
+from ..ranking.keyword.snapshots import KeywordSnapshots
+from ..ranking.snapshot_files import partition_digest, remove_temporary
 from ._lease import held
 from ._migrations import MIGRATIONS
-from ._snapshot_files import partition_digest, remove_temporary
 from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
 from ._sqlite_errors import RETRY_SECONDS, is_busy, store_error
 from ._sqlite_keywords import SqliteKeywordIndex

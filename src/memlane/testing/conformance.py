@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .._json import dumps
 from ..admin import StoreAdmin, json_line
 from ..aio import AsyncSessionManager
+from ..core.canonical_json import dumps
 from ..embed import HashEmbedder
 from ..errors import (
     EventNotFound,

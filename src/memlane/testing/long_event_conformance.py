@@ -5,11 +5,11 @@ still be recorded, embedded, deleted and expired, with ``health()`` staying ok.
 
 The sizes are the library's own thresholds, read from where they are defined:
 
-- :data:`~memlane._searchable.CONTENT_CHARS` (4,000): a flattened JSON output is cut there
+- :data:`~memlane.core.searchable.CONTENT_CHARS` (4,000): a flattened JSON output is cut there
   and searched whole (``derived_content``); from there on the SQL of both stores asks
   whether an event's whole text is more than its content;
 - the embedder's ``DEFAULT_MAX_CHARS`` (16,000): the text embedded is cut there;
-- :data:`~memlane.summarize.PREVIEW_THRESHOLD` (32,768): past it an event is digested by the
+- :data:`~memlane.text.shrink.PREVIEW_THRESHOLD` (32,768): past it an event is digested by the
   worker (``deferred``), its payload previewed and, in SQLite, stored apart;
 - the PostgreSQL store's ``TSVECTOR_CHARS`` (300,000): its tsvector holds no more.
 
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .._json import dumps
-from .._searchable import CONTENT_CHARS
+from ..core.canonical_json import dumps
+from ..core.searchable import CONTENT_CHARS
 from ..embed import DEFAULT_MAX_CHARS
 from ..events import Event
 from ..manager import SessionManager
-from ..summarize import PREVIEW_THRESHOLD
+from ..text.shrink import PREVIEW_THRESHOLD
 
 __all__ = ["LONG_EVENT_SIZES", "LongEventConformance"]
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._time import now_us
+from ..core.clock import now_us
 from ..errors import SessionNotFound
 from ..manager import SessionManager
 from ..retention import RetentionPolicy

@@ -1,0 +1,202 @@
+"""The types on both sides of the storage seams: the log store and the vector index.
+
+The engine composes two interfaces (``engine/storage.py``): a **log store**
+(:class:`~memlane.store.base.Store`: sessions, events, the outbox, keyword search) and
+a **vector index** (:class:`VectorIndex` here: upsert, delete, search, clear, count). Neither
+package imports the other; what they exchange — filters, transactions, outbox rows, vectors —
+is defined here, below both (docs/architecture.md, "Storage seams").
+
+Not part of the public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from .scope import Scope
+
+__all__ = [
+    "Cursor",
+    "EventFilter",
+    "OutboxRow",
+    "SessionFilter",
+    "Tx",
+    "VectorIndex",
+    "Vectors",
+]
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """A restriction of event reads. ``scope=None`` is the operator's unscoped view."""
+
+    scope: Scope | None
+    include_shared: bool = True
+    session_id: str | None = None
+    event_id: str | None = None
+    kinds: tuple[str, ...] | None = None
+    exclude_kinds: tuple[str, ...] | None = None
+    status: str | None = None
+    #: events with none of these statuses (events without a status pass)
+    exclude_statuses: tuple[str, ...] | None = None
+    min_importance: float | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+    where: Mapping[str, Any] | None = None
+    # operator filters (prune): the event's session
+    session_status: str | None = None
+    session_before_us: int | None = None  # the session's last activity is before this
+    #: only the events expired at this moment (the sweep); otherwise reads never see them
+    expired_by_us: int | None = None
+    #: only events that never expire (summaries do not carry short-term memory on)
+    lasting: bool = False
+
+    @property
+    def needs_log(self) -> bool:
+        """Whether the filter reads more than a vector index keeps beside each vector
+        (session, kind, time): metadata, status or importance are the log's to answer.
+
+        >>> EventFilter(scope=None, kinds=("fact",)).needs_log
+        False
+        >>> EventFilter(scope=None, where={"tool": "grep"}).needs_log
+        True
+        """
+        return bool(
+            self.where
+            or self.exclude_kinds
+            or self.status
+            or self.exclude_statuses
+            or self.min_importance is not None
+            or self.session_status
+            or self.session_before_us is not None
+            or self.expired_by_us is not None
+            or self.lasting
+        )
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """A restriction of session reads. ``scope=None`` is the operator's unscoped view."""
+
+    scope: Scope | None
+    include_shared: bool = True
+    session_id: str | None = None
+    agent_id: str | None = None
+    status: str | None = None
+    user_id: str | None = None
+    key: str | None = None
+    #: ids that start with this (the command line takes a unique prefix of an id)
+    id_prefix: str | None = None
+    #: the session's ``asm`` metadata value: what the library keeps in it ("user-memory",
+    #: "knowledge")
+    marked: str | None = None
+    #: only the agents' own sessions: none the library keeps for itself (marked ones)
+    unmarked: bool = False
+    since_us: int | None = None  # updated at or after
+    before_us: int | None = None  # updated before (prune)
+
+
+class Cursor(Protocol):
+    """What a statement returns (``sqlite3.Cursor``, psycopg's ``Cursor``)."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class Tx(Protocol):
+    """An open write transaction of the log (:meth:`Store.atomic
+    <memlane.store.base.Store.atomic>`), typed so that ``mypy --strict`` checks every
+    statement written across the seam."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement (``?`` placeholders) in the transaction."""
+        ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` after the transaction commits (never if it rolls back)."""
+        ...
+
+
+class OutboxRow(NamedTuple):
+    """An event claimed for embedding, with what a vector index keeps beside its vector."""
+
+    seq: int
+    partition: str
+    content: str
+    session_id: str
+    agent_id: str
+    kind: str
+    created_us: int
+
+
+class VectorIndex(Protocol):
+    """Where vectors live and are searched: five operations, keyed by the event's ``seq``.
+
+    Implementations: the log's own tables (SQLite BLOBs ranked by numpy, pgvector), which
+    commit in the log's transactions (``transactional``), and Chroma, which is written after
+    the log commits and audited against it (``index/chroma.py``). ``tx`` is the log's
+    transaction for a transactional index and ``None`` for an external one.
+    """
+
+    #: vectors commit in the log's own transactions (a crash never splits them)
+    transactional: bool
+    #: search is exact (brute force); otherwise approximate (HNSW)
+    exact: bool
+    #: several processes (and hosts) may use the index at once
+    multi_process: bool
+    multi_host: bool
+    #: what the index is ("numpy", "pgvector", "chroma-server", ...), for capabilities
+    name: str
+    #: where the index lives, for messages; "" when it is the log's own
+    location: str
+
+    def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
+        """Store one vector per row (replacing any earlier vector of that event)."""
+        ...
+
+    def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
+        """Forget the vectors of these events."""
+        ...
+
+    def search(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+        allowed: Callable[[], Sequence[int]],
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` ``(seq, cosine)`` among the events of ``partitions`` (``(partition,
+        owner_only)`` pairs from :meth:`Scope.partitions
+        <memlane.core.scope.Scope.partitions>`) that ``flt`` admits. When
+        :attr:`EventFilter.needs_log`, ``allowed()`` lists the events the log admits."""
+        ...
+
+    def clear(self, tx: Tx | None) -> None:
+        """Forget every vector (a reindex embeds the log again)."""
+        ...
+
+    def count(self, partition: str | None = None) -> int:
+        """Vectors held (in one partition, or in all)."""
+        ...
+
+    def seqs(self, partition: str) -> set[int]:
+        """The events of ``partition`` that have a vector (an audit against the log)."""
+        ...
+
+    def size_bytes(self) -> int:
+        """Bytes the index takes outside the log's own database (0 when it is inside)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,336 @@
+"""Keyword queries: free text turned into a safe FTS5 or tsquery query, the BM25 weights,
+and the tokenizer of the in-memory keyword index.
+
+The log's persistent keyword index is the log's own (FTS5 in SQLite, a tsvector in PostgreSQL);
+this is what both backends build their queries with. SQLite's searches are ranked by an
+in-memory index (``_keyword_cache.py``) that must see the same words as FTS5: :class:`Words`
+is FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer, in Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import Stemmer
+
+from ..arrays import located
+
+__all__ = [
+    "KEYWORD_WEIGHTS",
+    "STOP_WORDS",
+    "Words",
+    "fold",
+    "fts_query",
+    "query_words",
+    "tsquery",
+]
+
+#: BM25 weights of the keyword index's two columns: an event's own content, and its context
+#: (the neighbouring events of its session and its date; store/_migrations.py). Context counts
+#: half: it should lift the event that answers a question asked just before it, without letting
+#: every neighbour of a matching event outrank the match itself. Measured: docs/benchmarks.md.
+KEYWORD_WEIGHTS = (1.0, 0.5)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# Distinct tokens Words keeps stemmed (a cache; ~100 bytes each), and how many new stems it
+# gathers in a dict before moving them into its compact table.
+TOKEN_CACHE = 65_536
+FREEZE_FROM = 65_536
+
+# Function words that match nearly every event: dropping them from the query keeps BM25 from
+# scoring (and SQLite from visiting) most of the index for no ranking gain. Morphology is
+# handled by the index's porter tokenizer.
+STOP_WORDS = frozenset(
+    """a about after again all am an and any are as at be been before being but by can could
+    did do does doing done for from had has have having he her here hers him his how i if in
+    into is it its just me my no nor not of on once only or other our ours out over own same
+    she should so some such than that the their theirs them then there these they this those
+    through to too under until up very was we were what when where which while who whom why
+    will with would you your yours""".split()  # noqa: SIM905 (a word list reads better as prose)
+)
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct lower-case words of ``text``, stop words dropped unless nothing else is left.
+
+    >>> query_words("Did we turn OFF the 2FA?")
+    ['turn', 'off', '2fa']
+    """
+    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    return [word for word in words if word not in STOP_WORDS] or words
+
+
+def tsquery(text: str, *, content_only: bool = False) -> str | None:
+    """A PostgreSQL ``to_tsquery`` text matching any content word of ``text``.
+
+    Words are runs of ``\\w`` characters, so no tsquery syntax (``&|!():*<>'``) can get in.
+    ``content_only`` restricts each word to the content's weight (``A``; the context is ``B``).
+
+    >>> tsquery("turn off 2FA: 'anywhere'?", content_only=True)
+    'turn:A | off:A | 2fa:A | anywhere:A'
+    """
+    # "_" is a word character but not a lexeme one: split on it
+    words = list(dict.fromkeys(part for word in query_words(text) for part in word.split("_")))
+    words = [word for word in words if word]
+    if not words:
+        return None
+    suffix = ":A" if content_only else ""
+    return " | ".join(word + suffix for word in words)
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 query matching any content word of ``text`` (BM25 ranks by how many and how rare).
+
+    Every word is quoted, so FTS5 syntax in user text (``AND``, ``*``, ``"``, ``:``) is
+    matched literally instead of being parsed. Stop words are dropped unless nothing else is
+    left.
+
+    >>> fts_query('did we turn off 2FA: "anywhere"?')
+    '"turn" OR "off" OR "2fa" OR "anywhere"'
+    """
+    words = query_words(text)
+    if not words:
+        return None
+    return " OR ".join(f'"{word}"' for word in words)
+
+
+# FTS5's unicode61 tokenizer: runs of letters and digits; everything else (``_`` included)
+# separates tokens.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def fold(text: str) -> str:
+    """``text`` as unicode61 with ``remove_diacritics 2`` compares it: lower case, accents off.
+
+    >>> fold("Crème Brûlée")
+    'creme brulee'
+    """
+    text = text.lower()
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def tokens(text: str) -> list[str]:
+    """The unstemmed tokens of ``text``, as FTS5 splits it.
+
+    >>> tokens("Deploy_v2 failed: café's DB!")
+    ['deploy', 'v2', 'failed', 'cafe', 's', 'db']
+    """
+    return _TOKEN.findall(fold(text))
+
+
+# Bytes of the vocabulary's blob searched for NULs at a time (_Frozen.stems).
+_SCAN_BYTES = 1 << 20
+
+
+class _Frozen:
+    """Stems with ids ``0 .. count - 1`` held compactly: the stems as one NUL-separated UTF-8
+    blob (in id order, as a snapshot stores them) and a sorted table of their 64-bit hashes
+    with the id of each. ~22 bytes a stem, against ~80 in a dict of str to int (a million
+    distinct stems — logs are full of identifiers — took 82 MB that way)."""
+
+    def __init__(self, blob: bytes, hashes: npt.NDArray[np.uint64]) -> None:
+        self.blob = blob
+        self.count = len(hashes)
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        self.ids = order.astype(np.int32)
+
+    @classmethod
+    def of(cls, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None) -> _Frozen:
+        if hashes is None:
+            hashes = stem_hashes(blob)
+        return cls(blob, hashes)
+
+    def get(self, stems: list[str]) -> npt.NDArray[np.int32]:
+        """The id of each of ``stems``, -1 for those it does not hold (one binary search for
+        all: ~1 µs a stem, against ~3 one by one)."""
+        if not self.count:
+            return np.full(len(stems), -1, np.int32)
+        wanted = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+        at, there = located(self.hashes, wanted)
+        return np.where(there, self.ids[at], -1).astype(np.int32)
+
+    def stems(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
+        """The stems of ``ids`` (all below :attr:`count`): cut out of the blob at its NULs,
+        found a chunk at a time (the NULs of a million stems at once took ~30 MB)."""
+        if not len(ids):
+            return []
+        view = np.frombuffer(self.blob, np.uint8)
+        bounds: dict[int, int] = {-1: -1}  # stem -> the NUL after it (-1: before the first)
+        wanted = sorted({int(i) for i in ids} | {int(i) - 1 for i in ids})
+        at, before = 0, 0  # wanted[at] is the next to find; NULs in the chunks before
+        for offset in range(0, len(view), _SCAN_BYTES):
+            if at == len(wanted):
+                break
+            nuls = np.flatnonzero(view[offset : offset + _SCAN_BYTES] == 0)
+            while at < len(wanted) and wanted[at] < before + len(nuls):
+                if wanted[at] >= 0:
+                    bounds[wanted[at]] = offset + int(nuls[wanted[at] - before])
+                at += 1
+            before += len(nuls)
+        bounds.setdefault(self.count - 1, len(self.blob))  # (the last stem ends the blob)
+        return [self.blob[bounds[i - 1] + 1 : bounds[i]].decode() for i in map(int, ids)]
+
+    def hashes_by_id(self) -> npt.NDArray[np.uint64]:
+        by_id = np.empty(self.count, np.uint64)
+        by_id[self.ids] = self.hashes
+        return by_id
+
+
+def stem_hash(stem: str) -> int:
+    """A stable 64-bit hash of ``stem`` (Python's own ``hash`` differs from process to
+    process). Two of a million stems share one with a chance of ~3e-8; they would then
+    share postings, as two spellings of one word do."""
+    return int.from_bytes(hashlib.blake2b(stem.encode(), digest_size=8).digest(), "little")
+
+
+def stem_hashes(blob: bytes) -> npt.NDArray[np.uint64]:
+    """:func:`stem_hash` of every stem of a NUL-separated blob, in order."""
+    stems = blob.decode().split("\0") if blob else []
+    return np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+
+
+class Words:
+    """Term ids of stemmed tokens: porter stems, as FTS5's ``porter`` tokenizer makes them.
+
+    Each distinct token is stemmed once while it stays in a bounded cache (a dict of tokens
+    to term ids), which is what makes indexing 100k events take seconds rather than minutes.
+    Numbers (ASCII digits) are their own stems and stay out of that cache: logs hold many
+    distinct ones (an id per event: at 1M events it held a million of them, ~100 MB). The
+    stems themselves are kept compactly (:class:`_Frozen`) once there are many; the newest
+    ones in a dict until then. Not thread-safe (neither is the stemmer): the keyword cache
+    calls it under its lock.
+
+    >>> words = Words()
+    >>> ids = words.ids(["running", "runs", "the"]).tolist()
+    >>> ids == [words.term("run"), words.term("run"), words.term("the")]
+    True
+    """
+
+    def __init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer("porter")
+        self._by_token: dict[str, int] = {}
+        self._frozen = _Frozen(b"", np.zeros(0, np.uint64))
+        self._by_stem: dict[str, int] = {}  # stems since the frozen ones: ids from its count
+
+    def ids(self, found: list[str]) -> npt.NDArray[np.int32]:
+        """The term id of every token in ``found`` (new tokens are stemmed and registered)."""
+        by_token = self._by_token
+        if len(by_token) > TOKEN_CACHE:
+            by_token.clear()  # (a bound: a big build sees millions of distinct tokens)
+        unseen = [token for token in dict.fromkeys(found) if token not in by_token]
+        numbers = [token for token in unseen if token.isdigit() and token.isascii()]
+        if unseen:
+            words = [token for token in unseen if not (token.isdigit() and token.isascii())]
+            stems = self._stemmer.stemWords(words)
+            # (numbers for this call only: see the class docstring)
+            for token, term in zip(words + numbers, self.terms(stems + numbers), strict=True):
+                by_token[token] = term
+        try:
+            return np.fromiter(map(by_token.__getitem__, found), np.int32, len(found))
+        finally:
+            for number in numbers:
+                del by_token[number]
+
+    def term(self, stem: str) -> int:
+        """The id of ``stem`` (registered if new)."""
+        return self.terms([stem])[0]
+
+    def terms(self, stems: list[str]) -> list[int]:
+        """The id of each of ``stems`` (new ones registered, in order)."""
+        by_stem = self._by_stem
+        known = [by_stem.get(stem, -1) for stem in stems]
+        missing = [i for i, term in enumerate(known) if term < 0]
+        if missing:
+            frozen = self._frozen.get([stems[i] for i in missing]).tolist()
+            for i, term in zip(missing, frozen, strict=True):
+                if term < 0:  # new, or registered just now for an earlier one of the list
+                    term = by_stem.get(stems[i], -1)
+                    if term < 0:
+                        term = by_stem[stems[i]] = len(self)
+                known[i] = term
+            # (after the ids are given: a freeze renumbers nothing, it only moves stems)
+            if len(by_stem) >= max(FREEZE_FROM, self._frozen.count // 4):
+                self._freeze()
+        return known
+
+    def _freeze(self) -> None:
+        """Move the dict's stems into the compact table (amortised: the dict reaches a
+        quarter of the table before it is merged again)."""
+        self._frozen = _Frozen(*self.vocabulary())
+        self._by_stem = {}
+
+    def __len__(self) -> int:
+        return self._frozen.count + len(self._by_stem)
+
+    def stems_of(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
+        """The stem of each term id of ``ids`` (ids :meth:`terms` gave out)."""
+        frozen = self._frozen.count
+        old = self._frozen.stems(np.asarray([i for i in ids if i < frozen], np.int64))
+        newer = list(self._by_stem)
+        found = iter(old)
+        return [next(found) if i < frozen else newer[i - frozen] for i in ids]
+
+    def stem(self, token: str) -> str:
+        return str(self._stemmer.stemWord(token))
+
+    def vocabulary(
+        self, ids: npt.NDArray[np.integer[Any]] | None = None
+    ) -> tuple[bytes, npt.NDArray[np.uint64]]:
+        """Every stem registered (or those of ``ids``: ascending, distinct), in term id
+        order, NUL-separated (a snapshot's vocabulary; a stem holds no NUL), and their
+        :func:`stem_hash` es."""
+        newer = "\0".join(self._by_stem).encode()
+        blob = b"\0".join(part for part in (self._frozen.blob, newer) if part)
+        hashes = np.concatenate(
+            (self._frozen.hashes_by_id(), np.fromiter(map(stem_hash, self._by_stem), np.uint64))
+        )
+        if ids is None or len(ids) == len(self):  # (all of them)
+            return blob, hashes
+        return "\0".join(self.stems_of(ids)).encode(), hashes[ids]
+
+    def adopt(
+        self, blob: bytes, hashes: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.int32] | None:
+        """Take the stems of ``blob`` (a snapshot's :meth:`vocabulary`; ``hashes`` theirs,
+        computed if not given) as term ids: as the first ones if none was given out yet, or
+        if those given out are the same stems in the same order (None: the snapshot's ids
+        are this process's); otherwise as ids of this process (new stems registered),
+        returned by the snapshot's id."""
+        if not len(self):
+            self._frozen = _Frozen.of(blob, hashes)
+            return None
+        known, _ = self.vocabulary()
+        if len(blob) <= len(known):
+            if not blob or known == blob or known.startswith(blob + b"\0"):
+                return None
+        elif blob.startswith(known + b"\0"):
+            self.terms(blob[len(known) + 1 :].decode().split("\0"))
+            return None
+        return np.asarray(self.terms(blob.decode().split("\0")), np.int32)
+
+    def query_stems(self, text: str) -> list[str] | None:
+        """The distinct stems an FTS5 query of ``text`` (:func:`fts_query`) would match, or
+        None when the in-memory index cannot answer it exactly as FTS5 would: a query word
+        FTS5 reads as a phrase of several tokens (``deploy_v2``).
+
+        >>> Words().query_stems("Which cities did Caroline visit?")
+        ['citi', 'carolin', 'visit']
+        >>> Words().query_stems("the deploy_v2 rollout") is None
+        True
+        """
+        stems: list[str] = []
+        for word in query_words(text):
+            split = tokens(word)
+            if len(split) != 1:
+                return None
+            stems.append(self.stem(split[0]))
+        return list(dict.fromkeys(stems)) or None

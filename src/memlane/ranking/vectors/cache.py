@@ -1,0 +1,417 @@
+"""Exact vector search with numpy over per-partition matrices cached in memory.
+
+Vectors live in the log's own file as little-endian float32 BLOBs (DESIGN.md §3: at 100k
+events a brute-force dot product takes under a millisecond on this machine, exact, and needs no
+extra service). Each partition (an agent's private sessions, or one shared pool) is cached as a
+growing matrix; a refresh reads only vectors with a ``vid`` above the last one seen, so writes by
+other processes become visible at the cost of one indexed query. When rows are deleted
+anywhere, the caches mark them dead from the store's deletion log (one indexed read per
+search; SQLite's migration 0008_deletion_log), and a partition a quarter dead is read anew.
+
+A partition of :data:`APPROXIMATE_FROM` rows or more is ranked by its vectors' 8-bit codes
+first (``_quantized.py``) and the best few times k re-scored exactly. Past
+:data:`IN_MEMORY_UNDER` rows it keeps no float32 copy, and its codes in 4 bits (at 1M events
+of MiniLM, 184 MB instead of 1.9 GB), and re-scores with float32 vectors read from the store
+by ``vid``, so every returned score is still the exact cosine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..partition_rows import PartitionRows, RowCodes, RowQuery
+from .quantized import (
+    approximate_scores,
+    approximate_scores4,
+    binarize,
+    hamming_candidates,
+    quantize,
+    quantize4,
+)
+from .snapshots import REWRITE_GROWTH, VectorSnapshots
+
+#: the deletion log's rows the store keeps (SqliteVectors prunes to it)
+DELETION_LOG_KEEP = 100_000
+
+__all__ = ["VectorCache", "decode_vector", "encode_vector"]
+
+Matrix = npt.NDArray[np.float32]
+# Rows fetched per query on refresh: bounds the transient Python objects of a bulk load.
+_CHUNK = 4096
+# From this many rows to score, a search first ranks their 8-bit codes (``_quantized.py``)
+# and re-scores the best ``_CANDIDATES`` times k of them exactly: at 100k rows 1.5 ms + re-scoring
+# instead of 5 ms. Below it the float32 scan is as fast and needs no second pass.
+APPROXIMATE_FROM = 16_384
+_CANDIDATES = 4
+# A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
+# re-scores candidates from it; past it, its codes are 4-bit ones (half the memory, the same
+# candidates: _quantized.py) and it re-scores from the store (~2.4 ms for hybrid's 200 candidates
+# at 100k rows, which is why the copy stays while it is affordable).
+IN_MEMORY_UNDER = 262_144
+# From this many rows to score, the 8-bit pass itself is too slow (it reads every row's 384
+# bytes: ~23 ms at 1M rows) and is preceded by a 1-bit one: the rows' signs (48 bytes) by
+# Hamming distance, whose best ``_BIT_CANDIDATES`` times k (at least ``_BIT_FLOOR``) go on to
+# the 8-bit pass: ~8 ms instead of ~23 at 1M rows. Recall of the exact top k among them, on
+# real MiniLM vectors (bench/quantized_recall.py, 40k rows): 0.9987 at k = 10 with 100 k,
+# 0.9995 with 200 k, 1.0 at k = 166; 20 k would keep 0.988. Candidates cost little (their
+# 8-bit scores: ~1 ms for 16k rows), so they are many.
+BITS_FROM = 262_144
+_BIT_CANDIDATES = 100
+_BIT_FLOOR = 4_096
+# A partition that keeps no float32 copy re-scores its candidates with vectors read from the
+# store (~7 µs each; restore's semantic half, ~330 deep, read ~1,300 of them: 11 ms at 1M
+# events), so it takes 2 k + 64 candidates, not 4 k. Recall of the exact top k among 2 k of
+# the 4-bit codes' best, on real MiniLM vectors (10k and 40k rows, the LoCoMo development
+# questions): 1.0 at k = 60, 166 and 332 (1.5 k: 0.999; docs/architecture.md §3).
+_STORED_CANDIDATES = 2
+_STORED_EXTRA = 64
+
+
+def encode_vector(vector: npt.NDArray[Any]) -> bytes:
+    """Little-endian float32 bytes: the storage format of every vector."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def decode_vector(blob: bytes) -> Matrix:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32, copy=False)
+
+
+class _VectorSource(Protocol):
+    def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]: ...
+    def vector_count(self, partition: str, after_vid: int) -> int: ...
+    def vectors_of(self, vids: list[int]) -> dict[int, bytes]:
+        """The stored vector BLOB of each of ``vids`` (the first column of
+        :meth:`vector_rows`) that still has one."""
+        ...
+
+    def deletions(self, after_id: int) -> tuple[int, int, list[Any]]:
+        """``(cleared, pruned_to, [(id, seq, partition), ...])``: see SqliteVectors."""
+        ...
+
+    def deletion_head(self) -> int: ...
+
+
+class _Partition(PartitionRows):
+    """One partition's vectors (a matrix row per event: in float32 and 8 bits below
+    :data:`IN_MEMORY_UNDER` rows, in 4 bits past it) and the rows' filter columns."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.last_vid = 0
+        #: the vectors in float32, while the partition is small (empty once it is not)
+        self.matrix: Matrix = np.zeros((0, dim), np.float32)
+        self.in_memory = True
+        # the vectors in 8 bits, or in 4 (two to a byte) once not in memory (_quantized.py)
+        self.codes = np.zeros((0, dim), np.uint8)
+        # their signs in bits, one row of 64-bit words per word of the vector (_quantized.py)
+        self.signs = np.zeros((-(-dim // 64), 0), np.uint64)
+        self.vids = np.zeros(0, np.int64)  # where the store keeps each row's vector
+        self.scales = np.zeros(0, np.float32)
+        self.live = np.zeros(0, np.bool_)  # False: the vector was deleted since it was read
+        self.dead = 0
+        self.snapshot_size = 0  # rows in its snapshot file (_vector_snapshots.py), if any
+        self.stamp = 0  # the store's generation its first rows were read at (idem)
+        self.erased = False  # an erasure touched it since: it holds dead rows never saved
+
+    def _resize(self, capacity: int) -> None:
+        super()._resize(capacity)
+        if self.in_memory and capacity >= IN_MEMORY_UNDER:
+            # big from now on: 4-bit codes rank (made from the exact vectors while they are
+            # here), the store re-scores
+            self.in_memory = False
+            self.codes, self.scales = _in_chunks(quantize4, self.matrix[: self.size])
+            self.matrix = np.zeros((0, self.dim), np.float32)
+        if self.in_memory:
+            self._grow("matrix", capacity, np.float32)
+        self._grow("codes", capacity, np.uint8)
+        self._grow("vids", capacity, np.int64)
+        grown = np.zeros((self.signs.shape[0], capacity), np.uint64)
+        grown[:, : self.size] = self.signs[:, : self.size]
+        self.signs = grown
+        self._grow("scales", capacity, np.float32)
+        self._grow("live", capacity, np.bool_, fill=1)
+
+    def encode(self, vectors: Matrix) -> tuple[npt.NDArray[np.uint8], Matrix]:
+        """``(codes, scales)`` of ``vectors`` as this partition keeps them."""
+        return quantize(vectors) if self.in_memory else quantize4(vectors)
+
+    def kill(self, seqs: npt.NDArray[np.int64]) -> None:
+        """Mark the rows of ``seqs`` dead (their vectors were deleted)."""
+        n = self.size
+        hit = np.isin(self.seqs[:n], seqs) & self.live[:n]
+        self.live[:n][hit] = False
+        self.dead += int(hit.sum())
+
+    def scores(
+        self,
+        rows: npt.NDArray[np.intp] | None,
+        query: Matrix,
+        k: int,
+        stored: Callable[[npt.NDArray[np.int64], int], Matrix],
+    ) -> tuple[npt.NDArray[np.intp], Matrix]:
+        """The best ``k`` of ``rows`` (None: all) as ``(positions, cosines)``, and any row
+        tied with the k-th: the caller breaks ties by storage order, so which tied rows make
+        the cut does not depend on how the scan found them. ``stored`` reads the float32
+        vectors of some vids from the store (a big partition's re-scoring)."""
+        # Dead rows (deleted since they were read) are scanned with the rest and scored -inf:
+        # cheaper than copying every live row's codes out (38 MB at 100k).
+        dead = None if rows is not None or not self.dead else ~self.live[: self.size]
+        count = self.size if rows is None else len(rows)
+        if self.in_memory and count < APPROXIMATE_FROM:
+            picked = slice(0, self.size) if rows is None else rows
+            exact = self.matrix[picked] @ query
+            positions = np.arange(self.size) if rows is None else rows
+            if dead is not None:
+                exact[dead] = -np.inf
+        else:
+            first = None
+            if count >= BITS_FROM:  # the 1-bit pass first: a few candidates per result
+                excluded = dead
+                if rows is not None:
+                    excluded = np.ones(self.size, np.bool_)
+                    excluded[rows] = False
+                signs = binarize(quantize(query[None, :])[0])[0]
+                first = hamming_candidates(
+                    self.signs[:, : self.size],
+                    signs,
+                    max(_BIT_CANDIDATES * k, _BIT_FLOOR),
+                    excluded,
+                )
+            chosen = first if first is not None else rows
+            codes = self.codes[: self.size] if chosen is None else self.codes[chosen]
+            scales = self.scales[: self.size] if chosen is None else self.scales[chosen]
+            approximate = approximate_scores if self.in_memory else approximate_scores4
+            rough = approximate(codes, scales, query)
+            if dead is not None and chosen is None:
+                rough[dead] = -np.inf
+            if self.in_memory:
+                candidates = _best(rough, _CANDIDATES * k)
+            else:
+                candidates = _bounded(rough, _STORED_CANDIDATES * k + _STORED_EXTRA)
+            positions = candidates if chosen is None else chosen[candidates]
+            if self.in_memory:
+                exact = self.matrix[positions] @ query
+            else:
+                exact = stored(self.vids[positions], self.dim) @ query
+                exact[np.isnan(exact)] = -np.inf  # (a vector deleted meanwhile: NaN row)
+            if dead is not None:
+                exact[dead[positions]] = -np.inf
+        best = _best(exact, k)
+        best = best[exact[best] > -np.inf]
+        return positions[best], exact[best]
+
+
+def _in_chunks(
+    encode: Callable[[Matrix], tuple[npt.NDArray[np.uint8], Matrix]], vectors: Matrix
+) -> tuple[npt.NDArray[np.uint8], Matrix]:
+    """``encode(vectors)`` a chunk of rows at a time: its float temporaries are the size of
+    its input (400 MB for a whole partition reaching IN_MEMORY_UNDER rows)."""
+    if len(vectors) <= 16_384:
+        return encode(vectors)
+    parts = [encode(vectors[at : at + 16_384]) for at in range(0, len(vectors), 16_384)]
+    return np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts])
+
+
+def _bounded(scores: Matrix, wanted: int) -> npt.NDArray[np.intp]:
+    """:func:`_best`, but at most ``2 · wanted`` rows: past that, the rows tied with the last
+    are taken in storage order. Rows tie in their codes when their vectors are the same — one
+    text recorded thousands of times — and each candidate is read from the store: an
+    unbounded tie would read them all (the 1M benchmark's replayed vectors, ~500 copies of
+    each, made every semantic search read ~500). Storage order is the final ranking's own
+    tie-break, so the copies kept are the ones it would return."""
+    best = _best(scores, wanted)
+    if len(best) <= 2 * wanted:
+        return best
+    last = scores[best].min()
+    above, tied = best[scores[best] > last], best[scores[best] == last]
+    return np.concatenate((above, tied[: 2 * wanted - len(above)]))
+
+
+def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` highest ``scores`` and of every score tied with the k-th."""
+    if scores.size <= k:
+        return np.arange(scores.size)
+    kth = np.partition(scores, scores.size - k)[scores.size - k]
+    return np.flatnonzero(scores >= kth)
+
+
+class VectorCache:
+    """In-memory matrices of one database, refreshed incrementally from the store."""
+
+    def __init__(self, store: _VectorSource, snapshots: VectorSnapshots | None = None) -> None:
+        self._store = store
+        self._snapshots = snapshots
+        self._lock = threading.Lock()
+        self._partitions: dict[str, _Partition] = {}
+        # the index's clear counter, and the deletion log's id up to which every cached
+        # partition has its deleted rows marked dead (migration 0008_deletion_log)
+        self._cleared = -1
+        self._seen = 0
+        self._codes = RowCodes()
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._partitions.clear()
+            self._cleared = -1
+
+    def _follow_deletions(self) -> None:
+        """Mark the rows deleted since the last search dead, in every cached partition; on a
+        clear of the index, a pruned log or a partition a quarter dead, read anew."""
+        cleared, pruned, rows = self._store.deletions(self._seen)
+        if cleared != self._cleared or pruned > self._seen or len(rows) > DELETION_LOG_KEEP:
+            self._partitions.clear()
+            self._cleared = cleared
+            self._seen = self._store.deletion_head()  # (read before any row is loaded)
+            return
+        if not rows:
+            return
+        by_partition: dict[str, list[int]] = {}
+        for _, seq, partition in rows:
+            by_partition.setdefault(partition, []).append(int(seq))
+        for partition, seqs in by_partition.items():
+            part = self._partitions.get(partition)
+            if part is not None:
+                part.kill(np.asarray(seqs, np.int64))
+                if part.dead * 4 > part.size:  # compact: the scan would read too many dead
+                    del self._partitions[partition]
+        self._seen = int(rows[-1][0])
+
+    def _refresh(self, name: str) -> _Partition | None:
+        self._follow_deletions()
+        part = self._partitions.get(name)
+        stamp = 0
+        if part is None and self._snapshots is not None:
+            part = self._from_snapshot(name)
+            if part is None:  # (read before the rows: see _vector_snapshots.py)
+                stamp = self._snapshots.stamp()
+        after = part.last_vid if part else 0
+        rows = self._store.vector_rows(name, after, _CHUNK)
+        # A full first chunk means a bulk load: count once, so the matrix is sized once.
+        total = self._store.vector_count(name, after) if len(rows) == _CHUNK else len(rows)
+        while rows:
+            if part is None:
+                dim = len(rows[0][6]) // 4
+                part = self._partitions[name] = _Partition(dim)
+                part.stamp = stamp
+            part.reserve(max(total, len(rows)), exact=total > len(rows))
+            total -= len(rows)
+            self._append(part, rows)
+            rows = self._store.vector_rows(name, part.last_vid, _CHUNK) if total > 0 else []
+        if (
+            part is not None
+            and self._snapshots is not None
+            and part.size >= APPROXIMATE_FROM
+            and part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
+            and not part.erased
+        ):
+            self._snapshots.save(name, part, self._codes, self._cleared, self._seen)
+        return part
+
+    def _from_snapshot(self, name: str) -> _Partition | None:
+        """The partition from its snapshot file, if the index was not cleared since, the
+        deletion log still reaches back to it (its later deletions are applied), and the log
+        still holds its last vector, the same, where the snapshot says (not a file copied
+        beside another database)."""
+        assert self._snapshots is not None
+        loaded = self._snapshots.load(name, self._cleared, self._codes, _Partition)
+        if loaded is None:
+            return None
+        part: _Partition = loaded[0]
+        since: int = loaded[1]
+        cleared, pruned, later = self._store.deletions(since)
+        found = self._store.vector_rows(name, part.last_vid - 1, 1)
+        last = part.size - 1
+        if (
+            cleared != self._cleared
+            or pruned > since
+            or len(later) > DELETION_LOG_KEEP
+            or not found
+            or found[0][0] != part.last_vid
+            or found[0][1] != part.seqs[last]
+            or not np.array_equal(
+                part.encode(decode_vector(found[0][6])[None, :])[0][0], part.codes[last]
+            )
+        ):
+            self._snapshots.remove(name)
+            return None
+        part.kill(np.asarray([seq for _, seq, partition in later if partition == name], np.int64))
+        self._partitions[name] = part
+        return part
+
+    def _append(self, part: _Partition, rows: list[Any]) -> None:
+        """Copy fetched rows into the partition's arrays (capacity already reserved)."""
+        if rows:
+            start, end = part.size, part.size + len(rows)
+            blob = b"".join(row[6] for row in rows)
+            vectors = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
+            if part.in_memory:
+                part.matrix[start:end] = vectors
+            eight, scales = quantize(vectors)
+            part.signs[:, start:end] = binarize(eight).T
+            part.codes[start:end], part.scales[start:end] = (
+                (eight, scales) if part.in_memory else quantize4(vectors)
+            )
+            part.vids[start:end] = [row[0] for row in rows]
+            part.append_columns(self._codes, rows, first=1)
+            part.size = end
+            part.last_vid = rows[-1][0]
+
+    def search(
+        self,
+        query: Matrix,
+        partitions: list[tuple[str, bool]],
+        agent_id: str,
+        k: int,
+        filters: RowQuery,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` ``(seq, cosine)`` over the given ``(partition, owner_only)`` pairs."""
+        candidates_seq: list[npt.NDArray[np.int64]] = []
+        candidates_score: list[npt.NDArray[np.float32]] = []
+        with self._lock:
+            for name, owner_only in partitions:
+                part = self._refresh(name)
+                if part is None or part.size == 0:
+                    continue
+                if part.dim != query.shape[0]:
+                    continue  # vectors of another embedder; the manager refuses that earlier
+                mask = part.mask(self._codes, owner_only, agent_id, filters)
+                if part.dead and mask is not None:  # (unfiltered: scores() skips the dead)
+                    mask &= part.live[: part.size]
+                rows = None if mask is None else np.flatnonzero(mask)
+                if rows is not None and rows.size == 0:
+                    continue
+                positions, scores = part.scores(rows, query, k, self._stored)
+                candidates_seq.append(part.seqs[positions])
+                candidates_score.append(scores)
+        if not candidates_seq:
+            return []
+        all_seq = np.concatenate(candidates_seq)
+        all_score = np.concatenate(candidates_score)
+        order = np.lexsort((all_seq, -all_score))[:k]  # ties broken by storage order
+        return [(int(all_seq[i]), float(all_score[i])) for i in order]
+
+    def _stored(self, vids: npt.NDArray[np.int64], dim: int) -> Matrix:
+        """The float32 vectors of ``vids``, read from the store (one row each, in order). A
+        vector deleted since the partition was cached is a row of NaN (the deletion log
+        marks it dead at the next search)."""
+        found = self._store.vectors_of([int(vid) for vid in vids])
+        missing = np.full(dim, np.nan, "<f4").tobytes()
+        joined = b"".join([found.get(int(vid), missing) for vid in vids])
+        return np.frombuffer(joined, "<f4").reshape(len(vids), dim).astype(np.float32)
+
+    def memory_bytes(self) -> int:
+        return sum(
+            p.matrix.nbytes
+            + p.codes.nbytes
+            + p.scales.nbytes
+            + p.signs.nbytes
+            + p.vids.nbytes
+            + p.column_bytes()
+            for p in self._partitions.values()
+        )

@@ -1,0 +1,1 @@
+"""What a record must be before it is stored: validated, its JSON canonical, redacted."""

@@ -1,0 +1,39 @@
+"""What ``restore()`` hands a fresh process: the context within a token budget, and why.
+
+``plan`` is the pure budgeted packer and the public types of its result; ``packer`` claims
+the budget one event at a time; ``text`` and ``chat`` write events for a model; ``gather``
+reads the candidates from the store; ``summaries`` writes the rolling summaries that stand in
+for spans that do not fit.
+"""
+
+from .plan import (
+    MESSAGE_OVERHEAD,
+    MIN_USEFUL_TOKENS,
+    PAYLOAD_PREFIX,
+    SUMMARY_SHARE,
+    BudgetShares,
+    ReportItem,
+    RestoreCandidates,
+    RestoredContext,
+    RestoreReport,
+    SectionShare,
+    json_fragments,
+    pack,
+    rank_score,
+)
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "MIN_USEFUL_TOKENS",
+    "PAYLOAD_PREFIX",
+    "SUMMARY_SHARE",
+    "BudgetShares",
+    "ReportItem",
+    "RestoreCandidates",
+    "RestoreReport",
+    "RestoredContext",
+    "SectionShare",
+    "json_fragments",
+    "pack",
+    "rank_score",
+]

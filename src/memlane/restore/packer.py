@@ -1,0 +1,449 @@
+"""How restore() claims its budget, one event at a time: include, summarise or drop.
+
+:class:`Packer` is the running state of one :func:`~memlane.restore.pack`: the tokens
+used, the blocks claimed per section (kept in time order, to price their time marks), and a
+:class:`ReportItem` per candidate. ``fill`` claims a section's events within its share;
+``fit`` decides whether an event goes in whole, summarised (JSON stays JSON, short content
+stays whole, a user summariser is tried first) or not at all. The order of the sections and
+their shares are restore/plan.py's; the text of a block is ``_restore_text``'s.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..events import Event
+from ..text.shrink import (
+    bounded_text,
+    json_preview,
+    json_size_hint,
+    summarize_json,
+    summarize_text,
+    user_summary,
+)
+from ..text.tokens import Tokenizer
+from .text import (
+    TITLES,
+    payload_json,
+    render_block,
+    shown_content,
+    shown_payload,
+    stamp,
+    utc,
+)
+
+__all__ = [
+    "MIN_PAYLOAD_SUMMARY",
+    "MIN_USEFUL_TOKENS",
+    "SUMMARY_SHARE",
+    "TIMELESS",
+    "UNDATED",
+    "Block",
+    "Packer",
+    "ReportItem",
+    "SectionShare",
+    "chrono",
+    "head_lines",
+]
+
+#: Below this many tokens left, an event that does not fit is dropped, not summarised.
+MIN_USEFUL_TOKENS = 24
+#: A summary of an event with a payload gets at least this many tokens (and 1/32 of the
+#: budget), or it is dropped: a few dozen tokens of a large JSON document tell a reader
+#: nothing, and each summary costs restore a few milliseconds.
+MIN_PAYLOAD_SUMMARY = 64
+#: Events whose whole block costs fewer tokens than this are kept whole or dropped: a
+#: summary of a short event carries nothing ("…[41 chars omitted]…").
+SHORT_EVENT_TOKENS = 64
+#: Content up to this many tokens is kept whole when an event's payload is summarised.
+KEEP_CONTENT_TOKENS = 40
+#: The largest share of the tokens left that one summarised event may take (not the goal).
+SUMMARY_SHARE = 0.5
+#: Sections without time marks: the goal (dated by the opening line) and the summary
+#: (dated by its own text); each holds one event in its own share.
+TIMELESS = ("goal", "earlier")
+#: Sections shown without time marks: those, and the user's facts (each says since when).
+UNDATED = (*TIMELESS, "user", "reference")
+_CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
+
+
+class _SummaryCache:
+    """Extractive summaries already made, per (event, token target, tokenizer).
+
+    An agent restores its session every turn, and the same large tool outputs are summarised
+    to the same targets each time: summarising a JSON preview costs ~2 ms, so twelve of them
+    were most of a restore. Events never change once recorded (their id fixes content and
+    payload), and the extractive summary is deterministic, so a cached one is exact. A
+    user's summariser is never cached here (it may be an LLM whose answers vary).
+    """
+
+    def __init__(self, size: int = 2_048) -> None:
+        self._items: OrderedDict[tuple[Any, ...], tuple[str | None, str | None, str]] = (
+            OrderedDict()
+        )
+        self._size = size
+        self._lock = threading.Lock()  # restores run in several threads at once
+
+    def get(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, str] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], value: tuple[str | None, str | None, str]) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_SUMMARIES = _SummaryCache()
+
+
+@dataclass(frozen=True)
+class ReportItem:
+    """The fate of one candidate event. ``tokens`` is what its block used (0 if dropped)."""
+
+    event_id: str
+    kind: str
+    section: str
+    action: str  # "included" | "summarised" | "dropped"
+    reason: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SectionShare:
+    """The budget one section was offered, what it used, and why it was offered that."""
+
+    section: str
+    offered: int  # tokens the section could use at most when it was filled
+    used: int  # tokens its blocks used (summed per block; before the exact trim)
+    why: str
+
+
+@dataclass
+class Block:
+    event: Event
+    section: str
+    text: str  # "- label: body" (+ payload line), without its time
+    tokens: int  # what it was charged: its text, its time marks, its neighbour's change
+    action: str
+    reason: str
+    turn: str | None = None  # the content it has as a chat turn (messages only)
+    rank: int = 0  # claim order: the highest is trimmed first; the goal (0) never is
+
+
+@dataclass
+class Packer:
+    tok: Tokenizer
+    summarizer: Callable[[str, int], str] | None
+    budget: int
+    used: int = 0
+    limit: int | None = None  # the current section's ceiling on `used`
+    blocks: list[Block] = field(default_factory=list)
+    by_section: dict[str, list[Block]] = field(default_factory=dict)
+    items: dict[str, ReportItem] = field(default_factory=dict)
+    claimed: set[str] = field(default_factory=set)
+    notes: dict[str, str] = field(default_factory=dict)
+    shares: list[SectionShare] = field(default_factory=list)
+    floor: int = 1  # tokens of the smallest possible block
+    user_cache: dict[tuple[str, bool], str] = field(default_factory=dict)
+    count_cache: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def left(self) -> int:
+        ceiling = self.budget if self.limit is None else min(self.budget, self.limit)
+        return ceiling - self.used
+
+    def small_count(self, text: str) -> int:
+        """Count a short, often repeated piece (time marks, headers) once."""
+        cached = self.count_cache.get(text)
+        if cached is None:
+            cached = self.count_cache[text] = self.tok.count(text) if text else 0
+        return cached
+
+    # -- claiming ------------------------------------------------------------------------
+
+    def placement(self, event: Event, section: str) -> int:
+        """Tokens of time marks that placing ``event`` in ``section`` adds (approximate)."""
+        blocks = self.by_section.get(section, [])
+        if section in UNDATED:
+            return 0 if blocks else self.small_count(f"\n\n{TITLES[section]}\n")
+        at = bisect.bisect(blocks, chrono(event), key=lambda b: chrono(b.event))
+        before = blocks[at - 1].event if at else None
+        after = blocks[at].event if at < len(blocks) else None
+        minute = section == "recent"  # history sections are dated by day (day_stamps)
+        cost = self.small_count("".join(stamp(before, event, by_minute=minute)))
+        if after is not None:  # its mark now depends on this event instead of `before`
+            cost += self.small_count("".join(stamp(event, after, by_minute=minute)))
+            cost -= self.small_count("".join(stamp(before, after, by_minute=minute)))
+        if not blocks:
+            cost += self.small_count(f"\n\n{TITLES[section]}\n")
+        return max(0, cost)
+
+    def claim(self, event: Event, section: str, reason: str, *, whole_only: bool = False) -> bool:
+        """Include, summarise or drop one event, charging the running budget."""
+        # An event whose stored count (maybe another tokenizer's) is well over what is left,
+        # and that is short or has no room to be summarised in, can neither fit nor be
+        # summarised: skip the rendering and counting.
+        hopeless = event.token_count < SHORT_EVENT_TOKENS or self.left < MIN_USEFUL_TOKENS
+        if (
+            event.token_count > 0
+            and hopeless
+            and event.token_count * 0.8 > self.left
+            and "\n" not in event.content  # collapsed repeats can make it much shorter
+            and not event.metadata.get("derived_content")
+        ):
+            why = f"over budget: ~{event.token_count} tokens > {self.left:,} left (short)"
+            self.record(event, section, "dropped", why, 0)
+            return False
+        extra = self.placement(event, section)
+        block, why = self.fit(event, section, self.left - extra, reason)
+        if block is not None and whole_only and block.action != "included":
+            block, why = None, "too large for this share: left for a later section"
+        if block is None:
+            self.record(event, section, "dropped", why, 0)
+            return False
+        block.tokens += extra
+        self.used += block.tokens
+        block.rank = len(self.blocks) + 1
+        self.blocks.append(block)
+        placed = self.by_section.setdefault(section, [])
+        bisect.insort(placed, block, key=lambda b: chrono(b.event))
+        self.claimed.add(event.id)
+        self.record(event, section, block.action, block.reason, block.tokens)
+        return True
+
+    def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[Block | None, str]:
+        if left <= 0:
+            return None, "share spent" if self.limit is not None else "budget spent"
+        need = too_big(event, left)
+        full: int | None = None
+        if need is None:
+            text = render_block(event, shown_content(event), payload_json(event))
+            full = self.tok.count(text + "\n")
+            if full <= left:
+                return Block(event, section, text, full, "included", reason, event.content), ""
+            need = f"{full:,} tokens"
+        least = (
+            MIN_USEFUL_TOKENS
+            if shown_payload(event) is None
+            else max(MIN_PAYLOAD_SUMMARY, self.budget // 32)
+        )
+        if left < least:
+            return None, f"over budget: {need} > {left:,} left"
+        if full is not None and full < SHORT_EVENT_TOKENS and section not in TIMELESS:
+            return None, f"over budget: {need} > {left:,} left (short: kept whole or not at all)"
+        # A summary takes at most half of what is left (the goal: all of it), so one huge
+        # event cannot crowd out every smaller one after it.
+        alone = section in ("goal", "earlier")  # one event in its own share
+        share = left if alone else max(least, int(left * SUMMARY_SHARE))
+        block = self.summarised(event, section, share)
+        if block is None:
+            return None, f"over budget: {need} > {left:,} left, and no summary fits"
+        block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
+        return block, ""
+
+    def summarised(self, event: Event, section: str, left: int) -> Block | None:
+        """The richest summary of ``event`` whose block counts <= ``left``, or None."""
+        count = self.tok.count
+        header = count(render_block(event, "", None, summarised=True) + "\n")
+        target = left - header
+        notes: list[str] = []
+        for _ in range(4):  # pieces rarely add up exactly; shrink by the excess and retry
+            if target <= 0:
+                return None
+            content, payload = self.split_summary(event, target, notes)
+            if content is None or (not content.strip("… ") and payload is None):
+                return None  # a summary that carries nothing is not worth its header
+            text = render_block(event, content, payload, summarised=True)
+            tokens = count(text + "\n")
+            if tokens <= left:
+                extra = f" ({notes[-1]})" if notes else ""
+                turn = f"[summarised] {content}"
+                return Block(event, section, text, tokens, "summarised", extra, turn)
+            target -= tokens - left + 2
+        return None
+
+    def split_summary(
+        self, event: Event, target: int, notes: list[str]
+    ) -> tuple[str | None, str | None]:
+        """Share ``target`` tokens between content and payload summaries."""
+        if self.summarizer is not None or self.tok.custom or not event.id:
+            return self._split_summary(event, target, notes)
+        tok = self.tok
+        key = (event.id, event.preview, target, tok.model, tok.encoding_name, tok.margin)
+        cached = _SUMMARIES.get(key)
+        if cached is None:
+            made: list[str] = []
+            content, payload = self._split_summary(event, target, made)
+            cached = (content, payload, made[-1] if made else "")
+            _SUMMARIES.put(key, cached)
+        if cached[2]:
+            notes.append(cached[2])
+        return cached[0], cached[1]
+
+    def _split_summary(
+        self, event: Event, target: int, notes: list[str]
+    ) -> tuple[str | None, str | None]:
+        content = shown_content(event)
+        payload_value = shown_payload(event)
+        if event.kind == "summary":  # bullets: keep the best first lines, not head and tail
+            return head_lines(content, target, self.tok.count), None
+        if payload_value is None:
+            return self.shrink_text(content, target, notes), None
+        prefix = 4  # "\n  payload: " and the seams around it
+        content_tokens = (
+            self.tok.count(content)
+            if len(content) <= target * _CHARS_PER_TOKEN_CEILING
+            else target + 1
+        )
+        # Short content is kept whole (a summary of it carries nothing); long content keeps
+        # up to a third; the payload (usually the bulk) gets the rest.
+        if content_tokens <= KEEP_CONTENT_TOKENS:
+            content_share = content_tokens
+        else:
+            content_share = max(target // 3, KEEP_CONTENT_TOKENS)
+        payload_budget = target - content_share - prefix
+        payload = (
+            self.shrink_json(payload_value, payload_budget, notes) if payload_budget > 0 else None
+        )
+        if payload is None:  # no JSON fits: spend everything on the content instead
+            return self.shrink_text(content, target, notes), None
+        payload_used = self.tok.count(payload)
+        content_budget = max(0, target - payload_used - prefix)
+        if content_tokens <= content_budget:
+            return content, payload
+        return self.shrink_text(content, content_budget, notes) or "…", payload
+
+    def shrink_text(self, text: str, budget: int, notes: list[str]) -> str | None:
+        if not text:
+            return ""
+        if self.summarizer is not None:
+            out = self.ask_user(text, budget, notes, as_json=False)
+            if out is not None:
+                return out
+        return summarize_text(text, budget, self.tok.count)
+
+    def shrink_json(self, value: Any, budget: int, notes: list[str]) -> str | None:
+        if self.summarizer is not None:
+            preview = json_preview(value, 8 * budget + 256)
+            out = self.ask_user(preview, budget, notes, as_json=True)
+            if out is not None:
+                return out
+        return summarize_json(value, budget, self.tok.count)
+
+    def ask_user(self, text: str, budget: int, notes: list[str], *, as_json: bool) -> str | None:
+        assert self.summarizer is not None
+        # A retry with a slightly smaller budget reuses the answer if it still fits: the
+        # user summariser may be a slow, paid LLM call.
+        key = (text, as_json)
+        cached = self.user_cache.get(key)
+        if cached is not None and self.tok.count(cached) <= budget:
+            return cached
+        source = text if as_json else bounded_text(text, max(64 * budget, 4096))
+        out, why = user_summary(self.summarizer, source, budget, self.tok.count, as_json=as_json)
+        notes.append(why)
+        if out is not None:
+            self.user_cache[key] = out
+        return out
+
+    def record(self, event: Event, section: str, action: str, reason: str, tokens: int) -> None:
+        self.items[event.id] = ReportItem(event.id, event.kind, section, action, reason, tokens)
+
+    def unclaim(self, block: Block, reason: str) -> None:
+        self.blocks.remove(block)
+        self.by_section[block.section].remove(block)
+        self.claimed.discard(block.event.id)
+        self.used -= block.tokens
+        self.record(block.event, block.section, "dropped", reason, 0)
+
+    # -- sections --------------------------------------------------------------------------
+
+    def fill(
+        self,
+        events: Iterable[Event],
+        section: str,
+        reason_of: Callable[[Event], str],
+        offered: int | None,
+        why: str,
+        *,
+        contiguous: bool = False,
+        whole_only: bool = False,
+    ) -> list[Event]:
+        """Claim ``events`` in order within ``offered`` tokens; return those left out.
+
+        ``contiguous`` stops at the first event that does not fit (recent history keeps no
+        holes); the rest are reported as dropped. ``whole_only`` claims only events that fit
+        in full: a large one is left for a later section with more room to summarise it in.
+        """
+        self.limit = None if offered is None else self.used + max(0, offered)
+        start = self.used
+        left_out: list[Event] = []
+        stopped = False
+        for event in events:
+            if event.id in self.claimed:
+                continue  # shown in an earlier section: reported there
+            if stopped or self.left < self.floor:
+                spent = "share spent" if self.limit is not None else "budget spent"
+                self.record(event, section, "dropped", f"{spent} ({self.left} left)", 0)
+                left_out.append(event)
+                continue
+            if not self.claim(event, section, reason_of(event), whole_only=whole_only):
+                left_out.append(event)
+                stopped = contiguous
+        self.limit = None
+        offered_tokens = self.budget - start if offered is None else max(0, offered)
+        self.shares.append(SectionShare(section, offered_tokens, self.used - start, why))
+        return left_out
+
+
+def head_lines(text: str, budget: int, count: Callable[[str], int]) -> str | None:
+    """The first lines of ``text`` that fit ``budget`` and a count of the rest, or None."""
+    lines = text.splitlines()
+
+    def cut(keep: int) -> str:
+        return "\n".join([*lines[:keep], f"(+{len(lines) - keep} more lines not shown)"])
+
+    lo, hi, best = 1, len(lines) - 1, None  # the longest head that fits, by bisection
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if count(candidate := cut(mid)) <= budget:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def too_big(event: Event, left: int) -> str | None:
+    """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None.
+
+    Bounds the work: a multi-megabyte event is never serialised or counted in full.
+    """
+    if event.preview:  # only a preview of the payload was read: it is too large to show
+        return f"{event.payload_chars or 0:,} chars of payload"
+    content = shown_content(event)
+    # The stored count (of content and payload as recorded; maybe by another tokenizer)
+    # says nothing when the rendering drops or collapses content.
+    if len(content) == len(event.content) and event.token_count // 2 > left:
+        return f"~{event.token_count:,} tokens"
+    cap = left * _CHARS_PER_TOKEN_CEILING
+    if len(content) > cap:
+        return f"{len(content):,} chars"
+    payload = shown_payload(event)
+    if len(content) + json_size_hint(payload, cap - len(content), 2 * left + 16) > cap:
+        return f"more than {cap:,} chars"
+    return None
+
+
+def chrono(event: Event) -> tuple[datetime, str]:
+    return utc(event.created_at), event.id

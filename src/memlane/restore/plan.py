@@ -1,0 +1,710 @@
+"""The budgeted packer behind ``restore()``: pure, no I/O.
+
+The storage layer gathers :class:`RestoreCandidates`; :func:`pack` turns them into a text and
+chat messages that never exceed ``max_tokens`` as counted by the declared tokenizer, plus a
+report of what was included, summarised or dropped, each section's share, and why.
+
+The budget is shared, not claimed in a strict order (docs/architecture.md §6 has the policy
+and its measurement). After the goal (always kept, summarised if it must be), the sections
+are filled in this order, each up to its share of what the goal left (:class:`BudgetShares`):
+
+1. **pending** — open pending steps, oldest first; those that do not fit are counted in a
+   ``(+N more pending steps)`` line; then **user** ("About the user") — the current facts
+   the agent remembered about the session's user (``remember``), keyed ones first, then by
+   relevance to the query times importance, each with "since <date>" (none when the
+   session has no user); then **reference** — chunks of ingested documents relevant to the
+   query, cited as ``document#chunk`` (``restore(knowledge=...)``);
+2. **important** — decisions, unresolved errors and other events of importance ≥ 0.7, best
+   :func:`rank_score` first (the first of them may take all that is left);
+3. **earlier** — the session's current rolling summary (``SessionManager.summarize``),
+   standing in for covered events that did not fit (left out when every event it covers is
+   shown anyway);
+4. **recent floor** — the newest few events, so the flow of the conversation is never lost;
+5. **relevant** — older events found by search for the query, best first; a real share when
+   the caller gives a query, a smaller one for the default query (goal + pending steps);
+6. **recent** — the rest of the newest events, newest first, contiguous;
+7. **relevant** again, with whatever is left.
+
+A section that does not use its share leaves it in the pool for the sections after it; the
+last two take all that is left. An event appears once, in the first section that claims it.
+An event too large for what is left is summarised (JSON stays valid JSON) into at most
+:data:`SUMMARY_SHARE` of it, unless it is short: short events are kept whole or dropped.
+Finally the whole text (and the messages) are counted exactly and, while over budget (BPE
+counts of pieces do not add up exactly), the block claimed last is dropped.
+
+Text shape (see :mod:`memlane.restore.text`)::
+
+    Restored memory of an agent session (agent researcher; session active, started ...).
+    Times are UTC; sections list events oldest first.
+
+    ## Goal
+    [2026-11-22 10:31]
+    - goal: Survey 2026 sparse attention methods
+
+    ## Recent
+    [2026-11-22 10:40]
+    - step (tool: web_search): searched arXiv
+      payload: {"query":"sparse attention","hits":12}
+    - [10:44] user: also cover RWKV
+
+Chat shape: :attr:`RestoredContext.messages` is one system message (everything but the recent
+conversation) followed by the recent ``message`` events as ``user`` / ``assistant`` / ``tool``
+turns; :attr:`RestoredContext.system` and :attr:`RestoredContext.turns` give the two parts
+apart (Anthropic's API takes ``system`` separately). Their count — each message's content
+plus :data:`MESSAGE_OVERHEAD` tokens of chat framing per turn, plus any ``tool_calls`` JSON;
+the system message counted as its content, as ``text`` is — is kept within ``max_tokens``
+too.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ..errors import BudgetTooSmall, InvalidInput
+from ..errors import shown as _shown
+from ..events import Event, Session
+from ..text.shrink import summarize_text
+from ..text.tokens import Tokenizer
+from .chat import MESSAGE_OVERHEAD, chat_turns, message_tokens
+from .packer import (
+    MIN_PAYLOAD_SUMMARY,
+    MIN_USEFUL_TOKENS,
+    SUMMARY_SHARE,
+    TIMELESS,
+    UNDATED,
+    Block,
+    Packer,
+    ReportItem,
+    SectionShare,
+    chrono,
+)
+from .text import (
+    PAYLOAD_PREFIX,
+    TITLES,
+    day_stamps,
+    json_fragments,
+    opening_line,
+    render_block,
+    stamp,
+    utc,
+)
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "MIN_USEFUL_TOKENS",
+    "PAYLOAD_PREFIX",
+    "SUMMARY_SHARE",
+    "BudgetShares",
+    "ReportItem",
+    "RestoreCandidates",
+    "RestoreReport",
+    "RestoredContext",
+    "SectionShare",
+    "json_fragments",
+    "pack",
+    "rank_score",
+]
+
+#: The opening line (what the text is, whose, since when) is left out when it would take
+#: more than this share of what the goal left: a tiny budget is better spent on events.
+ABOUT_SHARE = 0.06
+#: The goal is kept at least this long (in tokens) or restore() raises BudgetTooSmall.
+GOAL_MIN_TOKENS = 24
+SECTIONS: tuple[str, ...] = tuple(TITLES)
+
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """Each section's share of the budget left after the goal (fractions of it).
+
+    The defaults were chosen on the development half of LoCoMo (bench/restore_quality.py;
+    docs/benchmarks.md has the ablation). A share is a ceiling, not a reservation: what a
+    section leaves unused stays in the pool for the sections after it.
+
+    >>> pack(candidates, 4000, tok, shares=BudgetShares(relevant_query=0.9))  # doctest: +SKIP
+    """
+
+    pending: float = 0.25
+    #: what the agent knows about the session's user (:meth:`SessionManager.remember`)
+    user: float = 0.15
+    #: chunks of ingested documents relevant to the query (:meth:`SessionManager.ingest`)
+    reference: float = 0.25
+    recent_floor: float = 0.1
+    recent_floor_events: int = 3
+    important: float = 0.25
+    earlier: float = 0.2
+    #: relevant history when the caller gave a query: what it asked for
+    relevant_query: float = 0.85
+    #: relevant history for the default query (the goal and the open pending steps)
+    relevant_default: float = 0.35
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name == "recent_floor_events":
+                ok = isinstance(value, int) and value >= 0
+            else:
+                ok = isinstance(value, int | float) and 0 <= value <= 1
+            if not ok:
+                raise InvalidInput(
+                    f"BudgetShares.{name} must be "
+                    + ("a non-negative int" if name == "recent_floor_events" else "within 0..1")
+                    + f", not {_shown(value)}."
+                )
+
+
+@dataclass(frozen=True)
+class RestoreCandidates:
+    """What the storage layer found for one restore; :func:`pack` decides what fits."""
+
+    session: Session
+    pinned: list[Event]  # goal event (kind "goal") + open pending steps, oldest first
+    important: list[Event]  # importance >= 0.7 events and unresolved errors, best first
+    recent: list[Event]  # the session's most recent events, oldest first
+    relevant: list[tuple[Event, float]]  # events relevant to the query, best first
+    total_events: int = 0  # how many events the session has in all (for the report)
+    query: str | None = None  # the caller's query (None: the default query was used)
+    summary: Event | None = None  # the session's current rolling summary, if any
+    covered_ids: frozenset[str] = frozenset()  # candidates the summary covers
+    covered_count: int = 0  # events the summary covers in all
+    open_pending: int | None = None  # open pending steps in all (pinned may hold fewer)
+    other_sessions: bool = False  # relevant history came from other sessions too
+    user_facts: list[Event] = field(default_factory=list)  # about the user, best first
+    references: list[tuple[Event, float]] = field(default_factory=list)  # document chunks
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """Why the restored text looks the way it does.
+
+    ``sections`` maps each non-empty section to the exact token count of its own text;
+    these may differ from ``token_count`` (the whole text) by a token or two, since BPE
+    counts of pieces do not add up exactly. ``shares`` says what each section was offered
+    and why. ``items`` lists every candidate event once, in the order the packer first
+    considered them, with its final fate.
+
+    >>> ctx = mgr.restore(session.id, max_tokens=2000)  # doctest: +SKIP
+    >>> ctx.report.included_ids("important")  # doctest: +SKIP
+    ['01JD3...']
+    """
+
+    budget: int
+    model: str
+    encoding: str
+    estimate: bool
+    note: str
+    token_count: int
+    total_events: int
+    sections: dict[str, int]
+    items: list[ReportItem]
+    shares: list[SectionShare] = field(default_factory=list)
+    message_tokens: int = 0
+
+    def included_ids(self, section: str | None = None) -> list[str]:
+        """Ids of events that made it into the text (in full or summarised)."""
+        return [
+            item.event_id
+            for item in self.items
+            if item.action != "dropped" and (section is None or item.section == section)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict with stable field names (``items`` as a list of dicts)."""
+        data = asdict(self)
+        data["counts"] = {
+            action: sum(1 for item in self.items if item.action == action)
+            for action in ("included", "summarised", "dropped")
+        }
+        return data
+
+
+@dataclass(frozen=True)
+class RestoredContext:
+    """The packed memory as one ``text``, as chat ``messages``, and an explanation.
+
+    ``text`` holds everything; ``messages`` is ``[{"role": "system", "content": system},
+    *turns]``: the recent conversation as role messages in order, the rest in one system
+    message. Both fit ``max_tokens``: ``token_count`` counts ``text`` exactly;
+    ``report.message_tokens`` counts ``messages`` (contents, plus :data:`MESSAGE_OVERHEAD`
+    per turn and any ``tool_calls`` JSON).
+
+    >>> ctx = mgr.restore(session.id, max_tokens=4000, model="gpt-4o")  # doctest: +SKIP
+    >>> messages = ctx.messages + [{"role": "user", "content": "Continue."}]  # doctest: +SKIP
+    >>> anthropic.messages.create(system=ctx.system, messages=ctx.turns, ...)  # doctest: +SKIP
+    """
+
+    text: str
+    messages: list[dict[str, Any]]
+    token_count: int
+    report: RestoreReport
+    system: str = ""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def rank_score(event: Event, now: datetime, *, half_life_hours: float = 24.0) -> float:
+    """The blend that orders important events: higher is more worth restoring.
+
+    ``0.6 * importance + 0.25 * recall + 0.15 * recency``, where
+    ``recall = min(1, log1p(recall_count) / log1p(10))`` (saturates at 10 recalls) and
+    ``recency = 0.5 ** (age_hours / half_life_hours)`` (halves every ``half_life_hours``;
+    events from the future count as brand new). The result lies in 0..1.
+
+    >>> from datetime import datetime, timezone
+    >>> now = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    >>> e = Event("01J", "s", "a", "decision", "use arXiv", now, importance=0.8)
+    >>> round(rank_score(e, now), 3)
+    0.63
+    """
+    recall = min(1.0, math.log1p(max(0, event.recall_count)) / math.log1p(10))
+    age_hours = max(0.0, (utc(now) - utc(event.created_at)).total_seconds() / 3600)
+    recency = 0.5 ** (age_hours / half_life_hours) if half_life_hours > 0 else 0.0
+    return 0.6 * event.importance + 0.25 * recall + 0.15 * recency
+
+
+# ---------------------------------------------------------------------------------------
+# Packing
+# ---------------------------------------------------------------------------------------
+
+
+def pack(
+    candidates: RestoreCandidates,
+    max_tokens: int,
+    tokenizer: Tokenizer,
+    summarizer: Callable[[str, int], str] | None = None,
+    now: datetime | None = None,
+    *,
+    shares: BudgetShares | None = None,
+) -> RestoredContext:
+    """Pack ``candidates`` into at most ``max_tokens`` tokens (see the module docstring).
+
+    ``summarizer`` (``(text, max_tokens) -> str``, e.g. an LLM call) is tried first for
+    events that need shortening; its output is used only if it fits (and, for payloads,
+    parses as JSON). ``shares`` overrides the default :class:`BudgetShares`. ``now`` is
+    accepted for callers that rank with :func:`rank_score`; packing itself does not depend
+    on the clock.
+
+    Raises :class:`~memlane.errors.BudgetTooSmall` when even the goal summarised to
+    :data:`GOAL_MIN_TOKENS` tokens does not fit; the message names the smallest budget.
+
+    >>> ctx = pack(candidates, 4000, tokenizer_for("gpt-4o"))  # doctest: +SKIP
+    >>> ctx.token_count <= 4000  # doctest: +SKIP
+    True
+    """
+    del now  # see docstring: the order of `important` is the caller's ranking
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise InvalidInput(f"max_tokens must be a non-negative int, not {_shown(max_tokens)}.")
+    if shares is not None and not isinstance(shares, BudgetShares):
+        raise InvalidInput(f"shares must be a BudgetShares or None, got {_shown(shares)}.")
+    shares = shares or BudgetShares()
+    full = _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=True)
+    if not full.report.included_ids("earlier"):
+        return full
+    shown = candidates.covered_ids & set(full.report.included_ids())
+    if len(shown) >= candidates.covered_count:  # everything it stands for is shown
+        return _pack(candidates, max_tokens, tokenizer, summarizer, shares, with_summary=False)
+    # The summary stands in for the events it covers: none of them is shown again beside
+    # it (each event once), and their room goes to events it does not cover.
+    return _pack(
+        _without(candidates, candidates.covered_ids),
+        max_tokens,
+        tokenizer,
+        summarizer,
+        shares,
+        with_summary=True,
+    )
+
+
+def _without(candidates: RestoreCandidates, ids: frozenset[str]) -> RestoreCandidates:
+    """The candidates less the events in ``ids`` (pinned ones stay: a to-do is always listed)."""
+    return replace(
+        candidates,
+        important=[e for e in candidates.important if e.id not in ids],
+        recent=[e for e in candidates.recent if e.id not in ids],
+        relevant=[(e, s) for e, s in candidates.relevant if e.id not in ids],
+    )
+
+
+def _pack(
+    candidates: RestoreCandidates,
+    max_tokens: int,
+    tokenizer: Tokenizer,
+    summarizer: Callable[[str, int], str] | None,
+    shares: BudgetShares,
+    *,
+    with_summary: bool,
+) -> RestoredContext:
+    p = Packer(tokenizer, summarizer, max_tokens)
+    session = candidates.session
+
+    goal_events = [e for e in candidates.pinned if e.kind == "goal"]
+    goal = max(goal_events, key=chrono) if goal_events else None
+    if goal is None and session.goal.strip():
+        goal = Event("", session.id, session.agent_id, "goal", session.goal, session.created_at)
+    if goal is not None:
+        _claim_goal(p, goal, synthetic=not goal.id)
+    about = opening_line(session, other_sessions=candidates.other_sessions)
+    about_tokens = p.small_count(about + "\n\n")
+    if about_tokens <= p.left * ABOUT_SHARE:
+        about_event = Event("", session.id, session.agent_id, "about", about, session.created_at)
+        block = Block(about_event, "about", about, about_tokens, "included", "opening line")
+        block.rank = 1
+        p.blocks.append(block)
+        p.by_section["about"] = [block]
+        p.used += about_tokens
+    base = p.left  # the pool the shares are fractions of
+    p.floor = max(1, tokenizer.count("- x\n"))
+
+    pending = [e for e in candidates.pinned if e is not goal and e.kind == "pending"]
+    others = [e for e in candidates.pinned if e is not goal and e.kind != "pending"]
+    total_pending = max(candidates.open_pending or 0, len(pending))
+    if others:
+        p.fill(others, "pending", _pinned_reason, None, "pinned events: all that fits")
+    note_reserve = p.small_count("\n(+9999 more pending steps)") if len(pending) > 1 else 0
+    left_out = p.fill(
+        pending,
+        "pending",
+        _pinned_reason,
+        int(base * shares.pending) - note_reserve,
+        f"open pending steps: up to {shares.pending:.0%} of the {base:,} tokens after the goal",
+    )
+    hidden = total_pending - (len(pending) - len(left_out))
+    if hidden > 0:  # never let the model believe its to-do list is shorter than it is
+        shown = "pending" in p.by_section
+        note = f"(+{hidden} {'more ' if shown else ''}pending step{'s' if hidden != 1 else ''})"
+        cost = p.small_count(("\n" if shown else f"\n\n{TITLES['pending']}\n") + note)
+        if cost <= p.left:
+            p.notes["pending"] = note
+            p.used += cost
+
+    if candidates.user_facts:
+        p.fill(
+            candidates.user_facts,
+            "user",
+            lambda e: "about the user" + (" (keyed)" if e.metadata.get("fact_key") else ""),
+            int(base * shares.user),
+            f"what the agent knows about user {session.user_id}: keyed facts first, then by "
+            f"relevance x importance; up to {shares.user:.0%} of {base:,}",
+        )
+    recent = [e for e in candidates.recent if _recent_worthy(e)]
+    unworthy = [e for e in candidates.recent if not _recent_worthy(e)]
+    unworthy += [e for e, _ in candidates.relevant if not _recent_worthy(e)]
+    newest_first = list(reversed(recent))
+    floor_events = newest_first[: shares.recent_floor_events]
+    important_share = int(base * shares.important)
+    # The most important event may take the whole pool even when the share is smaller (a
+    # summary of it at most half): on a tight budget a decision beats small talk.
+    first = p.fill(
+        candidates.important[:1],
+        "important",
+        _important_reason,
+        None,
+        "the most important event: all that is left",
+    )
+    used_first = p.shares[-1].used if len(first) < len(candidates.important[:1]) else 0
+    p.fill(
+        candidates.important,
+        "important",
+        _important_reason,
+        important_share - used_first,
+        f"important events and unresolved errors: up to {shares.important:.0%} of {base:,}",
+    )
+    if with_summary and candidates.summary is not None:
+        # At least a few dozen tokens, so a tiny budget gets the summary instead of nothing.
+        p.fill(
+            [candidates.summary],
+            "earlier",
+            lambda e: "the session's current summary, standing in for earlier events",
+            max(int(base * shares.earlier), min(base, 3 * MIN_USEFUL_TOKENS)),
+            f"the session's summary: up to {shares.earlier:.0%} of {base:,}",
+        )
+    p.fill(
+        floor_events,
+        "recent",
+        lambda e: "recent (floor)",
+        int(base * shares.recent_floor),
+        f"the newest {len(floor_events)} events: up to {shares.recent_floor:.0%} "
+        f"of {base:,} (the flow of the conversation)",
+        contiguous=True,
+        whole_only=True,
+    )
+    if candidates.references:
+        cited = {e.id: s for e, s in candidates.references}
+        p.fill(
+            [e for e, _ in candidates.references],
+            "reference",
+            lambda e: f"reference (score {cited[e.id]:.2f})",
+            int(base * shares.reference),
+            f"chunks of ingested documents relevant to "
+            f"{'the query' if candidates.query else 'the goal and pending steps'}: up to "
+            f"{shares.reference:.0%} of {base:,}",
+        )
+    relevant_share = shares.relevant_query if candidates.query else shares.relevant_default
+    scores = {e.id: s for e, s in candidates.relevant}
+    relevant = [e for e, _ in candidates.relevant if _recent_worthy(e)]
+
+    def relevant_reason(event: Event) -> str:
+        return f"relevant (score {scores[event.id]:.2f})"
+
+    p.fill(
+        relevant,
+        "relevant",
+        relevant_reason,
+        int(base * relevant_share),
+        f"history relevant to {'the query' if candidates.query else 'the goal and pending steps'}"
+        f": up to {relevant_share:.0%} of {base:,}",
+    )
+    p.fill(
+        newest_first,
+        "recent",
+        lambda e: "recent",
+        None,
+        "the newest events, contiguous: all that is left",
+        contiguous=True,
+    )
+    p.fill(relevant, "relevant", relevant_reason, None, "more relevant history: all that is left")
+    _grow_summaries(p)
+    _join_recent(p, newest_first)
+    for event in unworthy:
+        if event.id not in p.items:
+            p.record(event, "recent", "dropped", _unworthy_reason(event), 0)
+    return _finish(p, candidates, tokenizer, max_tokens)
+
+
+def _grow_summaries(p: Packer) -> None:
+    """Spend what every section left unused on the events summarised under a tight share.
+
+    A summary made within a section's share (a 1 MB report claimed as relevant history) may
+    end up beside hundreds of unused tokens; it is made again with them, in claim order.
+    """
+    for block in sorted(p.blocks, key=lambda b: b.rank):
+        spare = p.budget - p.used
+        if spare < MIN_PAYLOAD_SUMMARY:
+            return
+        if block.action != "summarised" or block.rank <= 1 or block.section in TIMELESS:
+            continue
+        room = block.tokens + spare
+        grown = p.summarised(block.event, block.section, max(room // 2, block.tokens))
+        if grown is None or grown.tokens <= block.tokens:
+            continue
+        p.used += grown.tokens - block.tokens
+        block.text, block.tokens, block.turn = grown.text, grown.tokens, grown.turn
+        item = p.items[block.event.id]
+        p.items[block.event.id] = ReportItem(
+            item.event_id,
+            item.kind,
+            item.section,
+            item.action,
+            f"{item.reason}; grown into tokens no section used",
+            block.tokens,
+        )
+
+
+def _join_recent(p: Packer, newest_first: list[Event]) -> None:
+    """Relevant events inside the recent window belong to Recent: that is where a reader
+    (and the chat view's turns) expects them, in order with the rest. The window is the
+    newest events up to the first one shown nowhere."""
+    relevant = p.by_section.get("relevant")
+    if not relevant:
+        return
+    window: set[str] = set()
+    for event in newest_first:
+        if event.id not in p.claimed:
+            break
+        window.add(event.id)
+    recent = p.by_section.setdefault("recent", [])
+    for block in [b for b in relevant if b.event.id in window]:
+        relevant.remove(block)
+        block.section = "recent"
+        bisect.insort(recent, block, key=lambda b: chrono(b.event))
+        item = p.items[block.event.id]
+        p.items[block.event.id] = ReportItem(
+            item.event_id, item.kind, "recent", item.action, item.reason, item.tokens
+        )
+    for name in ("relevant", "recent"):
+        if not p.by_section[name]:
+            del p.by_section[name]
+
+
+def _finish(
+    p: Packer, candidates: RestoreCandidates, tokenizer: Tokenizer, max_tokens: int
+) -> RestoredContext:
+    """Assemble, count exactly, and trim the blocks claimed last until both views fit."""
+    while True:
+        turns, turn_ids = chat_turns(p.by_section.get("recent", []))
+        text = _assemble(p, frozenset())
+        system = _assemble(p, turn_ids) if turn_ids else text
+        exact = p.tok.count(text)
+        chat_tokens = message_tokens(p.tok, system, turns)
+        if exact <= p.budget and chat_tokens <= p.budget:
+            break
+        excess = max(exact, chat_tokens) - p.budget
+        droppable = sorted((b for b in p.blocks if b.rank > 0), key=lambda b: b.rank)
+        if not droppable and p.notes:  # a note's count beside the goal was a piece's count
+            p.notes.clear()
+            continue
+        if not droppable:  # the goal alone was counted exactly and fits; cannot happen
+            raise BudgetTooSmall(f"max_tokens={p.budget} cannot hold the session goal.")
+        freed = 0
+        while droppable and freed < excess:
+            block = droppable.pop()
+            freed += block.tokens
+            if block.section == "about":
+                p.blocks.remove(block)
+                p.by_section.pop("about", None)
+                continue
+            p.unclaim(
+                block,
+                f"trimmed: the whole counted {max(exact, chat_tokens):,} tokens > {p.budget:,}",
+            )
+    sections = {
+        name: tokenizer.count(_section_text(p, name, blocks, frozenset()))
+        for name, blocks in p.by_section.items()
+        if blocks and name != "about"
+    }
+    report = RestoreReport(
+        budget=max_tokens,
+        model=tokenizer.model,
+        encoding=tokenizer.encoding_name,
+        estimate=tokenizer.estimate,
+        note=tokenizer.note,
+        token_count=exact,
+        total_events=candidates.total_events,
+        sections=sections,
+        items=list(p.items.values()),
+        shares=p.shares,
+        message_tokens=chat_tokens if text else 0,
+    )
+    messages = [{"role": "system", "content": system}, *turns] if text else []
+    return RestoredContext(
+        text=text,
+        messages=messages,
+        token_count=exact,
+        report=report,
+        system=system,
+        turns=turns,
+    )
+
+
+def _assemble(p: Packer, leave_out: frozenset[str]) -> str:
+    parts = []
+    for name in SECTIONS:
+        blocks = p.by_section.get(name)
+        if not blocks:
+            if name in p.notes:  # e.g. pending steps none of which fit: say how many
+                parts.append(f"{TITLES[name]}\n{p.notes[name]}")
+            continue
+        if name == "about":
+            parts.append(blocks[0].text)
+            continue
+        section = _section_text(p, name, blocks, leave_out)
+        if section:
+            parts.append(section)
+    return "\n\n".join(parts)
+
+
+def _section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozenset[str]) -> str:
+    lines = [TITLES[name]]
+    shown = [b for b in blocks if b.event.id not in leave_out]
+    if not shown:
+        return ""
+    if name == "user":  # in the order they were chosen in: keyed facts first
+        shown.sort(key=lambda block: block.rank)
+    # The goal is dated by the opening line, a summary by its own text; Recent says minutes
+    # as they change; history sections are dated by day (minutes only where they differ).
+    if name in UNDATED:
+        marks = [("", "")] * len(shown)
+    elif name == "recent":
+        marks = [
+            stamp(shown[i - 1].event if i else None, block.event) for i, block in enumerate(shown)
+        ]
+    else:
+        marks = day_stamps([block.event for block in shown])
+    for block, (head, prefix) in zip(shown, marks, strict=True):
+        text = block.text
+        if prefix:
+            text = f"- {prefix}{text[2:]}"
+        lines.append(head + text if head else text)
+    note = p.notes.get(name)
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _claim_goal(p: Packer, goal: Event, *, synthetic: bool) -> None:
+    """Claim the goal; raise BudgetTooSmall unless at least a short summary of it fits.
+
+    The rule is simple enough to state in the error: the goal fits in full, or it is kept
+    summarised to no less than its :data:`GOAL_MIN_TOKENS`-token summary (``minimal``).
+    """
+    count = p.tok.count
+    if goal.content != goal.content.rstrip():
+        # trailing blank lines say nothing and the text ends without them: counted with them,
+        # the smallest budget named in BudgetTooSmall was a token or two too high
+        goal = replace(goal, content=goal.content.rstrip())
+    head = f"{TITLES['goal']}\n"  # the opening line dates the session: the goal needs no time
+    block, _ = p.fit(goal, "goal", p.budget - count(head), "pinned goal")
+    if block is None or block.action != "included" or count(head + block.text) > p.budget:
+        short = summarize_text(goal.content, GOAL_MIN_TOKENS, count) or ""
+        minimal = render_block(goal, short, None, summarised=short != goal.content)
+        whole = render_block(goal, goal.content, None)
+        # a short goal can undercut its own summary (a long one never does: skip counting it)
+        if len(whole) <= 4 * len(minimal) + 64 and count(whole) <= count(minimal):
+            minimal = whole
+        need = count(head + minimal)
+        if need > p.budget:
+            raise BudgetTooSmall(
+                f"max_tokens={p.budget} cannot hold the session goal even summarised; "
+                f"the smallest budget that works is {need} tokens "
+                f"({p.tok.model}, {p.tok.encoding_name}). Raise max_tokens to at least {need}."
+            )
+        if block is None or not need <= count(head + block.text) <= p.budget:
+            if minimal == whole:
+                action, reason = "included", "pinned goal"
+            else:
+                action, reason = "summarised", "pinned goal; summarised to its minimum to fit"
+            block = Block(goal, "goal", minimal, count(minimal + "\n"), action, reason)
+    p.used = count(head + block.text)  # exact: the goal alone is a valid final text
+    block.tokens = p.used
+    block.rank = 0
+    p.blocks.append(block)
+    p.by_section["goal"] = [block]
+    if not synthetic:
+        p.claimed.add(goal.id)
+        p.record(goal, "goal", block.action, block.reason, block.tokens)
+
+
+def _recent_worthy(event: Event) -> bool:
+    """Recent history leaves out what another line already says: a completed pending step
+    (its step is shown), an open one (pinned), and summaries (the earlier section)."""
+    if event.kind == "pending":
+        return event.status not in ("done", "open")
+    return event.kind not in ("goal", "summary")
+
+
+def _unworthy_reason(event: Event) -> str:
+    if event.kind == "pending":
+        return (
+            f"pending step {event.status}: shown by its step"
+            if event.status == "done"
+            else ("open pending step: pinned")
+        )
+    if event.kind == "summary":
+        return "not the session's current summary (or covered events are shown)"
+    return "pinned"
+
+
+def _pinned_reason(event: Event) -> str:
+    return "open pending step" if event.kind == "pending" else f"pinned {event.kind}"
+
+
+def _important_reason(event: Event) -> str:
+    if event.kind == "error" and event.status != "resolved":
+        return "unresolved error"
+    return f"important (importance {event.importance:.2f})"

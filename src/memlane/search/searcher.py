@@ -1,0 +1,369 @@
+"""Search over one agent's scope: semantic (cosine), keyword (BM25 / full text), or hybrid.
+
+Written once for every backend: the store answers the two primitive rankings
+(:meth:`~memlane.store.base.Store.keyword_search` and
+:meth:`~memlane.engine.storage.Storage.search_vectors`); fusion, time windows,
+read-your-writes and recall counting happen here.
+
+Keyword search matches words in an event's own text. Hybrid also matches them in the event's
+context (its neighbours in the session and its date; migration 0002_keyword_context) and fuses
+that keyword ranking with the semantic one by weighted reciprocal rank fusion; when the query
+names a time ("on 3 June, 2025", "in March", "yesterday"; see ``search/when.py``) a third
+ranking — the fused candidates that fall inside that time, in fused order — joins the fusion.
+Each search first embeds what it needs of what is still pending in the partitions it reads
+(read-your-writes, bounded: ``Indexer.catch_up``), and counts one recall for every event it
+returns (restore ranks frequently recalled events higher).
+
+The fusion settings below were measured on the development half of LoCoMo (bench/locomo.py;
+docs/benchmarks.md has the ablation). They are general choices, not fitted per dataset: the
+keyword ranking (porter-stemmed BM25 over an event and its context) is the stronger of the two
+on conversational memory, and a small RRF constant lets the top of each ranking decide.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..core.clock import now_us, to_us
+from ..core.scope import Scope, partition_of
+from ..core.seams import Vectors
+from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
+from ..events import Hit, Hits, validate_kinds
+from ..store.base import EventFilter, Store
+from .fusion import reciprocal_rank_fusion, tied_ranks
+from .recalls import RecallCounts
+from .recency import Recency
+from .when import time_windows
+
+__all__ = ["QueryEmbedding", "Searcher", "VectorSearch"]
+
+
+class VectorSearch(Protocol):
+    """What a search needs of the engine's storage (:class:`~memlane.engine.storage.Storage`):
+    the log, and vector search that reaches whichever index holds the vectors."""
+
+    @property
+    def log(self) -> Store: ...
+
+    def search_vectors(
+        self,
+        query: Vectors,
+        flt: EventFilter,
+        partitions: Sequence[tuple[str, bool]],
+        k: int,
+    ) -> list[tuple[int, float]]: ...
+
+
+class QueryEmbedding(Protocol):
+    """What a search needs of the engine's indexer (:class:`~memlane.engine.indexer.Indexer`):
+    a query's vector, and the bounded catch-up of events still waiting for theirs."""
+
+    def catch_up(self, partitions: Sequence[str]) -> int: ...
+
+    def query_vector(self, text: str) -> Vectors: ...
+
+
+log = logging.getLogger("memlane.search")
+
+#: What a read may meet when the store cannot take writes: it answers anyway (reads must
+#: not depend on writing), without its two side writes — recall counts and the catch-up of
+#: pending embeddings.
+_CANNOT_WRITE = (StoreReadOnly, StoreFull)
+
+_MODES = ("hybrid", "semantic", "keyword")
+# How deep each ranking goes before fusion: fusion needs more than k candidates per list to
+# reward events that both rankings like, and 50 costs nothing at these sizes.
+_FUSION_DEPTH = 50
+# RRF constant: 60 (Cormack et al.) flattens the top of each list; 10 lets a first place count.
+_FUSION_CONSTANT = 10
+# Weights of the semantic and the keyword ranking in the fusion.
+_SEMANTIC_WEIGHT = 1.0
+_KEYWORD_WEIGHT = 1.5
+# Weight of the ranking of candidates inside the time the query names (0 turns it off).
+_TIME_WEIGHT = 1.0
+_QUERY_CACHE_SIZE = 256
+
+
+_HELPERS: ThreadPoolExecutor | None = None
+_HELPERS_LOCK = threading.Lock()
+
+
+def _helpers() -> ThreadPoolExecutor:
+    """This process's helper threads for the keyword half of hybrid searches, started on
+    first use (idle ones cost nothing; the interpreter joins them at exit)."""
+    global _HELPERS
+    with _HELPERS_LOCK:
+        if _HELPERS is None:
+            _HELPERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="asm-search")
+        return _HELPERS
+
+
+class Searcher:
+    def __init__(
+        self,
+        storage: VectorSearch,
+        indexer: QueryEmbedding,
+        scope: Scope,
+        *,
+        writes: bool = True,
+        recalls: RecallCounts | None = None,
+    ) -> None:
+        self.storage = storage
+        self.recalls = recalls if recalls is not None else RecallCounts(storage.log)
+        self.store: Store = storage.log
+        self.indexer = indexer
+        self.scope = scope
+        #: False on a read-only store: searches skip their side writes (recall counts, the
+        #: catch-up of pending embeddings) instead of trying them
+        self.writes = writes
+        #: why the last hybrid search went without its semantic half (the vector index could
+        #: not be reached), or None; health() reports it
+        self.index_error: str | None = None
+        self._query_cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
+        # A manager is shared by threads (and by the async twin's pool): the LRU's
+        # move_to_end/popitem pairs must not interleave. Embedding happens outside the lock.
+        self._cache_lock = threading.Lock()
+
+    def search(
+        self,
+        query: str,
+        k: int,
+        *,
+        mode: str = "hybrid",
+        session_id: str | None = None,
+        kinds: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        include_shared: bool = True,
+        count_recall: bool = True,
+        exclude: frozenset[int] = frozenset(),
+        previews: bool = False,
+        recency: Recency | None = None,
+        current_only: bool = True,
+    ) -> Hits:
+        if mode not in _MODES:
+            raise InvalidInput(
+                f"Unknown search mode {shown(mode)}; use one of {', '.join(_MODES)}."
+            )
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"k must be a positive integer, got {shown(k)}.")
+        flt = EventFilter(
+            self.scope,
+            include_shared=include_shared,
+            session_id=session_id,
+            kinds=validate_kinds(kinds),
+            since_us=None if since is None else to_us(since, "since"),
+            until_us=None if until is None else to_us(until, "until"),
+            where=where,
+        )
+        partitions = self._partitions(flt)
+        # Expired short-term memory is invisible at once, though the sweep deletes it later:
+        # every ranking (the caches, pgvector, Chroma) leaves it out here, with the depth to
+        # still fill k (the partial index makes this read cost nothing while none waits).
+        names = [name for name, _ in partitions]
+        expired = self.store.expired_seqs(names, now_us())
+        if expired:
+            exclude = exclude | frozenset(expired)
+        if current_only:  # a user's superseded or retracted facts are history, not answers
+            stale = self.store.stale_seqs(names)
+            if stale:
+                exclude = exclude | frozenset(stale)
+        depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
+        rankings: list[list[tuple[int, float]]] = []
+        waiting: list[int] = []  # events the catch-up left without vectors
+        if mode == "semantic":  # asked for vectors: an index that is down is an error
+            rankings.append(self._semantic(query, depth, flt, partitions, waiting))
+        elif mode == "keyword":
+            # Keyword mode matches the words in the event's own text, as a user of that mode
+            # expects; the context (neighbours, date) only helps the hybrid ranking.
+            rankings.append(self._keyword(query, depth, flt, partitions, content_only=True))
+        else:
+            # The halves are independent, and the semantic one spends its time outside the GIL
+            # (onnxruntime, BLAS): the keyword ranking runs beside it in a helper thread
+            # (measured at 100k events: docs/benchmarks.md, "Scale").
+            keyword = _helpers().submit(
+                self._keyword, query, depth, flt, partitions, content_only=False
+            )
+            try:
+                rankings.append(self._semantic_or_nothing(query, depth, flt, partitions, waiting))
+            finally:
+                rankings.append(keyword.result())
+        rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
+        if recency is not None:
+            ranked = self._fuse_fresh(query, rankings, k, recency, hybrid=mode == "hybrid")
+        elif mode == "hybrid":
+            ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
+        else:
+            ranked = rankings[0][:k]
+        events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
+        hits = Hits(
+            (Hit(events[seq], score) for seq, score in ranked if seq in events),
+            waiting=sum(waiting),
+        )
+        if count_recall:
+            self.count_recalls([hit.event.seq for hit in hits])
+        return hits
+
+    def count_recalls(self, seqs: Sequence[int]) -> None:
+        """One more recall for each event: counted in memory, written in batches
+        (``search/recalls.py``); never a reason for a read to fail."""
+        if self.writes:
+            self.recalls.add(seqs)
+
+    def _keyword(
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        *,
+        content_only: bool,
+    ) -> list[tuple[int, float]]:
+        if not partitions:
+            return []
+        return self.store.keyword_search(
+            query, flt, depth, content_only=content_only, partitions=partitions
+        )
+
+    def _semantic_or_nothing(
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        waiting: list[int],
+    ) -> list[tuple[int, float]]:
+        """Hybrid search's semantic half. While the vector index cannot be reached (a Chroma
+        server down), the keyword half answers alone — an agent's turn should not fail for
+        want of vectors — and the outage is logged and reported by health()."""
+        try:
+            ranking = self._semantic(query, depth, flt, partitions, waiting)
+        except StoreUnavailable as exc:
+            if self.index_error is None:
+                log.warning("hybrid search answers by keyword only: %s", exc)
+            self.index_error = str(exc)
+            return []
+        return ranking
+
+    def _fuse_fresh(
+        self,
+        query: str,
+        rankings: list[list[tuple[int, float]]],
+        k: int,
+        recency: Recency,
+        *,
+        hybrid: bool,
+    ) -> list[tuple[int, float]]:
+        """The fusion of ``rankings`` (one mode's, or the hybrid pair, with their in-time
+        list) and their best ``2k`` candidates ranked by freshness (``search/recency.py``). Equal
+        scores share a rank here, so that freshness decides between memories the query finds
+        alike."""
+        lists = [[seq for seq, _ in ranking] for ranking in rankings]
+        ranks = [tied_ranks([score for _, score in ranking]) for ranking in rankings]
+        weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT] if hybrid else [1.0]
+        inside = self._in_time(query, lists, weights) if hybrid else []
+        if inside:
+            lists.append(inside)
+            ranks.append(list(range(1, len(inside) + 1)))
+            weights.append(_TIME_WEIGHT)
+        # Freshness reorders the best candidates only (twice k of them): over all of them, a
+        # fresh event the query barely matched would climb past the ones it is about.
+        best = reciprocal_rank_fusion(
+            lists, 2 * k, constant=_FUSION_CONSTANT, weights=weights, ranks=ranks
+        )
+        events = self.store.events_by_seq([seq for seq, _ in best], previews=True)
+        now = now_us()
+        freshness = {seq: recency.freshness(events[seq], now) for seq, _ in best if seq in events}
+        fresh = sorted(freshness, key=lambda seq: -freshness[seq])  # (stable: fused order)
+        if fresh:
+            lists.append(fresh)
+            ranks.append(tied_ranks([freshness[seq] for seq in fresh]))
+            weights.append(recency.weight)
+        return reciprocal_rank_fusion(
+            lists, k, constant=_FUSION_CONSTANT, weights=weights, ranks=ranks
+        )
+
+    def _in_time(self, query: str, lists: list[list[int]], weights: list[float]) -> list[int]:
+        """The fused candidates inside the time the query names ("in May 2023"), in fused
+        order (none when it names none)."""
+        windows = time_windows(query) if _TIME_WEIGHT else []
+        if not windows:
+            return []
+        candidates = len({seq for ranking in lists for seq in ranking})
+        fused = reciprocal_rank_fusion(
+            lists, candidates, constant=_FUSION_CONSTANT, weights=weights
+        )
+        times = self.store.event_times([seq for seq, _ in fused])
+        return [
+            seq
+            for seq, _ in fused
+            if seq in times and any(window.contains(times[seq]) for window in windows)
+        ]
+
+    def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
+        """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
+        weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT]
+        inside = self._in_time(query, lists, weights)
+        if inside:
+            lists = [*lists, inside]
+            weights.append(_TIME_WEIGHT)
+        return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
+
+    def _partitions(self, flt: EventFilter) -> list[tuple[str, bool]]:
+        """The ``(partition, owner_only)`` pairs a search with ``flt`` reads (none: a session
+        this agent cannot see)."""
+        if flt.session_id is not None:
+            session = self.store.session(flt.session_id, self.scope)
+            if session is None:
+                return []
+            return [(partition_of(session.agent_id, session.shared_pool), False)]
+        # the grants are read at every search, so a revocation holds from the next one
+        own_pools, granted = self.store.pool_view(self.scope.agent_id)
+        return self.scope.partitions(own_pools, granted, include_shared=flt.include_shared)
+
+    def _semantic(
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        waiting: list[int],
+    ) -> list[tuple[int, float]]:
+        """The vector ranking, after a bounded catch-up of pending embeddings (how many it
+        left waiting is appended to ``waiting``)."""
+        if not partitions:
+            return []
+        try:
+            if self.writes:
+                waiting.append(self.indexer.catch_up([name for name, _ in partitions]))
+        except _CANNOT_WRITE as exc:
+            # Vectors cannot be stored now: events still waiting for theirs are found by
+            # the keyword ranking only, until the store takes writes again.
+            log.warning("search without catching up pending embeddings (%s)", exc)
+        ranking = self.storage.search_vectors(self.query_vector(query), flt, partitions, depth)
+        self.index_error = None  # the index answered
+        return ranking
+
+    def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The query's embedding, from a small LRU cache (agents repeat their queries)."""
+        with self._cache_lock:
+            cached = self._query_cache.get(query)
+            if cached is not None:
+                self._query_cache.move_to_end(query)
+                return cached
+        vector = self.indexer.query_vector(query)
+        with self._cache_lock:
+            self._query_cache[query] = vector
+            self._query_cache.move_to_end(query)
+            while len(self._query_cache) > _QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
+        return vector

@@ -1,0 +1,1 @@
+"""The one write path under :class:`~memlane.SessionManager`, and its ``record_*`` conveniences."""
