@@ -197,7 +197,7 @@ SEARCH_CHILD = """
     # The keyword index of a big partition builds in the background (FTS5 answers until it
     # is ready): the first hybrid searches of a process are timed apart from the rest.
     warming = []
-    keywords = getattr(mgr._searcher.store, "_keywords", None)
+    keywords = getattr(mgr._writer.searcher.store, "_keywords", None)
     for q in queries[:10]:
         t = time.perf_counter()
         mgr.search(q + "  ", k=10)  # (new texts by their spaces only: see search_scale.py)

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import inspect
 import itertools
 import threading
 import time
@@ -97,8 +96,9 @@ def _watching_the_library(loop_thread: int) -> Iterator[_Calls]:
     calls = _Calls(loop_thread)
     own = vars(SessionManager)
     replaced: dict[str, Any] = {}
-    for name, method in inspect.getmembers(SessionManager, inspect.isfunction):
-        if not name.startswith("_"):
+    for name, method in list(own.items()):
+        # its functions, and the methods its parts carry (Delegated: called with the manager)
+        if not name.startswith("_") and callable(method) and not isinstance(method, type):
             replaced[name] = own.get(name)
             setattr(SessionManager, name, calls.wrap(name, method))
     try:

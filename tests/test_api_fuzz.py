@@ -55,7 +55,11 @@ def _methods() -> list[str]:
     return sorted(
         name
         for name, member in inspect.getmembers(SessionManager)
-        if not name.startswith("_") and inspect.isfunction(member) and name not in SKIPPED
+        # its own functions and the methods its parts carry (Delegated descriptors)
+        if not name.startswith("_")
+        and callable(member)
+        and not isinstance(member, type)
+        and name not in SKIPPED
     )
 
 

@@ -18,12 +18,12 @@ from .event_loop import LoopReport, watch_loop
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
-    """Public methods defined on ``cls`` or its bases (SessionManager's write path and
-    conveniences live in base classes of their own modules)."""
+    """Public methods of ``cls``: its functions, and the methods it delegates to its parts
+    (SessionManager's ``record = Delegated("_writer", Writer.record)``)."""
     found: dict[str, inspect.Signature] = {}
     for klass in reversed(cls.__mro__[:-1]):
         for name, value in vars(klass).items():
-            if not name.startswith("_") and inspect.isfunction(value):
+            if not name.startswith("_") and callable(value) and not isinstance(value, type):
                 found[name] = inspect.signature(value)
     return found
 

@@ -588,7 +588,7 @@ def test_a_manager_that_cannot_move_the_epoch_reads_the_log(
         for session in (chat, other):
             mgr.add_message(session.id, "user", "one")
             assert _contents(mgr.recent_messages(session.id)) == ["one"]  # buffered
-        store = mgr._store
+        store = mgr._writer.log
         epoch = store.buffer_epoch()
 
         def full(tx: Any) -> int:
@@ -686,7 +686,7 @@ def test_the_epoch_on_a_postgresql_log(server: RedisServer, raw: Any, postgres_u
     cut = RedisBuffer(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5, retry_after=60)
     reader, cut_off = manager(RedisBuffer(server.url, epoch_check=0)), manager(cut)
     try:
-        assert reader._store.get_meta("buffer_epoch") == "0"
+        assert reader._writer.log.get_meta("buffer_epoch") == "0"
         session = reader.start_session("Chat", user_id="u1")
         events = [reader.add_message(session.id, "user", f"m{i}") for i in range(3)]
         assert _contents(reader.recent_messages(session.id)) == ["m0", "m1", "m2"]
@@ -698,7 +698,7 @@ def test_the_epoch_on_a_postgresql_log(server: RedisServer, raw: Any, postgres_u
         assert cut_off.erase_user("u1").sessions == 1
         with pytest.raises(SessionNotFound):
             reader.recent_messages(session.id)
-        assert reader._store.buffer_epoch() == 3
+        assert reader._writer.log.buffer_epoch() == 3
     finally:
         reader.close()
         cut_off.close()

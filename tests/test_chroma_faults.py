@@ -95,12 +95,12 @@ def test_an_unreachable_index_fails_loudly_and_deletes_wait_for_it(
         assert "Chroma" in (mgr.health().index_error or "") and not mgr.health().ok
         # the log's delete happens; the index's is kept for later, not reported as a failure
         assert mgr.delete_session(doomed.id) == 2
-        pending = json.loads(mgr._store.get_meta(PENDING_DELETES) or "[]")
+        pending = json.loads(mgr._writer.log.get_meta(PENDING_DELETES) or "[]")
         assert len(pending) == 2  # the goal's and the fact's vectors
         chroma.start()
-        mgr._storage.maintenance()  # what the worker runs: the missed delete goes through
-        assert mgr._store.get_meta(PENDING_DELETES) == "[]"
-        collections = mgr._storage.vectors._all_collections()  # type: ignore[attr-defined]
+        mgr._writer.storage.maintenance()  # what the worker runs: the missed delete goes through
+        assert mgr._writer.log.get_meta(PENDING_DELETES) == "[]"
+        collections = mgr._writer.storage.vectors._all_collections()  # type: ignore[attr-defined]
         assert all(not c.get(where={"session": doomed.id})["ids"] for c in collections)
         assert mgr.search("orchid light", mode="semantic")[0].event.session_id == keep.id
         assert mgr.health().ok
@@ -119,12 +119,12 @@ def test_a_lost_index_is_rebuilt_from_the_log(tmp_path: Path, chroma: ChromaProc
         for i in range(30):
             mgr.record_fact(session.id, f"plant {i} needs {['sun', 'shade', 'water'][i % 3]}")
         mgr.flush()
-        index = mgr._storage.vectors
+        index = mgr._writer.storage.vectors
         for collection in index._all_collections():  # type: ignore[attr-defined]
             index._client.delete_collection(collection.name)  # type: ignore[attr-defined]
         index._collections.clear()  # type: ignore[attr-defined]  (the index loses everything)
-        assert mgr._storage.audit() == 31  # the goal and 30 facts queued again
+        assert mgr._writer.storage.audit() == 31  # the goal and 30 facts queued again
         mgr.flush()
         hits = mgr.search("plant 7 needs", k=3, mode="semantic")
         assert "plant 7 needs" in hits[0].event.content
-        assert mgr._storage.audit() == 0
+        assert mgr._writer.storage.audit() == 0

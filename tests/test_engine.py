@@ -51,7 +51,7 @@ def test_query_vector_cache_survives_threads(
     """Four threads on one manager, a tiny cache: every insert evicts (a KeyError from the
     unlocked OrderedDict's move_to_end/popitem before the fix)."""
     monkeypatch.setattr(search_module, "_QUERY_CACHE_SIZE", 2)
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     errors: list[BaseException] = []
 
     def work(offset: int) -> None:
@@ -101,7 +101,7 @@ def test_tokens_are_counted_before_the_write_lock(db_path: Path) -> None:
 def test_resolve_error_reports_a_concurrent_change(mgr: SessionManager) -> None:
     session = mgr.start_session("Fix the deploy")
     error = mgr.record_error(session.id, "deploy failed: HTTP 502")
-    store = mgr._store
+    store = mgr._writer.log
     real_claim = store.claim_event_status
 
     def someone_else_first(tx: Any, event_id: str, before: str | None, after: str) -> bool:
@@ -199,7 +199,7 @@ def test_health_reports_backlog_lag_and_the_workers_error(db_path: Path) -> None
         assert health.lag_seconds is not None and health.lag_seconds > 0
         embedder.broken = False
         mgr.flush()  # takes the failed batch's rows whatever their claim
-        mgr._indexer.notify()
+        mgr._writer.indexer.notify()
         wait_for(lambda: mgr.health().backlog == 0 and mgr.health().ok)
         assert mgr.health().lag_seconds == 0.0
     with SessionManager("agent", db_path, embedder=embedder, background=False) as quiet:
@@ -266,14 +266,14 @@ def test_reads_answer_when_the_store_cannot_take_writes(
     mgr.record_fact(session.id, "widgets launch in March")
     mgr.flush()
     late = mgr.record_fact(session.id, "the widget price is 12 euros")  # not embedded yet
-    store = mgr._store
+    store = mgr._writer.log
     for error in (StoreFull("disk full"), StoreReadOnly("read-only file")):
 
         def refuse(*args: Any, error: Exception = error, **kwargs: Any) -> Any:
             raise error
 
         monkeypatch.setattr(store, "bump_recall", refuse)
-        monkeypatch.setattr(mgr._indexer, "catch_up", refuse)
+        monkeypatch.setattr(mgr._writer.indexer, "catch_up", refuse)
         hits = mgr.search("widget price", k=3)
         assert late.id in {hit.event.id for hit in hits}  # the keyword half finds it
         assert mgr.search("launch month", k=1, mode="semantic")[0].event.session_id == session.id
@@ -303,7 +303,7 @@ def test_close_leaves_the_store_to_a_worker_still_embedding(
     session = mgr.start_session("embedding takes a while")
     assert entered.wait(10)
     mgr.close()  # returns after 0.2 s, the batch still running
-    indexer = mgr._indexer
+    indexer = mgr._writer.indexer
     assert indexer._exited is False
     release.set()
     wait_for(lambda: indexer._exited)

@@ -221,7 +221,7 @@ _LIVE = """
     for line in sys.stdin:
         if line.strip() == "build":
             mgr.search("what about the weather", k=3, mode="keyword")
-            builder = mgr._searcher.store._keywords._builder
+            builder = mgr._writer.searcher.store._keywords._builder
             if builder is not None:
                 builder.join(60)
             print("built", flush=True)
@@ -250,7 +250,7 @@ def _ask(child: subprocess.Popen[str], command: str) -> str:
 
 def _build_keywords(mgr: SessionManager) -> None:
     mgr.search("what about the weather", k=3, mode="keyword")
-    builder = mgr._searcher.store._keywords._builder  # type: ignore[attr-defined]
+    builder = mgr._writer.searcher.store._keywords._builder  # type: ignore[attr-defined]
     if builder is not None:
         builder.join(60)
 

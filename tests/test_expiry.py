@@ -65,7 +65,7 @@ def test_the_sweep_goes_in_batches_and_leaves_live_events(
         + [{"kind": "fact", "content": "stays", "ttl": 3600}],
     )
     _wait_past(max(e.expires_at for e in recorded if e.kind == "message" and e.expires_at))
-    swept = mgr._storage.sweep_expired()
+    swept = mgr._writer.storage.sweep_expired()
     assert swept == {"message": count}
     assert [e.content for e in mgr.events(session.id) if e.kind == "fact"] == ["stays"]
     assert _rows(db_path, "SELECT count(*) FROM events WHERE expires_us IS NOT NULL") == 1

@@ -94,7 +94,7 @@ def test_a_successful_flush_ends_the_workers_failure(
     from memlane import StoreFull
 
     mgr = make_manager("a", background=True)
-    indexer = mgr._indexer
+    indexer = mgr._writer.indexer
     indexer.poll_seconds = 3600  # (read at each wait: after its failure it sleeps that long)
     session = mgr.start_session("work")
 
@@ -102,7 +102,7 @@ def test_a_successful_flush_ends_the_workers_failure(
         raise StoreFull("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(mgr._storage, "store_batch", full)
+        patch.setattr(mgr._writer.storage, "store_batch", full)
         mgr.record_fact(session.id, "waits for its vector")  # wakes the worker
         deadline = time.monotonic() + 60
         while indexer.last_error is None and time.monotonic() < deadline:

@@ -63,9 +63,9 @@ def test_the_worker_embeds_its_first_batch_itself_and_the_rest_at_idle_priority(
         for i in range(40):
             mgr.record_fact(session.id, f"fact number {i} about otters")
         deadline = time.monotonic() + 20
-        while mgr._indexer.store.pending_count() and time.monotonic() < deadline:
+        while mgr._writer.indexer.store.pending_count() and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not mgr._indexer.store.pending_count()
+        assert not mgr._writer.indexer.store.pending_count()
         worker = [call for call in embedder.calls if call[1] != "MainThread"]
         assert worker[0] == (os.SCHED_OTHER, "session-manager-indexer")  # loads a model
         assert len(worker) >= 3

@@ -37,7 +37,7 @@ def both_rankings(
     mgr: SessionManager, query: str, k: int, *, content_only: bool
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """The same query ranked by the in-memory index and by FTS5's own bm25()."""
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     store = searcher.store
     assert isinstance(store, SqliteStore)
     flt = EventFilter(searcher.scope)
@@ -135,9 +135,9 @@ def test_a_value_deep_in_a_big_output_is_found_before_and_after_the_worker(
     assert "CRITICAL" not in output.content  # the content is the flattening's head
     for mode in ("keyword", "hybrid"):
         assert mgr.search("disk full postgres", k=3, mode=mode)[0].event.id == output.id
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
-    flt = EventFilter(mgr._searcher.scope)
+    flt = EventFilter(mgr._writer.searcher.scope)
     assert store.fts_search("critical", flt, 3, content_only=True) == []  # FTS5: the head
     mgr.flush()
     found = store.fts_search("critical", flt, 3, content_only=True)
@@ -188,7 +188,7 @@ def test_unindexed_events_are_not_found(mgr: SessionManager) -> None:
 def test_queries_the_index_cannot_rank_exactly_go_to_fts5(mgr: SessionManager) -> None:
     session = mgr.start_session("release")
     fact = mgr.record_fact(session.id, "rolled out deploy_v2 to staging")
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     assert store._keywords.query_stems("deploy_v2") is None  # FTS5 reads it as a phrase
     assert [h.event.id for h in mgr.search("deploy_v2", k=5, mode="keyword")] == [fact.id]
@@ -212,7 +212,7 @@ def scoped_and_walked(
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """The same filtered query ranked from the scope's rows (_keyword_scoped.py) and by
     walking whole postings."""
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     store = searcher.store
     assert isinstance(store, SqliteStore)
     flt = EventFilter(searcher.scope, **filters)
@@ -294,7 +294,7 @@ def test_every_way_of_walking_gives_the_same_scores_to_the_bit(
     builder(mgr)
     builder(mgr, seed=5)
     mgr.flush()
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     store = searcher.store
     assert isinstance(store, SqliteStore)
     session = mgr.list_sessions(limit=1)[0].id
@@ -338,7 +338,7 @@ def test_stopping_early_never_changes_the_best_k(
         if rng.random() < 0.15:  # common words said over and over, little else
             words = words[:1] + rng.sample(vocabulary[:6], rng.randint(1, 3)) * rng.randint(3, 30)
         mgr.add_message(rng.choice(sessions).id, "user", " ".join(words))
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     store = searcher.store
     assert isinstance(store, SqliteStore)
     flt = EventFilter(searcher.scope)
@@ -371,7 +371,7 @@ def pareto_chat(
             vocabulary[min(int(rng.paretovariate(alpha)) - 1, words - 1)] for _ in range(length)
         ]
         mgr.add_message(rng.choice(sessions).id, "user", " ".join(drawn))
-    searcher = mgr._searcher
+    searcher = mgr._writer.searcher
     store = searcher.store
     assert isinstance(store, SqliteStore)
     flt = EventFilter(searcher.scope)
@@ -512,10 +512,10 @@ def test_a_first_count_of_matching_rows_equals_the_walks(mgr: SessionManager) ->
     rows whose date spells it (a walk for terms that long rows hold beyond their heads): the
     same count as walking it, for every word, month, day and year, with short turns only and
     with long ones too."""
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
-    flt = EventFilter(mgr._searcher.scope)
-    partitions = mgr._searcher._partitions(flt)
+    flt = EventFilter(mgr._writer.searcher.scope)
+    partitions = mgr._writer.searcher._partitions(flt)
     marked = walked = 0
     for build in (conversation, long_conversation):
         build(mgr)
@@ -542,7 +542,7 @@ def test_document_frequencies_stay_exact_as_records_arrive(
     rng = random.Random(3)
     sessions = [mgr.start_session(f"s{i}") for i in range(3)]
     start = datetime(2023, 5, 1, tzinfo=UTC)
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     for i in range(60):
         session = rng.choice(sessions)
@@ -553,8 +553,8 @@ def test_document_frequencies_stay_exact_as_records_arrive(
         when = start + timedelta(days=i // 6)
         mgr.add_message(session.id, "user", text[:size], created_at=when)
         query = " ".join(rng.sample(WORDS, 3)) + rng.choice(["", " May", " 3"])
-        flt = EventFilter(mgr._searcher.scope, session_id=session.id)
-        partitions = mgr._searcher._partitions(flt)
+        flt = EventFilter(mgr._writer.searcher.scope, session_id=session.id)
+        partitions = mgr._writer.searcher._partitions(flt)
         store.keyword_search(query, flt, 50, content_only=False, partitions=partitions)
         (part,) = store._keywords._partitions.values()
         for stem in store._keywords.query_stems(query) or []:
@@ -575,7 +575,7 @@ def record_and_search(mgr: SessionManager, turns: int) -> Any:
         text = " ".join(rng.choice(WORDS) for _ in range(6))
         mgr.add_message(session.id, "user", f"{text} turn{i}")
         mgr.search("museum", k=3, mode="keyword")
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     (part,) = store._keywords._partitions.values()
     return part
@@ -607,7 +607,7 @@ def test_a_search_that_fails_halfway_leaves_no_sums_behind(mgr: SessionManager) 
     conversation(mgr)
     mgr.flush()
     expected = both_rankings(mgr, "caroline painting museum", 200, content_only=False)[1]
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     (part,) = store._keywords._partitions.values()
 
@@ -729,7 +729,7 @@ def test_a_bulk_build_needs_little_memory_beyond_the_index(
             for i in range(6_000)
         ],
     )
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     monkeypatch.setattr(keyword_cache, "_CHUNK", 256)
     monkeypatch.setattr(keyword_cache, "_CHUNKS_PER_SEGMENT", 2)
@@ -778,9 +778,9 @@ def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_who
             (flatten_json({"rows": rows}), payload),
         )
     with SessionManager("old", db_path, embedder=HashEmbedder(), background=False) as new:
-        store = new._searcher.store
+        store = new._writer.searcher.store
         assert isinstance(store, SqliteStore)
-        flt = EventFilter(new._searcher.scope)
+        flt = EventFilter(new._writer.searcher.scope)
         assert store.fts_search("critical disk", flt, 3, content_only=True) == []
         assert new.search("critical disk", k=3, mode="keyword")[0].event.id == "01EOLD"
         new.flush()
@@ -805,7 +805,7 @@ def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_ba
         with SessionManager(
             "researcher", db_path, embedder=HashEmbedder(), background=False
         ) as mgr:
-            store = mgr._searcher.store
+            store = mgr._writer.searcher.store
             assert isinstance(store, SqliteStore) and store._keywords.background
             calls: list[str] = []
             fts = store.fts_search
@@ -853,7 +853,7 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
     monkeypatch.setattr(keyword_cache, "_COUNTED_TOGETHER", 3)
     monkeypatch.setattr(keyword_counts, "COMMON_SHARE", 8)
     with SessionManager("researcher", db_path, embedder=HashEmbedder(), background=False) as mgr:
-        store = mgr._searcher.store
+        store = mgr._writer.searcher.store
         assert isinstance(store, SqliteStore)
         mgr.search("caroline", k=5, mode="keyword")
         assert store._keywords._builder is not None

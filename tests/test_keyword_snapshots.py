@@ -49,7 +49,7 @@ def opened(db: Path, **options: Any) -> Iterator[SessionManager]:
 
 def built(mgr: SessionManager) -> tuple[SqliteStore, list[int]]:
     """Wait for the background build; return the store and the rows it read from the log."""
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
     read: list[int] = []
     rows = store.keyword_rows
@@ -61,10 +61,10 @@ def built(mgr: SessionManager) -> tuple[SqliteStore, list[int]]:
 
 
 def rankings(mgr: SessionManager) -> list[list[tuple[int, float]]]:
-    store = mgr._searcher.store
+    store = mgr._writer.searcher.store
     assert isinstance(store, SqliteStore)
-    flt = EventFilter(mgr._searcher.scope)
-    partitions = mgr._searcher._partitions(flt)
+    flt = EventFilter(mgr._writer.searcher.scope)
+    partitions = mgr._writer.searcher._partitions(flt)
     assert store._keywords.ready([name for name, _ in partitions])
     return [
         [

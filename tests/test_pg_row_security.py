@@ -84,8 +84,8 @@ def test_agents_on_their_own_roles_work_as_usual(store: str) -> None:
     time.sleep(0.3)
     # the sweep sees alice's expired row too but may delete only bob's: it must neither spin
     # nor count hers
-    assert bob._storage.sweep_expired() == {"fact": 1}
-    assert alice._storage.sweep_expired() == {"fact": 1}
+    assert bob._writer.storage.sweep_expired() == {"fact": 1}
+    assert alice._writer.storage.sweep_expired() == {"fact": 1}
     alice.revoke("team", "bob")
     for mode in ("hybrid", "semantic", "keyword"):
         assert {h.event.session_id for h in bob.search("zeppelin", k=20, mode=mode)} <= {mine.id}

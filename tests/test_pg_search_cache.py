@@ -135,7 +135,7 @@ def test_semantic_results_equal_the_sql_plan(
                 # the same events, but for which of several tied at the cut makes it
                 cut = want[-1][1] + 1e-5
                 assert {i for i, s in got if s > cut} == {i for i, s in want if s > cut}
-        parts = cached._storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
+        parts = cached._writer.storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
         assert {part.in_memory for part in parts} == {not codes_only}
 
 
@@ -302,7 +302,7 @@ def test_a_cache_idle_while_its_deletions_were_pruned_reloads(
         assert top(reader, doomed.content, "semantic") == [doomed.id]
         writer.delete_event(doomed.id)
         monkeypatch.setattr(_pg_feed, "DELETIONS_KEPT_SECONDS", 0)
-        log = writer._storage.log
+        log = writer._writer.storage.log
         assert isinstance(log, PostgresStore)
         log._prune_at = 0.0
         log.maintenance()
@@ -340,7 +340,7 @@ def test_concurrent_writers_and_a_searching_reader_lose_nothing(store_url: str) 
             thread.join()
         stop.set()
         searching.join()
-        log = reader._storage.log
+        log = reader._writer.storage.log
         facts = {row[0] for row in log.read("SELECT seq FROM events WHERE kind = 'fact'")}
         vectors = {row[0] for row in log.read("SELECT seq FROM vectors")}
         assert len(facts) == 160

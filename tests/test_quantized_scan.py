@@ -163,7 +163,7 @@ def test_a_big_partition_re_scores_from_the_store(
             last = want[-1][1] + 1e-6
             assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
     assert bool(scanned) == bits
-    (part,) = codes_only._storage.vectors._cache._partitions.values()
+    (part,) = codes_only._writer.storage.vectors._cache._partitions.values()
     assert not part.in_memory and part.matrix.size == 0 and part.size == 601
     assert part.codes.shape[1] == 384 // 2  # 4 bits a dimension
 
@@ -179,7 +179,7 @@ def test_a_partition_growing_past_the_in_memory_size_keeps_its_results(
     many_facts(mgr)
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     first = semantic_results(mgr, filtered=False)
-    (part,) = mgr._storage.vectors._cache._partitions.values()
+    (part,) = mgr._writer.storage.vectors._cache._partitions.values()
     assert part.in_memory and part.codes.shape[1] == 384
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
     monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 700)  # crossed by the growth below
@@ -263,7 +263,7 @@ def test_copies_of_one_vector_do_not_make_a_big_partition_read_them_all(
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)  # a new cache: codes only
     monkeypatch.setattr(vector_cache, "IN_MEMORY_UNDER", 100)
     codes_only = make()
-    store = codes_only._storage.vectors
+    store = codes_only._writer.storage.vectors
     read: list[int] = []
     vectors_of = store.vectors_of
     monkeypatch.setattr(

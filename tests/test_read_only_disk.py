@@ -76,7 +76,7 @@ def _fill(db: Path) -> str:
             )
         mgr.flush()
         _answers(mgr, session.id)  # builds the caches and saves their snapshots
-        keywords = mgr._searcher.store._keywords  # type: ignore[attr-defined]
+        keywords = mgr._writer.searcher.store._keywords  # type: ignore[attr-defined]
         if keywords._builder is not None:
             keywords._builder.join(60)
         return session.id
@@ -110,7 +110,7 @@ def test_a_cleanly_closed_store_on_a_read_only_disk_opens_read_only(
     freeze()
     with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as reader:
         assert _answers(reader, session) == expected
-        keywords = reader._searcher.store._keywords  # type: ignore[attr-defined]
+        keywords = reader._writer.searcher.store._keywords  # type: ignore[attr-defined]
         if keywords._builder is not None:
             keywords._builder.join(60)  # (from the snapshot, read-only)
         assert _answers(reader, session) == expected
@@ -131,7 +131,7 @@ def test_a_store_a_crash_left_with_its_wal_reads_it_on_a_read_only_disk(
     work.mkdir()
     session = _fill(work / "s.db")
     with SessionManager("a", work / "s.db", embedder=HashEmbedder(), background=False) as mgr:
-        store = mgr._searcher.store  # type: ignore[attr-defined]
+        store = mgr._writer.searcher.store  # type: ignore[attr-defined]
         store.connection().execute("PRAGMA wal_autocheckpoint = 0")
         late = mgr.add_message(session, "user", "a late turn about the zeppelin")
         # copied while open: what a kill leaves (the late event only in the -wal)
@@ -200,6 +200,6 @@ def test_the_read_only_connection_is_sqlite_read_only(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     _fill(db)
     with SessionManager("a", db, embedder=HashEmbedder(), read_only=True) as reader:
-        conn = reader._searcher.store.connection()  # type: ignore[attr-defined]
+        conn = reader._writer.searcher.store.connection()  # type: ignore[attr-defined]
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             conn.execute("DELETE FROM events")

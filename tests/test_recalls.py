@@ -25,8 +25,8 @@ def test_searches_do_not_write_and_the_counts_land_exactly(db_path: Path) -> Non
     session = mgr.start_session("recalls")
     facts = [mgr.record_fact(session.id, f"host {i} runs PostgreSQL {i % 3}") for i in range(9)]
     writes: list[Any] = []
-    real = mgr._store.bump_recall
-    mgr._store.bump_recall = lambda counts: writes.append(dict(counts)) or real(counts)  # type: ignore[method-assign]
+    real = mgr._writer.log.bump_recall
+    mgr._writer.log.bump_recall = lambda counts: writes.append(dict(counts)) or real(counts)  # type: ignore[method-assign]
     for _ in range(50):
         mgr.search("PostgreSQL", k=3, mode="keyword")
     assert writes == [] and total(db_path) == 0  # fifty searches, no write yet
@@ -85,7 +85,7 @@ def test_a_full_store_loses_the_counts_not_the_search(db_path: Path) -> None:
     def full(counts: Any) -> None:
         raise StoreFull("disk full")
 
-    mgr._store.bump_recall = full  # type: ignore[method-assign]
+    mgr._writer.log.bump_recall = full  # type: ignore[method-assign]
     assert mgr.search("staging", k=1)
     mgr.flush()
     mgr.close()
@@ -103,7 +103,7 @@ def test_a_busy_store_at_close_loses_the_counts_not_the_close(db_path: Path) -> 
     def busy(counts: Any) -> None:
         raise StoreBusy("locked")
 
-    mgr._store.bump_recall = busy  # type: ignore[method-assign]
+    mgr._writer.log.bump_recall = busy  # type: ignore[method-assign]
     mgr.close()  # the store is still closed properly
     with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as again:
         assert again.search("staging", k=1)

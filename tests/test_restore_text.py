@@ -225,11 +225,11 @@ def test_large_payloads_are_read_as_their_preview(mgr: SessionManager) -> None:
     assert mgr.get_event(event.id).payload == {"rows": rows}  # reads give the payload whole
     flt = EventFilter(mgr.scope, session_id=session.id, kinds=("tool_output",))
     # The preview is the worker's (a deferred digest): until then restore reads the payload.
-    (heavy,) = mgr._store.events(flt, previews=True)
+    (heavy,) = mgr._writer.log.events(flt, previews=True)
     assert not heavy.preview and heavy.payload == {"rows": rows}
     assert '"status":"failed","test":"t4321"' in mgr.restore(session.id, 1_500).text
     mgr.flush()
-    (light,) = mgr._store.events(flt, previews=True)
+    (light,) = mgr._writer.log.events(flt, previews=True)
     assert light.preview and light.payload_chars == len(
         json.dumps({"rows": rows}, separators=(",", ":"))
     )

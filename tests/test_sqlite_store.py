@@ -48,7 +48,7 @@ def test_a_commit_that_fails_is_rolled_back(mgr: SessionManager, db_path: Path) 
     """A COMMIT refused by SQLite leaves its transaction open; the store must roll it back,
     or this thread's next write fails and every other connection waits on the lock."""
     session = mgr.start_session("Keep the log writable")
-    store = mgr._store
+    store = mgr._writer.log
     assert isinstance(store, SqliteStore)
     with pytest.raises(StoreError, match="FOREIGN KEY") as caught, store.atomic() as tx:
         # A deferred foreign key is checked at COMMIT: the honest way to make COMMIT fail.
@@ -71,7 +71,7 @@ def test_the_error_inside_a_transaction_is_the_one_raised(mgr: SessionManager) -
     """SQLite may roll a transaction back by itself when the disk is full; the store's own
     ROLLBACK then has nothing to undo and must not replace the real error with "cannot
     rollback - no transaction is active"."""
-    store = mgr._store
+    store = mgr._writer.log
     conn = store.connection()  # type: ignore[attr-defined]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from here on
@@ -81,7 +81,7 @@ def test_the_error_inside_a_transaction_is_the_one_raised(mgr: SessionManager) -
 
 
 def test_a_nested_atomic_is_a_savepoint(mgr: SessionManager) -> None:
-    store = mgr._store
+    store = mgr._writer.log
     ran: list[str] = []
     with store.atomic() as outer:
         store.set_meta(outer, "outer", "kept")
@@ -141,7 +141,7 @@ def test_memory_is_one_database_for_every_thread() -> None:
         thread.start()
         thread.join()
         assert "the launch is on Tuesday" in found
-        folder = mgr._store.path.parent  # type: ignore[attr-defined]
+        folder = mgr._writer.log.path.parent  # type: ignore[attr-defined]
         assert folder.is_dir()
     assert not folder.exists()  # nothing of it is left on close
 
@@ -175,7 +175,7 @@ def test_recall_counts_are_bumped_in_batches(mgr: SessionManager) -> None:
     on this thread's connection and bump more seqs than it."""
     session = mgr.start_session("Recall a lot")
     event = mgr.record_fact(session.id, "recalled once")
-    store = mgr._store
+    store = mgr._writer.log
     conn = store.connection()  # type: ignore[attr-defined]
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     store.bump_recall([event.seq, *range(10**6, 10**6 + 2_000)])
@@ -294,7 +294,7 @@ def test_a_read_only_connection_refuses_writes_and_reads_answer(
     mgr.flush()
     stored = _all_events(db_path)
     session = mgr.list_sessions()[0]
-    mgr._store.connection().execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]
+    mgr._writer.log.connection().execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]
     with pytest.raises(StoreReadOnly, match="writable") as caught:
         mgr.record_fact(session.id, "one more step")
     assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
@@ -307,7 +307,7 @@ def test_a_full_disk_is_store_full_and_loses_nothing(mgr: SessionManager, db_pat
     _fill(mgr)
     stored = _all_events(db_path)
     session = mgr.list_sessions()[0]
-    conn = mgr._store.connection()  # type: ignore[attr-defined]
+    conn = mgr._writer.log.connection()  # type: ignore[attr-defined]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # what a full disk looks like to SQLite
     with pytest.raises(StoreFull, match="Free some space") as caught:
@@ -372,7 +372,7 @@ def test_driver_errors_map_into_the_error_tree(
     expected: type[StoreError],
     advice: str,
 ) -> None:
-    store = mgr._store
+    store = mgr._writer.log
     assert isinstance(store, SqliteStore)
     error = store._store_error(_driver_error(message, code))
     assert type(error) is expected
@@ -419,7 +419,7 @@ def test_a_failed_batch_hands_its_rows_back_at_once(tmp_path: Path) -> None:
                     raise RuntimeError("model server down")
                 return super().__call__(texts)
 
-        indexer = Indexer(mgr._storage, load_embedder(Flaky()), check=False)
+        indexer = Indexer(mgr._writer.storage, load_embedder(Flaky()), check=False)
         with pytest.raises(RuntimeError, match="model server down"):
             indexer.embed_batch()
         assert indexer.embed_batch() == 2  # at once: the claim was released
@@ -491,7 +491,7 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
                 assert go.wait(60), "never let go"
                 return super().__call__(texts)
 
-        first = Indexer(mgr._storage, load_embedder(Held()), check=False)
+        first = Indexer(mgr._writer.storage, load_embedder(Held()), check=False)
         worker = threading.Thread(target=first.embed_batch, daemon=True)
         worker.start()
         try:
@@ -500,7 +500,7 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
             clock.now += 10 * lease  # the first lease ran out long ago
             # only a renewal (at the new time) keeps the claim
             assert _until(lambda: min(claims()) > clock.now), "the live claim was not renewed"
-            second = Indexer(mgr._storage, load_embedder(HashEmbedder()), check=False)
+            second = Indexer(mgr._writer.storage, load_embedder(HashEmbedder()), check=False)
             assert second.embed_batch() == 0  # the live claim was renewed: nothing to take
         finally:
             go.set()
@@ -567,7 +567,7 @@ def test_a_writer_empties_a_wal_past_the_bound_itself(
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session("a long ingest")
-        mgr._store.connection().execute("PRAGMA wal_autocheckpoint = 0")  # type: ignore[attr-defined]
+        mgr._writer.log.connection().execute("PRAGMA wal_autocheckpoint = 0")  # type: ignore[attr-defined]
         sizes = []
         for i in range(1_500):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
@@ -673,7 +673,7 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
     monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
-        store = mgr._store
+        store = mgr._writer.log
         assert isinstance(store, SqliteStore)
         session = mgr.start_session("a long ingest")
         reader = sqlite3.connect(db)

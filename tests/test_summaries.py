@@ -221,7 +221,7 @@ def test_auto_summary_is_written_by_the_worker_not_by_record(db_path: Path) -> N
         # the worker's passes (its idle hooks, the auto-summary's among them), not slept
         # (issue 29: a 1.5 s sleep, which a starved worker could spend without one pass)
         passes = [0]
-        mgr._indexer.idle_hooks.append(lambda: passes.__setitem__(0, passes[0] + 1))
+        mgr._writer.indexer.idle_hooks.append(lambda: passes.__setitem__(0, passes[0] + 1))
         deadline = time.monotonic() + 60
         while passes[0] < 3:  # (the first may end the pass that wrote the summary)
             assert time.monotonic() < deadline, "the worker stopped making passes"

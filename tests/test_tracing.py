@@ -75,7 +75,7 @@ def test_a_failed_call_is_an_error_span_without_its_message(make_manager: Factor
 
 def test_no_tracing_no_spans_and_bad_tracers(make_manager: Factory) -> None:
     mgr = make_manager("a", background=False)
-    assert mgr._tracing is None
+    assert mgr._observer.tracing is None
     with pytest.raises(InvalidInput, match="Tracer"):
         Tracing(object())
     with pytest.raises(InvalidInput, match="tracing must be"):

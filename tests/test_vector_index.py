@@ -63,7 +63,7 @@ def test_every_vector_index_keeps_the_contract(manager: SessionManager) -> None:
         manager.record_fact(session.id, text, metadata={"plant": text.split()[0]}) for text in FACTS
     ]
     manager.flush()
-    storage = manager._storage
+    storage = manager._writer.storage
     index = storage.vectors
     partition = partition_of("a", None)
     scope = Scope("a")

@@ -166,7 +166,7 @@ def test_deletes_are_followed_without_reading_the_partition_again(
                 assert kept[-1].id in found and not found & {e.id for e in kept[:-1]}
             assert sum(rows_read) <= 4  # the new vector, per manager
             for manager in (mgr, other):
-                (part,) = manager._storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
+                (part,) = manager._writer.storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
                 assert part.dead == i  # the replaced ones, marked from the deletion log
     with opened(db) as fresh:  # the snapshot predates the deletes: they are applied to it
         found = {h.event.id for h in fresh.search("fact 120 setting", k=20, mode="semantic")}
@@ -221,7 +221,7 @@ def test_a_cache_behind_a_pruned_deletion_log_reads_anew(
         doomed = [e.id for e in mgr.events(None, kinds="fact", limit=40)]
         for event_id in doomed:
             mgr.delete_event(event_id)
-        mgr._store.maintenance()  # the worker's: keeps the log's newest 10 rows
+        mgr._writer.log.maintenance()  # the worker's: keeps the log's newest 10 rows
         rows_read.clear()
         after = results(other)
         assert sum(rows_read) >= 260  # read anew: it had not seen the pruned deletions
@@ -260,7 +260,7 @@ def test_a_partition_an_erasure_touched_is_never_saved_with_the_erased_vectors(
             live.record_fact(session, f"later fact {i} about topic {i % 37}")
         live.flush()
         results(live)
-        (part,) = live._storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
+        (part,) = live._writer.storage.vectors._cache._partitions.values()  # type: ignore[attr-defined]
         assert part.dead == 61 and part.erased  # (the goal and the 60 facts)
     assert snapshots(db) == []
     with opened(db) as fresh:

@@ -66,7 +66,7 @@ def test_close_stops_the_worker_between_two_slices_and_hands_the_batch_back(
     mgr.close()
     assert time.monotonic() - started < 2.0  # one slice, not 25 s (nor STOP_TIMEOUT)
     assert slow.calls and max(slow.calls) <= indexer.EMBED_SLICE
-    assert not mgr._indexer.running
+    assert not mgr._writer.indexer.running
     # what the batch did not store is the next process's, unclaimed: nothing lost
     with SessionManager("x", db_path, embedder=HashEmbedder(), background=False) as again:
         assert len(again.events(session.id, kinds="message")) == 4_000

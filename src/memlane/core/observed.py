@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar, cast
 
 from ..metrics import Metrics
 from ..tracing import Tracing
 
-__all__ = ["observed"]
+__all__ = ["Observer", "observed"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,21 +24,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_FIRST = frozenset({"record", "record_many", "restore", "clear_session", "delete_session"})
 
 
+@dataclass(frozen=True)
+class Observer:
+    """Who watches one manager's operations: its metrics and tracing (either may be None),
+    and the labels they carry."""
+
+    agent_id: str
+    backend: str
+    metrics: Metrics | None = None
+    tracing: Tracing | None = None
+
+
 def observed(call: str) -> Callable[[F], F]:
-    """A manager method observed as ``call`` (``self._metrics``, ``self._tracing``,
-    ``self._backend``, ``self.agent_id``); free when it has neither."""
+    """A method observed as ``call`` through its object's ``_observer`` (an
+    :class:`Observer`); free when that has neither metrics nor tracing."""
 
     def wrap(method: F) -> F:
         @wraps(method)
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            metrics: Metrics | None = self._metrics
-            tracing: Tracing | None = self._tracing
+            observer: Observer = self._observer
+            metrics, tracing = observer.metrics, observer.tracing
             if metrics is None and tracing is None:
                 return method(self, *args, **kwargs)
             started = time.perf_counter()
             ok = False
             try:
-                with _span(tracing, call, self, args, kwargs) as span:
+                with _span(tracing, call, observer, args, kwargs) as span:
                     result = method(self, *args, **kwargs)
                     if span is not None and call in ("search", "restore"):
                         Tracing.results(span, result)
@@ -45,7 +57,7 @@ def observed(call: str) -> Callable[[F], F]:
                 return result
             finally:
                 if metrics is not None:
-                    metrics.observe(call, self._backend, time.perf_counter() - started, ok)
+                    metrics.observe(call, observer.backend, time.perf_counter() - started, ok)
 
         return cast(F, run)
 
@@ -53,7 +65,11 @@ def observed(call: str) -> Callable[[F], F]:
 
 
 def _span(
-    tracing: Tracing | None, call: str, manager: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    tracing: Tracing | None,
+    call: str,
+    observer: Observer,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> Any:
     if tracing is None:
         return nullcontext()
@@ -61,8 +77,8 @@ def _span(
     query = args[0] if call == "search" and args else kwargs.get("query")
     return tracing.span(
         call,
-        backend=manager._backend,
-        agent_id=manager.agent_id,
+        backend=observer.backend,
+        agent_id=observer.agent_id,
         session_id=session if isinstance(session, str) else None,
         query=query if isinstance(query, str) else None,
     )

@@ -157,14 +157,14 @@ class Storage:
     def delete_session(self, tx: Tx, session_id: str) -> int:
         """Delete a session, its events and every projection of them; return the count."""
         seqs = self._doomed(EventFilter(scope=None, session_id=session_id))
-        count = self.log.delete_session(tx, session_id)
+        count = self.log.delete_session_rows(tx, session_id)
         self._forget_after_commit(tx, seqs)
         return count
 
     def delete_events(self, tx: Tx, flt: EventFilter) -> int:
         """Delete the events matching ``flt`` and every projection of them; return the count."""
         seqs = self._doomed(flt)
-        count = self.log.delete_events(tx, flt)
+        count = self.log.delete_event_rows(tx, flt)
         self._forget_after_commit(tx, seqs)
         return count
 

@@ -28,7 +28,8 @@ from ..memory import DOC_USER, KNOWLEDGE_SESSION
 from ..records.validate import identifier, path_of, prepare_event
 from ..store.base import EventFilter, SessionFilter
 from ..text.chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
-from ..write.conveniences import Conveniences
+from ..write.path import Writer
+from ..write.sessions import Sessions
 
 __all__ = ["DocumentInfo", "IngestResult", "KnowledgeMemory"]
 
@@ -62,10 +63,16 @@ class IngestResult:
     removed: int
 
 
-class KnowledgeMemory(Conveniences):
-    """Documents for retrieval (see the module docstring)."""
+class KnowledgeMemory:
+    """Documents for retrieval (see the module docstring), kept through the writer in
+    sessions of their own (``sessions.session_for``)."""
 
-    session_for: Callable[..., Session]
+    def __init__(self, writer: Writer, sessions: Sessions) -> None:
+        self._writer = writer
+        self._sessions = sessions
+        self.agent_id = writer.agent_id
+        self.scope = writer.scope
+        self._observer = writer.observer
 
     @observed("ingest")
     def ingest(
@@ -101,19 +108,19 @@ class KnowledgeMemory(Conveniences):
             raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}.")
         # redacted whole, before it is cut: one numbering for the document, and the chunks'
         # digests (what re-ingesting compares) are of what is stored
-        redaction = self._redaction()
+        redaction = self._writer.redaction()
         if redaction is not None:
             body = redaction.text(body)
         chunks = self._chunks(body, chunker)
         document_id = hashlib.sha256(json.dumps([pool, name]).encode()).hexdigest()[:24]
         digests = _digests(chunks)
         session = self._knowledge_session(pool)
-        with self._write() as tx:
-            session_id, _, shared = self._owned(tx, session.id)
+        with self._writer.write() as tx:
+            session_id, _, shared = self._writer.owned(tx, session.id)
             mine = EventFilter(
                 None, session_id=session_id, kinds=("knowledge",), where={"doc_id": document_id}
             )
-            stored = self._store.events(mine, tx=tx)
+            stored = self._writer.log.events(mine, tx=tx)
             known = {str(event.metadata.get("chunk_digest")): event for event in stored}
             version = max((int(e.metadata.get("doc_version", 1)) for e in stored), default=0)
             new = [i for i, digest in enumerate(digests) if digest not in known]
@@ -133,25 +140,25 @@ class KnowledgeMemory(Conveniences):
                     **owner,
                 }
                 prepared = prepare_event(
-                    "knowledge", chunk.embedded, None, None, None, meta, None, self._counter,
-                    redaction=redaction,
+                    "knowledge", chunk.embedded, None, None, None, meta, None,
+                    self._writer.count_tokens, redaction=redaction,
                 )  # fmt: skip
-                self._insert(tx, session_id, shared, prepared, None)
+                self._writer.insert(tx, session_id, shared, prepared, None)
             for position, digest in enumerate(digests):  # kept chunks may have moved
                 event = known.get(digest)
                 if event is None:
                     continue
                 meta = {**event.metadata, "chunk": position, **owner}
                 if meta != event.metadata:  # moved, or now attributed to a user
-                    self._store.set_event_metadata(
+                    self._writer.log.set_event_metadata(
                         tx, event.id, canonical_json.dumps(meta, "metadata")
                     )
             if gone:  # from the log and every index, in this transaction
                 vanished = {"doc_id": document_id, "chunk_digest": {"$in": gone}}
-                self._storage.delete_events(tx, replace(mine, where=vanished))
+                self._writer.storage.delete_events(tx, replace(mine, where=vanished))
         if new:
-            self._indexer.notify()
-            self._count_redactions(redaction)
+            self._writer.indexer.notify()
+            self._writer.count_redactions(redaction)
         return IngestResult(
             document_id, name, version, len(new), len(digests) - len(new), len(gone)
         )
@@ -160,10 +167,10 @@ class KnowledgeMemory(Conveniences):
         """The documents in this agent's knowledge and its subscribed pools', by name."""
         found: dict[str, list[Event]] = {}
         marked = SessionFilter(self.scope, marked=KNOWLEDGE_SESSION)
-        pools = {s.id: s.shared_pool for s in self._store.sessions(marked, limit=None)}
+        pools = {s.id: s.shared_pool for s in self._writer.log.sessions(marked, limit=None)}
         for session_id in pools:
             chunks = EventFilter(self.scope, session_id=session_id, kinds=("knowledge",))
-            for event in self._store.events(chunks, previews=True):
+            for event in self._writer.log.events(chunks, previews=True):
                 found.setdefault(str(event.metadata.get("doc_id")), []).append(event)
         infos = [
             DocumentInfo(
@@ -181,8 +188,8 @@ class KnowledgeMemory(Conveniences):
     def delete_document(self, document_id: str) -> int:
         """Delete a document's chunks from the log and every index; return how many."""
         document_id = identifier(document_id, "document_id")
-        with self._write() as tx:
-            found = self._store.events(
+        with self._writer.write() as tx:
+            found = self._writer.log.events(
                 EventFilter(self.scope, kinds=("knowledge",), where={"doc_id": document_id}),
                 tx=tx,
                 limit=1,
@@ -192,8 +199,8 @@ class KnowledgeMemory(Conveniences):
                     f"No document {document_id!r} in the knowledge of agent {self.agent_id!r} "
                     "(ingest returns the id)."
                 )
-            self._owned(tx, found[0].session_id, allow_closed=True)
-            return self._storage.delete_events(
+            self._writer.owned(tx, found[0].session_id, allow_closed=True)
+            return self._writer.storage.delete_events(
                 tx,
                 EventFilter(
                     None,
@@ -209,7 +216,7 @@ class KnowledgeMemory(Conveniences):
         """The document's chunks: the caller's chunker's, or the Markdown-aware default
         counting with the embedder's own tokenizer when it has one."""
         if chunker is None:
-            embedder = self._indexer.embedder.embedder
+            embedder = self._writer.indexer.embedder.embedder
             count = getattr(embedder, "count_tokens", None)
             window = getattr(embedder, "max_tokens", None)
             if not callable(count) or not isinstance(window, int):
@@ -244,7 +251,7 @@ class KnowledgeMemory(Conveniences):
     def _knowledge_session(self, pool: str | None) -> Session:
         name = json.dumps([self.agent_id, pool, "knowledge"])
         key = "asm-knowledge-" + hashlib.sha256(name.encode()).hexdigest()[:32]
-        return self.session_for(
+        return self._sessions.session_for(
             key,
             goal=f"Knowledge documents of agent {self.agent_id}",
             metadata={"asm": KNOWLEDGE_SESSION},

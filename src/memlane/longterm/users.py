@@ -48,7 +48,8 @@ from ..memory import (
 from ..records.validate import PreparedEvent, identifier, prepare_event, storable_key
 from ..records.validate import text as _text
 from ..store.base import EventFilter, SessionFilter
-from ..write.conveniences import Conveniences
+from ..write.path import Writer
+from ..write.sessions import Sessions
 
 __all__ = ["UserMemory"]
 
@@ -64,11 +65,19 @@ def _start(event: Event) -> int:
     return int(event.metadata[VALID_FROM])
 
 
-class UserMemory(Conveniences):
-    """What a ``SessionManager`` knows about users (see the module docstring)."""
+class UserMemory:
+    """What a ``SessionManager`` knows about users (see the module docstring), kept through
+    its writer in sessions of its own (``sessions.session_for``)."""
 
-    fact_resolver: FactResolver | None
-    session_for: Callable[..., Session]
+    def __init__(
+        self, writer: Writer, sessions: Sessions, fact_resolver: FactResolver | None = None
+    ) -> None:
+        self._writer = writer
+        self._sessions = sessions
+        self.agent_id = writer.agent_id
+        self.scope = writer.scope
+        self._observer = writer.observer
+        self.fact_resolver = fact_resolver
 
     @observed("remember")
     def remember(
@@ -103,7 +112,7 @@ class UserMemory(Conveniences):
         user_id = identifier(user_id, "user_id")
         text = _text(text, "text")
         # redacted first: what is compared, digested and stored is the redacted fact
-        redaction = self._redaction()
+        redaction = self._writer.redaction()
         if redaction is not None:
             text = redaction.text(text)
         if key is not None:
@@ -142,7 +151,7 @@ class UserMemory(Conveniences):
         def prepare(extra: Mapping[str, Any]) -> PreparedEvent:
             meta = {**(metadata or {}), **own, **extra}
             return prepare_event(
-                "fact", text, None, importance, None, meta, None, self._counter,
+                "fact", text, None, importance, None, meta, None, self._writer.count_tokens,
                 redaction=redaction,
             )  # fmt: skip
 
@@ -153,11 +162,11 @@ class UserMemory(Conveniences):
         if self.fact_resolver is not None and similar and key is None:
             answer = self.fact_resolver(text, list(similar))
             resolution, note = resolution_of(answer, {fact.id: fact for fact in similar})
-        with self._write() as tx:
-            session_id, _, shared = self._owned(tx, session.id)
+        with self._writer.write() as tx:
+            session_id, _, shared = self._writer.owned(tx, session.id)
             current = [
                 event
-                for event in self._store.events(
+                for event in self._writer.log.events(
                     EventFilter(None, session_id=session_id, kinds=("fact",), status="current"),
                     tx=tx,
                 )
@@ -170,7 +179,7 @@ class UserMemory(Conveniences):
             ]
             if same:
                 seen = {**same[0].metadata, SEEN: int(same[0].metadata.get(SEEN, 1)) + 1}
-                self._store.set_event_metadata(
+                self._writer.log.set_event_metadata(
                     tx, same[0].id, canonical_json.dumps(seen, "metadata")
                 )
                 fact = Fact.from_event(dataclasses.replace(same[0], metadata=seen))
@@ -178,7 +187,7 @@ class UserMemory(Conveniences):
             if resolution.action == "skip":
                 return RememberResult("skipped", None, similar=similar, note=note)
             if key is not None:
-                values = self._store.events(
+                values = self._writer.log.events(
                     EventFilter(None, session_id=session_id, kinds=("fact",), where={KEY: key}),
                     tx=tx,
                 )
@@ -187,8 +196,8 @@ class UserMemory(Conveniences):
                 ]
                 if any(_start(e) > start for e in values):  # before the key's current value
                     history = self._insert_history(tx, session_id, shared, values, start, prepare)
-                    self._indexer.notify()
-                    self._count_redactions(redaction)
+                    self._writer.indexer.notify()
+                    self._writer.count_redactions(redaction)
                     note = f"valid_from is before the current value of key {key!r}: kept as history"
                     return RememberResult("added", history, [], similar, note)
                 targets = [e for e in current if e.metadata.get(KEY) == key]
@@ -197,12 +206,12 @@ class UserMemory(Conveniences):
                 targets = [e for e in current if e.id in chosen]
                 if len(targets) < len(chosen):
                     note = "some facts the resolver named were no longer current: left alone"
-            inserted = self._insert(tx, session_id, shared, prepare({}), "current")
+            inserted = self._writer.insert(tx, session_id, shared, prepare({}), "current")
             superseded = [
                 self._supersede(tx, event, inserted.record.id, start) for event in targets
             ]
-        self._indexer.notify()
-        self._count_redactions(redaction)
+        self._writer.indexer.notify()
+        self._writer.count_redactions(redaction)
         fact = Fact.from_event(inserted.event())
         if superseded:
             return RememberResult("superseded", fact, superseded, similar, note)
@@ -243,7 +252,7 @@ class UserMemory(Conveniences):
             where[KEY] = key
         found: list[Event] = []
         for session in self._memory_sessions(user_id):
-            found += self._store.events(
+            found += self._writer.log.events(
                 EventFilter(self.scope, session_id=session.id, kinds=("fact",), where=where)
             )
         found.sort(key=lambda event: (event.created_at, event.seq))
@@ -253,20 +262,22 @@ class UserMemory(Conveniences):
         """Mark a fact as wrong: kept for audit with ``reason``, never current or true again
         (the value it superseded does not come back). Only the agent that owns it may."""
         reason = _text(reason, "reason")
-        event = self._store.event(fact_id, self.scope) if storable_key(fact_id) else None
+        event = self._writer.log.event(fact_id, self.scope) if storable_key(fact_id) else None
         if event is None or event.kind != "fact" or USER not in event.metadata:
             raise FactNotFound(
                 f"No user fact {shown(fact_id)} for agent {self.agent_id!r} (facts(user_id) lists "
                 "the ids)."
             )
-        with self._write() as tx:
-            self._owned(tx, event.session_id, allow_closed=True)
-            (fresh,) = self._store.events(EventFilter(None, event_id=event.id), tx=tx)
+        with self._writer.write() as tx:
+            self._writer.owned(tx, event.session_id, allow_closed=True)
+            (fresh,) = self._writer.log.events(EventFilter(None, event_id=event.id), tx=tx)
             if fresh.status == "retracted":
                 return Fact.from_event(fresh)
-            self._store.claim_event_status(tx, fresh.id, fresh.status, "retracted")
+            self._writer.log.claim_event_status(tx, fresh.id, fresh.status, "retracted")
             meta = {**fresh.metadata, RETRACTED_AT: now_us(), RETRACTED_REASON: reason}
-            self._store.set_event_metadata(tx, fresh.id, canonical_json.dumps(meta, "metadata"))
+            self._writer.log.set_event_metadata(
+                tx, fresh.id, canonical_json.dumps(meta, "metadata")
+            )
         return Fact.from_event(dataclasses.replace(fresh, status="retracted", metadata=meta))
 
     # -- the parts -------------------------------------------------------------------------
@@ -285,7 +296,7 @@ class UserMemory(Conveniences):
         now ends where it starts."""
         successor = min((e for e in values if _start(e) > start), key=_start)
         until = {VALID_UNTIL: _start(successor), SUPERSEDED_BY: successor.id}
-        inserted = self._insert(tx, session_id, pool, prepare(until), "superseded")
+        inserted = self._writer.insert(tx, session_id, pool, prepare(until), "superseded")
         earlier = [e for e in values if _start(e) <= start]
         if earlier:
             before = max(earlier, key=_start)
@@ -296,21 +307,21 @@ class UserMemory(Conveniences):
 
     def _supersede(self, tx: Any, event: Event, by: str, at_us: int) -> Fact:
         """Mark a fact superseded by ``by`` from ``at_us`` on (same transaction)."""
-        self._store.claim_event_status(tx, event.id, "current", "superseded")
+        self._writer.log.claim_event_status(tx, event.id, "current", "superseded")
         until = event.metadata.get(VALID_UNTIL)
         meta = {
             **event.metadata,
             VALID_UNTIL: at_us if until is None else min(int(until), at_us),
             SUPERSEDED_BY: by,
         }
-        self._store.set_event_metadata(tx, event.id, canonical_json.dumps(meta, "metadata"))
+        self._writer.log.set_event_metadata(tx, event.id, canonical_json.dumps(meta, "metadata"))
         return Fact.from_event(dataclasses.replace(event, status="superseded", metadata=meta))
 
     def _memory_session(self, user_id: str, pool: str | None) -> Session:
         """This agent's memory session for the user (in ``pool``), created on first use."""
         name = json.dumps([self.agent_id, pool, user_id])
         key = "asm-user-memory-" + hashlib.sha256(name.encode()).hexdigest()[:32]
-        return self.session_for(
+        return self._sessions.session_for(
             key,
             goal=f"What agent {self.agent_id} knows about user {user_id}",
             user_id=user_id,
@@ -321,13 +332,13 @@ class UserMemory(Conveniences):
     def _memory_sessions(self, user_id: str) -> list[Session]:
         """Every memory session of the user this agent may read (its own, its pools')."""
         marked = SessionFilter(self.scope, user_id=user_id, marked=MEMORY_SESSION)
-        return self._store.sessions(marked, limit=None)
+        return self._writer.log.sessions(marked, limit=None)
 
     def _similar(self, user_id: str, text: str, digest: str, key: str | None) -> list[Fact]:
         """Current facts about the user close in meaning to ``text`` (not identical to it,
         not of its key: those it replaces anyway), best first."""
         try:
-            hits = self._searcher.search(
+            hits = self._writer.searcher.search(
                 text,
                 SIMILAR_LIMIT * 4,
                 mode="semantic",

@@ -130,7 +130,7 @@ def plan_summary(
 
 
 class _Summarising(Protocol):
-    """What :class:`AutoSummary` needs of a manager (kept as a protocol: no import cycle)."""
+    """What :class:`AutoSummary` needs: the agent's sessions, and a way to summarise one."""
 
     def list_sessions(self, *args: Any, **kwargs: Any) -> list[Session]: ...
     def summarize(self, session_id: str) -> Event: ...

@@ -28,29 +28,35 @@ from ..privacy.pool_access import (
 )
 from ..records.validate import identifier
 from ..store.base import EventFilter, SessionFilter, Tx
-from ..write.conveniences import Conveniences
+from ..write.path import Writer
 
 __all__ = ["PoolSharing"]
 
 
-class PoolSharing(Conveniences):
-    """Pools this agent owns or was granted (see the module docstring)."""
+class PoolSharing:
+    """Pools this agent owns or was granted (see the module docstring), changed through
+    the writer."""
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+        self.agent_id = writer.agent_id
+        self.scope = writer.scope
 
     def create_pool(self, pool: str) -> PoolGrant:
         """Create ``pool`` with this agent as its owner (starting the first session in a pool
         nobody owns does the same). Creating a pool this agent already owns changes nothing;
         one another agent owns is :class:`~memlane.errors.PoolAccessDenied`."""
         pool = identifier(pool, "pool")
-        with self._write() as tx:
-            if not claim(self._store, tx, pool, self.agent_id, self.agent_id):
-                owner = pool_owner(self._store, pool, tx)
+        with self._writer.write() as tx:
+            if not claim(self._writer.log, tx, pool, self.agent_id, self.agent_id):
+                owner = pool_owner(self._writer.log, pool, tx)
                 if owner != self.agent_id:
                     raise PoolAccessDenied(
                         f"Pool {pool!r} already exists and belongs to agent {owner!r}. Ask it "
                         f"for a grant (mgr.grant({pool!r}, {self.agent_id!r}, 'write')), or "
                         "choose another name."
                     )
-        return grant_of(self._store, pool, self.agent_id)
+        return grant_of(self._writer.log, pool, self.agent_id)
 
     def grant(self, pool: str, agent_id: str, access: str = "read") -> PoolGrant:
         """Let ``agent_id`` read (``"read"``: subscribe to) or also write (``"write"``: start
@@ -63,7 +69,7 @@ class PoolSharing(Conveniences):
                 "to a new owner: StoreAdmin.grant(pool, agent, 'owner'))."
             )
         self._change(pool, agent_id, access)
-        return grant_of(self._store, pool, agent_id)
+        return grant_of(self._writer.log, pool, agent_id)
 
     def revoke(self, pool: str, agent_id: str) -> bool:
         """Take ``agent_id``'s access to ``pool`` away; only its owner may. From its next read
@@ -74,13 +80,13 @@ class PoolSharing(Conveniences):
 
     def pools(self) -> list[PoolGrant]:
         """This agent's grants: the pools it owns, may write or may read, by name."""
-        return self._store.pool_grants(agent_id=self.agent_id)
+        return self._writer.log.pool_grants(agent_id=self.agent_id)
 
     def pool_grants(self, pool: str) -> list[PoolGrant]:
         """Every grant on ``pool``, owner first; only its owner may list them."""
         pool = identifier(pool, "pool")
         self._require_owner(pool)
-        return self._store.pool_grants(pool=pool)
+        return self._writer.log.pool_grants(pool=pool)
 
     def pool_log(self, pool: str) -> list[Event]:
         """The grants and revocations of ``pool`` recorded while this agent owned it, oldest
@@ -88,21 +94,21 @@ class PoolSharing(Conveniences):
         for a revocation — and ``by``)."""
         pool = identifier(pool, "pool")
         self._require_owner(pool)
-        found = self._store.sessions(
+        found = self._writer.log.sessions(
             SessionFilter(None, agent_id=self.agent_id, key=log_key(pool)), limit=1
         )
         if not found:  # (a pool the migration gave this agent: nothing granted since)
             return []
         flt = EventFilter(self.scope, session_id=found[0].id, kinds=(GRANT_KIND,))
-        return self._store.events(flt, limit=None)
+        return self._writer.log.events(flt, limit=None)
 
     def _change(self, pool: str, agent_id: str, access: str | None) -> bool:
-        with self._write() as tx:
+        with self._writer.write() as tx:
             self._require_owner(pool, tx)
-            return change_access(self._store, tx, pool, agent_id, access, self.agent_id)
+            return change_access(self._writer.log, tx, pool, agent_id, access, self.agent_id)
 
     def _require_owner(self, pool: str, tx: Tx | None = None) -> None:
-        owner = pool_owner(self._store, pool, tx)
+        owner = pool_owner(self._writer.log, pool, tx)
         if owner is None:
             raise PoolAccessDenied(
                 f"Pool {pool!r} does not exist: create it first (create_pool({pool!r}), or "
@@ -114,20 +120,20 @@ class PoolSharing(Conveniences):
                 f"its access; agent {self.agent_id!r} is not it."
             )
 
-    def _check_subscriptions(self) -> None:
+    def check_subscriptions(self) -> None:
         """Subscribing is asking to read: each pool must have granted it (at least read).
         A database role confined to an agent (PostgreSQL row-level security) must be this
         agent's."""
-        confined = self._store.confined_agent
+        confined = self._writer.log.confined_agent
         if confined is not None and confined != self.agent_id:
             raise StoreMisconfigured(
-                f"{self.url!r} connects as a database role of agent {confined!r}, which row-level "
-                f"security confines to that agent's rows: agent {self.agent_id!r} would see "
-                f"none of its own. Connect with agent {self.agent_id!r}'s role "
+                f"{self._writer.url!r} connects as a database role of agent {confined!r}, which "
+                f"row-level security confines to that agent's rows: agent {self.agent_id!r} would "
+                f"see none of its own. Connect with agent {self.agent_id!r}'s role "
                 "(StoreAdmin.create_agent_role), or open the manager as "
                 f"{confined!r}."
             )
         if not self.scope.subscriptions:
             return
-        for pool in sorted(self.scope.subscriptions - self._granted()):
-            raise missing_grant(pool, self.agent_id, "read", pool_owner(self._store, pool))
+        for pool in sorted(self.scope.subscriptions - self._writer.granted()):
+            raise missing_grant(pool, self.agent_id, "read", pool_owner(self._writer.log, pool))

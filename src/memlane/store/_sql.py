@@ -391,7 +391,7 @@ class SqlStore:
     def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None:
         tx.execute("UPDATE events SET metadata = ? WHERE id = ?", (metadata_json, event_id))
 
-    def delete_session(self, tx: Tx, session_id: str) -> int:
+    def delete_session_rows(self, tx: Tx, session_id: str) -> int:
         count = tx.execute(
             "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()[0]
@@ -400,7 +400,7 @@ class SqlStore:
         self._deleted(tx)
         return int(count)
 
-    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+    def delete_event_rows(self, tx: Tx, flt: EventFilter) -> int:
         where, params = self.event_where(flt, live=False)
         cursor = tx.execute(
             f"DELETE FROM events WHERE seq IN (SELECT e.seq {EVENTS_JOIN} WHERE {where})",

@@ -129,13 +129,17 @@ class Store(Protocol):
         ...
 
     def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None: ...
-    def delete_session(self, tx: Tx, session_id: str) -> int:
-        """Delete a session, its events and every projection of them; return the count."""
+    def delete_session_rows(self, tx: Tx, session_id: str) -> int:
+        """Delete a session, its events and the projections the log itself holds; return
+        the count. Only :meth:`memlane.engine.storage.Storage.delete_session` calls it: an
+        external vector index loses the events' vectors there (which is why the log's method
+        has another name than the one everything else calls)."""
         ...
 
-    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
-        """Delete the events matching ``flt``, expired or not (and their projections);
-        return the count."""
+    def delete_event_rows(self, tx: Tx, flt: EventFilter) -> int:
+        """Delete the events matching ``flt``, expired or not (and the projections the log
+        holds); return the count. Only :meth:`memlane.engine.storage.Storage.delete_events`
+        calls it, for the same reason as :meth:`delete_session_rows`."""
         ...
 
     def footprint(self) -> tuple[int, int | None, str | None]:

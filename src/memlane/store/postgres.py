@@ -553,14 +553,14 @@ class PostgresStore(PgOutbox, SqlStore):
         )
         return bool(cursor.rowcount)
 
-    def delete_session(self, tx: Tx, session_id: str) -> int:
+    def delete_session_rows(self, tx: Tx, session_id: str) -> int:
         self._lock_outbox(tx, "SELECT seq FROM events WHERE session_id = ?", [session_id])
-        return super().delete_session(tx, session_id)
+        return super().delete_session_rows(tx, session_id)
 
-    def delete_events(self, tx: Tx, flt: EventFilter) -> int:
+    def delete_event_rows(self, tx: Tx, flt: EventFilter) -> int:
         where, params = self.event_where(flt, live=False)
         self._lock_outbox(tx, f"SELECT e.seq {EVENTS_JOIN} WHERE {where}", params)
-        return super().delete_events(tx, flt)
+        return super().delete_event_rows(tx, flt)
 
     @staticmethod
     def _lock_outbox(tx: Tx, doomed: str, params: Sequence[Any]) -> None:

@@ -55,8 +55,9 @@ from ..errors import (
     SessionKeyTaken,
     SessionNotFound,
 )
-from ..manager import SearchMode, SessionManager
+from ..manager import SessionManager
 from ..store.base import Capabilities
+from ..write.reads import SearchMode
 from .expiry_conformance import ShortTermMemoryConformance
 from .long_event_conformance import LongEventConformance
 from .memory_conformance import UserMemoryConformance

@@ -26,7 +26,8 @@ from ..errors import (
     PoolAccessDenied,
     SessionNotFound,
 )
-from ..manager import SearchMode, SessionManager
+from ..manager import SessionManager
+from ..write.reads import SearchMode
 
 __all__ = ["PoolConformance"]
 

@@ -1,8 +1,8 @@
 """The write path under :class:`~memlane.SessionManager`: the ownership check, the
 single ``record`` and its batch ``record_many``, and the reads every other part builds on.
 
-``SessionManager`` inherits it (through ``_conveniences.Conveniences``); it is a module of
-its own so that the façade stays readable. Not part of the public API.
+The manager holds one :class:`Writer`; its sessions, conveniences, user memory, knowledge
+and pools are built on it. Not part of the public API.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from ..buffer import RedisBuffer, live
 from ..core.clock import from_us, now_us
 from ..core.ids import new_id
-from ..core.observed import observed
+from ..core.observed import Observer, observed
 from ..core.scope import Scope
 from ..engine.engine import session_not_found
 from ..engine.indexer import Indexer
@@ -35,7 +35,6 @@ from ..events import (
     Session,
     is_message_role,
 )
-from ..metrics import Metrics
 from ..privacy.pool_access import check_write
 from ..protocols import TokenCounter
 from ..records.redacting import RecordRedaction
@@ -44,10 +43,9 @@ from ..redaction import Redactor
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, SessionFilter, Store
 from ..text.tokens import tokenizer_for
-from ..tracing import Tracing
 from .buffer_epoch import BufferEpoch
 
-__all__ = ["DEFAULT_STATUS", "Inserted", "WritePath"]
+__all__ = ["DEFAULT_STATUS", "Inserted", "Writer"]
 
 # (record()'s ``replace`` argument shadows dataclasses.replace inside it)
 _replace = replace
@@ -56,62 +54,81 @@ _replace = replace
 DEFAULT_STATUS = {"pending": "open", "error": "unresolved"}
 
 
-class WritePath:
-    """What every part of the manager writes and reads through (see the module docstring)."""
+class Writer:
+    """What every part of the manager writes and reads through: the session checks, the
+    single ``record`` and its batch, and the helpers the other parts build on (a
+    transaction, an insert, redaction, token counts). It holds the engine's parts it needs;
+    the log's deletes reach it only through ``storage`` (the vector index with them)."""
 
-    agent_id: str
-    scope: Scope
-    url: str
-    model: str | TokenCounter
-    read_only: bool
-    _store: Store
-    _storage: Storage
-    _indexer: Indexer
-    _searcher: Searcher
-    _buffer: RedisBuffer | None
-    _buffer_epoch: BufferEpoch | None
-    _redactor: Redactor | None
-    _metrics: Metrics | None
-    _tracing: Tracing | None
-    _backend: str
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        scope: Scope,
+        url: str,
+        model: str | TokenCounter,
+        read_only: bool,
+        storage: Storage,
+        indexer: Indexer,
+        searcher: Searcher,
+        observer: Observer,
+        buffer: RedisBuffer | None = None,
+        buffer_epoch: BufferEpoch | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.scope = scope
+        self.url = url
+        self.model = model
+        self.read_only = read_only
+        self.storage = storage
+        #: the log's reads and writes; its deletes go through ``storage``
+        self.log: Store = storage.log
+        self.indexer = indexer
+        self.searcher = searcher
+        self.observer = observer
+        self._observer = observer  # (what @observed reads)
+        self.buffer = buffer
+        self.buffer_epoch = buffer_epoch
+        self.redactor = redactor
 
     def get_session(self, session_id: str) -> Session:
         """The session, if this agent owns it or subscribed to its pool. ``session_id`` may
         also be one of this agent's session keys (:meth:`start_session`'s ``key``)."""
-        session = self._store.session(session_id, self.scope) if storable_key(session_id) else None
+        session = self.log.session(session_id, self.scope) if storable_key(session_id) else None
         if session is None:
-            session = self._keyed(session_id)
+            session = self.keyed(session_id)
         if session is None:
             raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         return session
 
-    def _keyed(self, key: object) -> Session | None:
+    def keyed(self, key: object) -> Session | None:
         """This agent's session with that key, if any."""
         if not storable_key(key):
             return None
-        found = self._store.sessions(
+        found = self.log.sessions(
             SessionFilter(self.scope, agent_id=self.agent_id, key=key), limit=1
         )
         return found[0] if found else None
 
-    def _owned(
+    def owned(
         self, tx: Any, session_id: str, *, allow_closed: bool = False, adds: bool | None = None
     ) -> tuple[str, str, str | None]:
         """Check this agent may write the session (an id, or one of its keys); return
         ``(session id, status, shared_pool)``. A write that ``adds`` to a pooled session
         (by default: every one that needs it active) also needs the pool's ``write`` grant
         now; closing or deleting one's own sessions never does."""
-        found = self._store.owner_of(tx, session_id) if storable_key(session_id) else None
+        found = self.log.owner_of(tx, session_id) if storable_key(session_id) else None
         if found is None and storable_key(session_id):
-            keyed = self._store.sessions(
+            keyed = self.log.sessions(
                 SessionFilter(None, agent_id=self.agent_id, key=session_id), limit=1, tx=tx
             )
             if keyed:
                 session_id = keyed[0].id
-                found = self._store.owner_of(tx, session_id)
+                found = self.log.owner_of(tx, session_id)
         if found is None or (
             found[0] != self.agent_id
-            and not self.scope.can_read(found[0], found[2], self._granted(tx))
+            and not self.scope.can_read(found[0], found[2], self.granted(tx))
         ):
             raise session_not_found(session_id, agent=self.agent_id, where=self.url)
         owner, status, pool = found
@@ -127,13 +144,13 @@ class WritePath:
                 "Start a new session for further work."
             )
         if pool is not None and (not allow_closed if adds is None else adds):
-            check_write(self._store, tx, pool, self.agent_id, create=False)
+            check_write(self.log, tx, pool, self.agent_id, create=False)
         return session_id, status, pool
 
-    def _granted(self, tx: Any = None) -> set[str]:
+    def granted(self, tx: Any = None) -> set[str]:
         """The pools this agent holds a grant on now (read at each call: revocations hold
         at once)."""
-        return {g.pool for g in self._store.pool_grants(agent_id=self.agent_id, tx=tx)}
+        return {g.pool for g in self.log.pool_grants(agent_id=self.agent_id, tx=tx)}
 
     @observed("record")
     def record(
@@ -175,9 +192,9 @@ class WritePath:
         >>> mgr.record(session.id, "fact", "Staging is read-only on Sundays")  # doctest: +SKIP
         """
         # Validated, serialised, counted and previewed before the write lock is taken.
-        redaction = self._redaction()
+        redaction = self.redaction()
         prepared = prepare_event(
-            kind, content, payload, importance, tags, metadata, created_at, self._counter,
+            kind, content, payload, importance, tags, metadata, created_at, self.count_tokens,
             redaction=redaction,
         )  # fmt: skip
         expires = expiry_us(prepared.kind, ttl, expires_at)
@@ -190,21 +207,21 @@ class WritePath:
                 f"replace must be a non-empty where filter such as {{'key': 'k1'}}, got "
                 f"{shown(replace)}; to delete every event of a kind use clear_session(kinds=...)."
             )
-        with self._write() as tx:
-            session_id, _, pool = self._owned(tx, session_id)
+        with self.write() as tx:
+            session_id, _, pool = self.owned(tx, session_id)
             if replace is not None:
                 gone = EventFilter(
                     None, session_id=session_id, kinds=(prepared.kind,), where=replace
                 )
-                self._storage.delete_events(tx, gone)
-            inserted = self._insert(
+                self.storage.delete_events(tx, gone)
+            inserted = self.insert(
                 tx, session_id, pool, prepared, DEFAULT_STATUS.get(kind), indexed=index
             )
             if replace is not None:
-                self._unbuffer(tx, session_id)
+                self.unbuffer(tx, session_id)
         if index:
-            self._indexer.notify()
-        self._count_redactions(redaction)
+            self.indexer.notify()
+        self.count_redactions(redaction)
         event = inserted.event()
         self._pass_on(session_id, [event])
         return event
@@ -230,20 +247,20 @@ class WritePath:
         redactions: list[RecordRedaction | None] = []
         for position, item in enumerate(events):
             try:
-                redactions.append(self._redaction())
+                redactions.append(self.redaction())
                 prepared.append(self._prepared_item(item, redactions[-1]))
             except InvalidInput as exc:
                 raise type(exc)(f"Event {position} of record_many: {exc}") from None
         if not prepared:
             return []
-        with self._write() as tx:
-            session_id, _, pool = self._owned(tx, session_id)
+        with self.write() as tx:
+            session_id, _, pool = self.owned(tx, session_id)
             inserted = [
-                self._insert(tx, session_id, pool, item, DEFAULT_STATUS.get(kind), indexed=index)
+                self.insert(tx, session_id, pool, item, DEFAULT_STATUS.get(kind), indexed=index)
                 for item, kind, index in prepared
             ]
-        self._indexer.notify()
-        self._count_redactions(*redactions)
+        self.indexer.notify()
+        self.count_redactions(*redactions)
         written = [each.event() for each in inserted]
         self._pass_on(session_id, written)
         return written
@@ -282,7 +299,7 @@ class WritePath:
             item.get("tags"),
             metadata,
             item.get("created_at"),
-            self._counter,
+            self.count_tokens,
             redaction=redaction,
         )
         expires = expiry_us(prepared.kind, item.get("ttl"), item.get("expires_at"))
@@ -290,7 +307,7 @@ class WritePath:
             prepared = _replace(prepared, expires_us=expires)
         return prepared, prepared.kind, index
 
-    def _insert(
+    def insert(
         self,
         tx: Any,
         session_id: str,
@@ -302,9 +319,9 @@ class WritePath:
         indexed: bool = True,
     ) -> Inserted:
         record = prepared.record(new_id(), session_id, self.agent_id, pool, status, indexed=indexed)
-        seq = self._store.insert_event(tx, record, touch_us=now_us() if touch else None)
+        seq = self.log.insert_event(tx, record, touch_us=now_us() if touch else None)
         if seq and indexed:  # (if the transaction rolls back, the seq is never pending)
-            self._indexer.recorded(seq)
+            self.indexer.recorded(seq)
         return Inserted(record, seq or 0, prepared)
 
     # -- the working buffer (buffer.py) ---------------------------------------------------
@@ -322,10 +339,10 @@ class WritePath:
             raise InvalidInput(
                 f"limit must be a whole number from 1 to 10,000, got {shown(limit)}."
             )
-        buffer, epoch = self._buffer, None
-        if buffer is not None and self._buffer_epoch is not None:
+        buffer, epoch = self.buffer, None
+        if buffer is not None and self.buffer_epoch is not None:
             # (None: this manager could not record that the buffer is stale; the log answers)
-            epoch = self._buffer_epoch.current()
+            epoch = self.buffer_epoch.current()
         if (
             buffer is not None
             and epoch is not None
@@ -335,7 +352,7 @@ class WritePath:
             found = buffer.read(session_id, limit, epoch=epoch)
             if found is not None and (
                 found.owner == self.agent_id
-                or self.scope.can_read(found.owner, found.pool, self._granted())
+                or self.scope.can_read(found.owner, found.pool, self.granted())
             ):
                 messages = live(found.messages)
                 # (some expired and the buffer holds older ones: the log answers instead)
@@ -349,7 +366,7 @@ class WritePath:
         version = None if buffer is None or epoch is None else buffer.version(session.id)
         window = limit if buffer is None else max(limit, buffer.size)
         flt = EventFilter(self.scope, session_id=session.id, kinds=("message",))
-        newest = self._store.events(flt, newest_first=True, limit=window)
+        newest = self.log.events(flt, newest_first=True, limit=window)
         newest.reverse()
         if buffer is not None and epoch is not None and version is not None:
             buffer.fill(
@@ -366,15 +383,15 @@ class WritePath:
     def _pass_on(self, session_id: str, events: Sequence[Event]) -> None:
         """Committed messages go on to the working buffer (after the log: it is the truth);
         if Redis does not take them, the store's buffer epoch moves (``write/buffer_epoch.py``)."""
-        if self._buffer is not None:
+        if self.buffer is not None:
             messages = [event for event in events if event.kind == "message"]
-            if messages and not self._buffer.append(session_id, messages):
+            if messages and not self.buffer.append(session_id, messages):
                 self._buffer_moved()
 
-    def _unbuffer(self, tx: Any, session_id: str) -> None:
+    def unbuffer(self, tx: Any, session_id: str) -> None:
         """The session loses events in ``tx``: drop its buffered messages once it commits
         (or, if Redis cannot be told, move the store's buffer epoch)."""
-        buffer = self._buffer
+        buffer = self.buffer
         if buffer is not None:
 
             def forget() -> None:
@@ -384,44 +401,44 @@ class WritePath:
             tx.on_commit(forget)
 
     def _buffer_moved(self) -> None:
-        if self._buffer_epoch is not None:
-            self._buffer_epoch.moved()
+        if self.buffer_epoch is not None:
+            self.buffer_epoch.moved()
 
-    def _redaction(self) -> RecordRedaction | None:
+    def redaction(self) -> RecordRedaction | None:
         """A fresh numbering of placeholders for one record, if this manager redacts."""
-        return None if self._redactor is None else RecordRedaction(self._redactor)
+        return None if self.redactor is None else RecordRedaction(self.redactor)
 
-    def _count_redactions(self, *redactions: RecordRedaction | None) -> None:
+    def count_redactions(self, *redactions: RecordRedaction | None) -> None:
         """What written records had replaced, for the metrics (kinds and counts only)."""
-        if self._metrics is not None:
+        if self._observer.metrics is not None:
             for redaction in redactions:
                 if redaction is not None:
-                    self._metrics.redacted(redaction.counts)
+                    self._observer.metrics.redacted(redaction.counts)
 
-    def _write(self) -> Any:
+    def write(self) -> Any:
         """A write transaction, unless this manager is read-only (then nothing is touched)."""
-        self._check_writable()
-        return self._store.atomic()
+        self.check_writable()
+        return self.log.atomic()
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         if self.read_only:
             raise StoreReadOnly(
                 f"This SessionManager on {self.url!r} was opened with read_only=True; it "
                 "reads, never writes. Open another without read_only to record."
             )
 
-    def _tokenizer(self) -> Any:
+    def tokenizer(self) -> Any:
         return tokenizer_for(self.model)
 
-    def _counter(self, text: str) -> int:
+    def count_tokens(self, text: str) -> int:
         """Counts an event's stored tokens (prepare_event calls it before a transaction
         starts: the first count loads a BPE file, ~0.3 s, and a user's counter may be slow;
         other writers would wait on the write lock meanwhile)."""
-        return int(self._tokenizer().count(text))
+        return int(self.tokenizer().count(text))
 
     def get_event(self, event_id: str) -> Event:
         """One event by id, if this agent may see it."""
-        event = self._store.event(event_id, self.scope) if storable_key(event_id) else None
+        event = self.log.event(event_id, self.scope) if storable_key(event_id) else None
         if event is None:
             raise EventNotFound(
                 f"Event {shown(event_id)} does not exist for agent {self.agent_id!r}."
