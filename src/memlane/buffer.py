@@ -23,7 +23,8 @@ Coherence, with several writers on several hosts:
   deleted, an upsert's ``replace=``) drop the session's entry once they commit; an expired
   message (``record(ttl=...)``) is left out of every answer by its ``expires_at``.
 
-The buffer is never the only witness of a change (issue 28). Every entry is stamped with
+The buffer is never the only witness of a change
+(docs/decisions/2026-11-24-redis-working-buffer.md). Every entry is stamped with
 two things a stale entry cannot fake:
 
 - the **store's buffer epoch** (``meta.buffer_epoch`` in the log, migration

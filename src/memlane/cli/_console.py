@@ -31,7 +31,7 @@ class TrimmedLines(io.TextIOBase):
     """A text stream that passes text on without the spaces at the end of each line.
 
     rich pads every line of a table or grid to the table's width. On a terminal that is
-    invisible; in a pipe or a file it leaves lines padded to 160 columns (issue 10, item 9).
+    invisible; in a pipe or a file it leaves lines padded to 160 columns.
     Spaces at the end of what was written so far are held back until the next write shows
     whether text follows them on the same line.
     """

@@ -3,9 +3,9 @@
 The embedding worker's model runs on every core it is given (onnxruntime's intra-op pool),
 so an application thread that wants a core while a batch is being embedded waits for a time
 slice: ``record()`` p99 4.3 ms against 0.2 ms at the median (4,000 ``record_fact`` calls with
-MiniLM embedding beside them, docs/benchmarks.md). A thread in ``SCHED_IDLE`` runs only on a
-core no other thread wants: the caller never waits for it, and a machine with a free core
-embeds as fast as before (measured: p99 0.82 to 0.94 ms; ingest 193 to 202
+MiniLM embedding beside them, docs/decisions/2026-11-23-worker-at-idle-priority.md). A thread in
+``SCHED_IDLE`` runs only on a core no other thread wants: the caller never waits for it, and a
+machine with a free core embeds as fast as before (measured: p99 0.82 to 0.94 ms; ingest 193 to 202
 against 199 to 203 texts/s).
 
 Only the computation moves there, to a thread of its own that stays in ``SCHED_IDLE`` (an

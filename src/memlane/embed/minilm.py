@@ -356,7 +356,8 @@ def _run_options() -> onnxruntime.RunOptions:
     memory back after the run. onnxruntime keeps the largest activations it ever allocated:
     one batch of 64 long texts left the process ~240 MB larger for good, which the
     background worker, embedding batches all day, would carry forever. Shrinking costs ~3 %
-    of a batch's time and nothing on a one-text query (measured: docs/benchmarks.md)."""
+    of a batch's time and nothing on a one-text query (measured:
+    docs/decisions/2026-11-22-minilm-on-onnxruntime.md)."""
     import onnxruntime
 
     options = onnxruntime.RunOptions()

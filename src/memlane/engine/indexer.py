@@ -36,9 +36,10 @@ _IDENTITY = ("name", "dim", "fingerprint")
 STOP_TIMEOUT = 30.0
 #: The worker embeds a batch this many texts at a time and looks between them whether it
 #: is asked to stop: close() and the end of the process wait for one slice, not for a whole
-#: batch (4,096 texts of MiniLM took minutes on a busy machine, issue 28, D7); the rest of
-#: the batch goes back to the queue for the next worker. The default batch size: a batch of
-#: that size is one call of the embedder, as before (an API embedder pays per call).
+#: batch (4,096 texts of MiniLM took minutes on a busy machine:
+#: docs/decisions/2026-11-26-worker-stops-between-slices.md); the rest of the batch goes back to the
+#: queue for the next worker. The default batch size: a batch of that size is one call of the
+#: embedder, as before (an API embedder pays per call).
 EMBED_SLICE = 64
 #: close() says what it waits for once it has waited this long (seconds).
 SAY_AFTER = 1.0
@@ -51,7 +52,7 @@ CATCH_UP_LIMIT = 256
 #: ... and a backlog this small whoever wrote it (another manager's latest events: ~80 ms of
 #: MiniLM on this machine).
 SMALL_BACKLOG = 16
-#: ... but never for longer than this (issue 29: after an ingest of a 900-line file, a search
+#: ... but never for longer than this (after an ingest of a 900-line file, a search
 #: embedded ~250 chunks first and sat silent for 17 s). Past it the search answers with what
 #: is embedded, the rest found by keyword, and says how many wait (``Hits.waiting``).
 CATCH_UP_SECONDS = 0.2
@@ -84,7 +85,7 @@ def _stop_workers_at_exit() -> None:
     """Stop every worker thread still alive: one a program left running (a manager never
     closed) and one a close() stopped waiting for. A daemon thread still inside SQLite while
     the interpreter tears itself down crashed the process (seen: 1 exit in 20 ended in
-    SIGSEGV), and one inside an onnxruntime run aborted it (exit code 134, issue 28, D7). The
+    SIGSEGV), and one inside an onnxruntime run aborted it (exit code 134). The
     model runs in progress are cut short first (their batch goes back to the queue), then
     each worker is waited for."""
     indexers = list(_RUNNING)

@@ -1,5 +1,6 @@
 """Erasing a user: every session with that user, gone from the log, every index, the
-working buffer and the snapshot files, physically (issue 14), with a receipt.
+working buffer and the snapshot files, physically
+(docs/decisions/2026-11-24-erasure-scrubs-physically.md), with a receipt.
 
 One transaction deletes the sessions — their events, vectors, keyword rows, outbox rows,
 summaries, and the user's facts (the memory sessions carry the user too) — with SQLite's

@@ -8,11 +8,11 @@ CRCs, chunked copies), ~0.25 s so. Columns of interned strings (sessions, agents
 saved with their own codes and strings (:func:`local_codes`), since codes are per process.
 
 Erasure (``privacy/erasure.py``) must leave no file that holds an erased user's data, in any process
-(issue 28). Every snapshot is written from a partition built at some *stamp* (the store's
-generation, read before the partition's rows) and is kept only while
-:meth:`SnapshotFolder.current` says that stamp is still good, asked before the file is written
-and again after it is in place (a write racing an erasure either sees it and removes its own
-file, or was in place before the erasure's scrub, which removes it). A write goes to a
+(docs/decisions/2026-11-23-search-caches-across-processes.md). Every snapshot is written from a
+partition built at some *stamp* (the store's generation, read before the partition's rows) and is
+kept only while :meth:`SnapshotFolder.current` says that stamp is still good, asked before the file
+is written and again after it is in place (a write racing an erasure either sees it and removes its
+own file, or was in place before the erasure's scrub, which removes it). A write goes to a
 temporary file first (``tmp-<pid>-*.tmp``); one a killed process left behind is removed when
 a store next opens the folder (:func:`remove_temporary`), and erasure removes all of them.
 """

@@ -4,8 +4,9 @@ The storage layer gathers :class:`RestoreCandidates`; :func:`pack` turns them in
 chat messages that never exceed ``max_tokens`` as counted by the declared tokenizer, plus a
 report of what was included, summarised or dropped, each section's share, and why.
 
-The budget is shared, not claimed in a strict order (docs/architecture.md §6 has the policy
-and its measurement). After the goal (always kept, summarised if it must be), the sections
+The budget is shared, not claimed in a strict order
+(docs/decisions/2026-11-23-restore-budget-shares.md has the policy and its measurement). After the
+goal (always kept, summarised if it must be), the sections
 are filled in this order, each up to its share of what the goal left (:class:`BudgetShares`):
 
 1. **pending** — open pending steps, oldest first; those that do not fit are counted in a
@@ -123,8 +124,8 @@ class BudgetShares:
     """Each section's share of the budget left after the goal (fractions of it).
 
     The defaults were chosen on the development half of LoCoMo (bench/restore_quality.py;
-    docs/benchmarks.md has the ablation). A share is a ceiling, not a reservation: what a
-    section leaves unused stays in the pool for the sections after it.
+    docs/decisions/2026-11-23-restore-budget-shares.md has the ablation). A share is a ceiling, not
+    a reservation: what a section leaves unused stays in the pool for the sections after it.
 
     >>> pack(candidates, 4000, tok, shares=BudgetShares(relevant_query=0.9))  # doctest: +SKIP
     """

@@ -52,7 +52,8 @@ class Restorer:
     ) -> RestoredContext:
         """Rebuild prompt context for a session within ``max_tokens``.
 
-        After the goal, the budget is shared (:class:`BudgetShares`; docs/architecture.md §6):
+        After the goal, the budget is shared (:class:`BudgetShares`;
+        docs/decisions/2026-11-23-restore-budget-shares.md):
         open pending steps, important events and unresolved errors, the session's rolling
         summary, a floor of the newest events, history relevant to ``query`` (default: the
         goal and the pending steps) — from this session, or with ``other_sessions=True`` also

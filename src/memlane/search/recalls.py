@@ -3,12 +3,12 @@
 Every event a search returns (and every relevant event a restore shows) counts one recall,
 which ranks it higher in later restores. Writing that count in the search's own write
 transaction made every read a write: on SQLite a transaction that waits for the file's
-write lock behind any writer (issue 13), and none at all on a full or read-only store. Here a
-search only adds to a counter in memory; the counts are written in one transaction at most
-once per :data:`FLUSH_SECONDS` (or once :data:`FLUSH_EVENTS` events wait), by the search that
-finds them due, by the background worker when it is idle, and at ``flush()`` and ``close()``.
-A process killed meanwhile loses at most that second's counts: they are a ranking hint, not
-data.
+write lock behind any writer (docs/decisions/2026-11-24-recall-counts-in-batches.md), and none at
+all on a full or read-only store. Here a search only adds to a counter in memory; the counts are
+written in one transaction at most once per :data:`FLUSH_SECONDS` (or once :data:`FLUSH_EVENTS`
+events wait), by the search that finds them due, by the background worker when it is idle, and at
+``flush()`` and ``close()``. A process killed meanwhile loses at most that second's counts: they are
+a ranking hint, not data.
 """
 
 from __future__ import annotations

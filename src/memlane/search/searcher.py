@@ -15,9 +15,10 @@ Each search first embeds what it needs of what is still pending in the partition
 returns (restore ranks frequently recalled events higher).
 
 The fusion settings below were measured on the development half of LoCoMo (bench/locomo.py;
-docs/benchmarks.md has the ablation). They are general choices, not fitted per dataset: the
-keyword ranking (porter-stemmed BM25 over an event and its context) is the stronger of the two
-on conversational memory, and a small RRF constant lets the top of each ranking decide.
+docs/decisions/2026-11-22-hybrid-ranking-defaults.md has the ablation). They are general choices,
+not fitted per dataset: the keyword ranking (porter-stemmed BM25 over an event and its context) is
+the stronger of the two on conversational memory, and a small RRF constant lets the top of each
+ranking decide.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class Searcher:
         else:
             # The halves are independent, and the semantic one spends its time outside the GIL
             # (onnxruntime, BLAS): the keyword ranking runs beside it in a helper thread
-            # (measured at 100k events: docs/benchmarks.md, "Scale").
+            # (measured at 100k events: docs/decisions/2026-11-23-keyword-ranking-in-memory.md).
             keyword = _helpers().submit(
                 self._keyword, query, depth, flt, partitions, content_only=False
             )

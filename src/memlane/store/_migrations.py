@@ -24,17 +24,18 @@ Layout (see docs/architecture.md):
 
 from __future__ import annotations
 
-# The keyword index of an event also sees its context. Measured on LoCoMo (docs/benchmarks.md):
-# the turn that holds an answer often shares few words with the question, while the turns
-# around it (the question being asked, the reaction to the answer) do. The context is the two
-# events recorded before and the two after it in the same session (by seq; the nearest cut to
-# 1,000 characters, the second ones to 500) and its UTC date written out ("8 May 2023"), so
-# "what did we decide on 3 June" also matches events of that day by keyword. It is weighted
-# below the content at query time (ranking/keyword/terms.py). The insert trigger indexes a new event
-# with the context it has (its predecessors and date); adding the new event to its two
-# predecessors' context is left to the outbox worker (SqliteStore.refresh_previous_context),
-# because rewriting those rows in record() would double its cost. Deleting an event refreshes
-# its four neighbours at once, so deleted text never lingers in the index.
+# The keyword index of an event also sees its context. Measured on LoCoMo
+# (docs/decisions/2026-11-22-hybrid-ranking-defaults.md): the turn that holds an answer often shares
+# few words with the question, while the turns around it (the question being asked, the reaction to
+# the answer) do. The context is the two events recorded before and the two after it in the same
+# session (by seq; the nearest cut to 1,000 characters, the second ones to 500) and its UTC date
+# written out ("8 May 2023"), so "what did we decide on 3 June" also matches events of that day by
+# keyword. It is weighted below the content at query time (ranking/keyword/terms.py). The insert
+# trigger indexes a new event with the context it has (its predecessors and date); adding the new
+# event to its two predecessors' context is left to the outbox worker
+# (SqliteStore.refresh_previous_context), because rewriting those rows in record() would double its
+# cost. Deleting an event refreshes its four neighbours at once, so deleted text never lingers in
+# the index.
 _KEYWORD_CONTEXT = """
         DROP TRIGGER events_fts_insert;
         DROP TRIGGER events_fts_delete;
@@ -92,7 +93,7 @@ _KEYWORD_CONTEXT = """
         SELECT seq, content, context FROM events_search_text;
         """
 
-# What restore() reads, made cheap (docs/architecture.md §6).
+# What restore() reads, made cheap (docs/decisions/2026-11-23-restore-reads.md).
 # - A large payload's size and a bounded JSON preview (``summarize.payload_digest``: keys,
 #   unusual items, cut strings; at most ~8 KB), computed once when the event is written;
 #   restore reads the preview instead of parsing megabytes it could never show. Rows written
@@ -194,14 +195,14 @@ _EXPIRY = """
             WHERE expires_us IS NOT NULL;
         """
 
-# Who may read and write a pool (issue 14): a pool has one owner, who grants ``read`` or
-# ``write`` to named agents. This table is the current state, read by every scoped query (a
-# subquery of ``Scope.sql``), so a revocation is seen by the next read of every process; the
-# grants and revocations themselves are events in the owner's pool log (``sharing/pools.py``). Pools
-# that exist when the migration runs keep working for the agents that wrote into them: the
-# agent of a pool's first session becomes its owner and every other agent with a session in it
-# gets ``write``. Agents that only read a pool (nothing records who subscribed) must be granted
-# ``read`` by the owner (``memlane pool grant``).
+# Who may read and write a pool (docs/decisions/2026-11-24-pool-grants-and-row-security.md): a pool
+# has one owner, who grants ``read`` or ``write`` to named agents. This table is the current state,
+# read by every scoped query (a subquery of ``Scope.sql``), so a revocation is seen by the next read
+# of every process; the grants and revocations themselves are events in the owner's pool log
+# (``sharing/pools.py``). Pools that exist when the migration runs keep working for the agents that
+# wrote into them: the agent of a pool's first session becomes its owner and every other agent with
+# a session in it gets ``write``. Agents that only read a pool (nothing records who subscribed) must
+# be granted ``read`` by the owner (``memlane pool grant``).
 POOL_GRANTS = """
         CREATE TABLE pool_grants (
             pool        TEXT NOT NULL,
@@ -224,7 +225,7 @@ POOL_GRANTS = """
         GROUP BY g.shared_pool, g.agent_id;
         """
 
-# The Redis working buffer's epoch (buffer.py, issue 28): a buffered entry is served only
+# The Redis working buffer's epoch (buffer.py): a buffered entry is served only
 # while it carries the epoch the log holds; a manager that could not pass a write or a delete
 # on to Redis, saw Redis fail, or erased a user moves it, so the buffer is never the only
 # witness of what the log no longer has (or has more of). A counter, as text like the rest

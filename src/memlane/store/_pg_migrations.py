@@ -298,7 +298,7 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 """
 
-# Row-level security (store/_pg_row_security.py) as of issue 28, D2: the UPDATE policies check
+# Row-level security (store/_pg_row_security.py) as it stands: the UPDATE policies check
 # what INSERT checks, rows never move between sessions, partitions, pools or agents (a role
 # updates only the columns the library updates), a vector or queued event is its own event's,
 # the caches' deletions are not forgotten early, and asm_agent_of / asm_pools_of answer for the

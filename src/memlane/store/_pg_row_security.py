@@ -16,7 +16,7 @@ as an argument: inside such a function ``current_user`` is the definer, so the p
 its own ``current_user`` in. They answer only for a role the session's login role is a member
 of (itself, or one it may ``SET ROLE`` to), so no role learns another's agent or pools.
 
-Rows never move (issue 28, D2). A role may update only the columns the library's own
+Rows never move. A role may update only the columns the library's own
 statements update (:data:`UPDATABLE`): never who wrote a row, its session, partition or pool,
 nor what was said. The policies' ``WITH CHECK`` hold every row where the library would put it
 — an event in a session of its agent and in that session's partition, a queued event and a
@@ -59,7 +59,8 @@ UPDATABLE: Mapping[str, tuple[str, ...]] = {
 
 # Each helper is wrapped in a scalar subquery: PostgreSQL then evaluates it once per statement
 # (an init plan) instead of once per row checked, and a SECURITY DEFINER function is never
-# inlined. Measured with bench/pool_access.py: docs/benchmarks.md.
+# inlined. Measured with bench/pool_access.py: docs/decisions/
+# 2026-11-24-pool-grants-and-row-security.md.
 _ME = "(SELECT asm_agent_of(current_user::text))"
 _READABLE = "SELECT asm_pools_of(current_user::text, ARRAY['owner', 'write', 'read'])"
 _WRITABLE = "SELECT asm_pools_of(current_user::text, ARRAY['owner', 'write'])"

@@ -55,7 +55,7 @@ class Capabilities:
             a second process is refused with a clear error.
         multi_host: processes on different machines may share the store.
         keyword_context: the keyword index also sees each event's neighbours and date
-            (docs/architecture.md §3b).
+            (docs/decisions/2026-11-22-hybrid-ranking-defaults.md).
         exact_vectors: semantic search is exact (brute force); otherwise approximate (HNSW).
         transactional_vectors: vectors commit in the log's own transactions.
     """

@@ -1,7 +1,7 @@
 """The SQLite backend: sessions, events, the embedding outbox, vectors and FTS5 in one file.
 
-One file holds everything (DESIGN.md §1, §3). The file is opened in WAL mode with
-``synchronous=NORMAL`` (a committed event survives the process being killed; only an OS crash
+One file holds everything (docs/architecture.md, "Storage seams"). The file is opened in WAL mode
+with ``synchronous=NORMAL`` (a committed event survives the process being killed; only an OS crash
 may lose the last commits), foreign keys on and a busy timeout. Every write runs in
 ``BEGIN IMMEDIATE`` — taking the write lock up front means SQLite's busy handler can wait for
 it, where a deferred transaction that upgrades later fails at once with "database is locked" —
@@ -441,10 +441,10 @@ class SqliteStore(SqlStore, SqliteKeywordIndex):
 
         A PASSIVE checkpoint blocks nobody, but under a steady stream of writes it never
         gets to the WAL's end, and SQLite only restarts a WAL from its beginning once it
-        has: 4,000 recorded events grew a 424 MB WAL for a 38 MB database (issue 12
-        measured 14.5 GB at 100k). So when the WAL is larger than :func:`wal_limit`, the
-        checkpoint is a TRUNCATE, which waits (busy handler) for the writers of the moment
-        and empties the file; ``journal_size_limit`` trims what a reset leaves.
+        has: 4,000 recorded events grew a 424 MB WAL for a 38 MB database (14.5 GB at
+        100k: docs/decisions/2026-11-23-bounded-wal.md). So when the WAL is larger than
+        :func:`wal_limit`, the checkpoint is a TRUNCATE, which waits (busy handler) for the writers
+        of the moment and empties the file; ``journal_size_limit`` trims what a reset leaves.
         """
         if self.read_only:
             return

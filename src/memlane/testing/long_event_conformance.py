@@ -100,7 +100,7 @@ class LongEventConformance:
         self, make: ManagerFactory, backend: Any
     ) -> None:
         """A long event does not jam the embedding queue, its neighbours' deletes or the
-        expiry sweep (issue 28, D1: PostgreSQL failed on each with a NOT NULL violation for
+        expiry sweep (PostgreSQL failed on each with a NOT NULL violation for
         a plain message of 4,000 characters or more), and is found by search after all of
         them and after a reindex."""
         mgr = make()

@@ -74,7 +74,7 @@ class UserMemoryConformance:
         self, make: ManagerFactory
     ) -> None:
         """A superseded or retracted fact is history: search() and restore() leave it out,
-        ``current_only=False`` finds it with its status (issue 29)."""
+        ``current_only=False`` finds it with its status."""
         mgr = make()
         mgr.remember("u1", "Lives in Berlin", key="city", valid_from="2023-01-01")
         mgr.remember("u1", "Lives in Zurich", key="city")

@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 EXPORT_FORMAT = "memlane/export"
-#: The header files written before the rename carry; still read (CHANGELOG 0.2.0).
+#: The header files written before the rename carry; still read
+#: (docs/decisions/2026-11-26-the-name-memlane.md).
 LEGACY_EXPORT_FORMATS = frozenset({"agent-session-manager/export"})
 EXPORT_VERSION = 1
 IMPORT_BATCH = 500

@@ -1,13 +1,14 @@
 """A manager's view of the store's buffer epoch: when the Redis working buffer may answer.
 
-``buffer.py`` says what the epoch is for; this is the manager's side of it (issue 28). The
-epoch lives in the log (``meta.buffer_epoch``); the manager reads it at most every
-``RedisBuffer.epoch_check`` seconds and at once after a Redis call of its buffer failed. It
-moves the epoch, in a transaction of its own after the commit, when a committed write or
-delete could not be passed on to Redis, and when its buffer's Redis calls begin to fail (a
-failing Redis may be restarting with older data, or be cut off from this host only). When
-the move itself cannot be written (the store is full or unreachable), the manager trusts its
-buffer no more until it can: its reads go to the log, and it tries again at the next one.
+``buffer.py`` says what the epoch is for; this is the manager's side of it
+(docs/decisions/2026-11-24-redis-working-buffer.md). The epoch lives in the log
+(``meta.buffer_epoch``); the manager reads it at most every ``RedisBuffer.epoch_check`` seconds and
+at once after a Redis call of its buffer failed. It moves the epoch, in a transaction of its own
+after the commit, when a committed write or delete could not be passed on to Redis, and when its
+buffer's Redis calls begin to fail (a failing Redis may be restarting with older data, or be cut off
+from this host only). When the move itself cannot be written (the store is full or unreachable), the
+manager trusts its buffer no more until it can: its reads go to the log, and it tries again at the
+next one.
 
 Not part of the public API.
 """

@@ -3,10 +3,10 @@
 Why not FTS5's own ranking: ``bm25()`` is an auxiliary function FTS5 calls once for every row
 that contains any query word, and the scope filter comes after it, so its cost follows the
 whole store and how common the query's words are, not the agent's share or ``k``: 70 ms at the
-median and 240 ms at p95 over 100k events (docs/benchmarks.md). Here each partition (an
-agent's private sessions, or one pool: the vector cache's partitions) keeps its postings as
-sorted numpy arrays; a query adds up, term by term, the same BM25 FTS5 computes, over exactly
-the rows that hold a query term, in a few milliseconds at 100k events.
+median and 240 ms at p95 over 100k events (docs/decisions/2026-11-23-keyword-ranking-in-memory.md).
+Here each partition (an agent's private sessions, or one pool: the vector cache's partitions) keeps
+its postings as sorted numpy arrays; a query adds up, term by term, the same BM25 FTS5 computes,
+over exactly the rows that hold a query term, in a few milliseconds at 100k events.
 
 The formula is FTS5's (``fts5_aux.c``): ``idf = ln((N - n + 0.5) / (n + 0.5))`` (at least
 1e-6), and for each query term ``idf · f · (k1 + 1) / (f + k1 · (1 - b + b · D / avgdl))``

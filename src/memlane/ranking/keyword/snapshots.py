@@ -11,7 +11,7 @@ only the events added since (and saves it again once those are a quarter of it).
 A snapshot holds the stems of its own partition's rows and nothing else: the process's
 vocabulary (:class:`~memlane.ranking.keyword.terms.Words`) also holds every other partition's
 stems, and the words of its searches, and keeps those of events deleted or erased since
-(issue 28: an erased user's words were saved again in every partition's file). Its postings
+(an erased user's words were saved again in every partition's file). Its postings
 are saved with term ids of its own (the partition's terms in the process's order), and a
 process that loads it takes its stems as its first term ids if it has indexed nothing yet,
 or renumbers the postings into its own ids otherwise (a reordering of each term's run of

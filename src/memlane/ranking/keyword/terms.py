@@ -33,7 +33,8 @@ __all__ = [
 #: BM25 weights of the keyword index's two columns: an event's own content, and its context
 #: (the neighbouring events of its session and its date; store/_migrations.py). Context counts
 #: half: it should lift the event that answers a question asked just before it, without letting
-#: every neighbour of a matching event outrank the match itself. Measured: docs/benchmarks.md.
+#: every neighbour of a matching event outrank the match itself. Measured: docs/decisions/
+#: 2026-11-22-hybrid-ranking-defaults.md.
 KEYWORD_WEIGHTS = (1.0, 0.5)
 
 _WORD = re.compile(r"\w+", re.UNICODE)

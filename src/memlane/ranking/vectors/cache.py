@@ -1,12 +1,13 @@
 """Exact vector search with numpy over per-partition matrices cached in memory.
 
-Vectors live in the log's own file as little-endian float32 BLOBs (DESIGN.md §3: at 100k
-events a brute-force dot product takes under a millisecond on this machine, exact, and needs no
-extra service). Each partition (an agent's private sessions, or one shared pool) is cached as a
-growing matrix; a refresh reads only vectors with a ``vid`` above the last one seen, so writes by
-other processes become visible at the cost of one indexed query. When rows are deleted
-anywhere, the caches mark them dead from the store's deletion log (one indexed read per
-search; SQLite's migration 0008_deletion_log), and a partition a quarter dead is read anew.
+Vectors live in the log's own file as little-endian float32 BLOBs
+(docs/decisions/2026-11-23-quantized-vector-scan.md: at 100k events a brute-force dot product takes
+under a millisecond on this machine, exact, and needs no extra service). Each partition (an agent's
+private sessions, or one shared pool) is cached as a growing matrix; a refresh reads only vectors
+with a ``vid`` above the last one seen, so writes by other processes become visible at the cost of
+one indexed query. When rows are deleted anywhere, the caches mark them dead from the store's
+deletion log (one indexed read per search; SQLite's migration 0008_deletion_log), and a partition a
+quarter dead is read anew.
 
 A partition of :data:`APPROXIMATE_FROM` rows or more is ranked by its vectors' 8-bit codes
 first (``_quantized.py``) and the best few times k re-scored exactly. Past
@@ -67,7 +68,8 @@ _BIT_FLOOR = 4_096
 # store (~7 µs each; restore's semantic half, ~330 deep, read ~1,300 of them: 11 ms at 1M
 # events), so it takes 2 k + 64 candidates, not 4 k. Recall of the exact top k among 2 k of
 # the 4-bit codes' best, on real MiniLM vectors (10k and 40k rows, the LoCoMo development
-# questions): 1.0 at k = 60, 166 and 332 (1.5 k: 0.999; docs/architecture.md §3).
+# questions): 1.0 at k = 60, 166 and 332 (1.5 k: 0.999;
+# docs/decisions/2026-11-23-quantized-vector-scan.md).
 _STORED_CANDIDATES = 2
 _STORED_EXTRA = 64
 
