@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..core import canonical_json
 from ..core.searchable import needs_whole_text, searchable_text
-from ..store.base import DeferredEvent, Store
+from ..store.base import DeferredEvent, Outbox
 from ..text.shrink import payload_digest
 
 __all__ = ["digest_deferred"]
@@ -29,7 +29,7 @@ log = logging.getLogger("memlane.deferred")
 BATCH = 4
 
 
-def digest_deferred(store: Store, count: Callable[[str], int], limit: int = BATCH) -> int:
+def digest_deferred(store: Outbox, count: Callable[[str], int], limit: int = BATCH) -> int:
     """Digest up to ``limit`` deferred events, each in its own short transaction (the slow
     part runs before it); return how many were found."""
     found = store.deferred_events(limit)

@@ -28,7 +28,7 @@ from ..core.ids import new_id
 from ..errors import InvalidInput, PoolAccessDenied, shown
 from ..events import POOL_ACCESS, PoolGrant, SessionRecord
 from ..records.validate import prepare_event
-from ..store.base import SessionFilter, Store
+from ..store.base import Log, SessionFilter
 
 __all__ = [
     "GRANT_KIND",
@@ -76,17 +76,17 @@ def _verb(need: str) -> str:
     return "subscribe to (read)" if need == "read" else "start or write sessions in"
 
 
-def pool_owner(store: Store, pool: str, tx: Any = None) -> str | None:
+def pool_owner(store: Log, pool: str, tx: Any = None) -> str | None:
     """The agent that owns ``pool``; None when the pool does not exist."""
     return _access(store, tx, pool, "")[1]
 
 
-def grant_of(store: Store, pool: str, agent_id: str) -> PoolGrant:
+def grant_of(store: Log, pool: str, agent_id: str) -> PoolGrant:
     """``agent_id``'s grant on ``pool`` (which it holds)."""
     return next(g for g in store.pool_grants(pool=pool) if g.agent_id == agent_id)
 
 
-def _access(store: Store, tx: Any, pool: str, agent_id: str) -> tuple[str | None, str | None]:
+def _access(store: Log, tx: Any, pool: str, agent_id: str) -> tuple[str | None, str | None]:
     """``(this agent's access, the pool's owner)`` inside ``tx``."""
     access, owner = None, None
     for grant in store.pool_grants(pool=pool, tx=tx):
@@ -97,7 +97,7 @@ def _access(store: Store, tx: Any, pool: str, agent_id: str) -> tuple[str | None
     return access, owner
 
 
-def check_write(store: Store, tx: Any, pool: str, agent_id: str, *, create: bool) -> None:
+def check_write(store: Log, tx: Any, pool: str, agent_id: str, *, create: bool) -> None:
     """Refuse (:class:`PoolAccessDenied`) unless ``agent_id`` may write into ``pool``; with
     ``create``, a pool nobody owns yet becomes this agent's (its first session starts it)."""
     access, owner = _access(store, tx, pool, agent_id)
@@ -110,7 +110,7 @@ def check_write(store: Store, tx: Any, pool: str, agent_id: str, *, create: bool
     raise missing_grant(pool, agent_id, "write", owner)
 
 
-def claim(store: Store, tx: Any, pool: str, agent_id: str, by: str) -> bool:
+def claim(store: Log, tx: Any, pool: str, agent_id: str, by: str) -> bool:
     """Make ``agent_id`` the owner of ``pool`` if it has none; False when another agent
     already owns it (two processes racing to create one pool: the first commit wins)."""
     # (not logged: the owner's row says when and by whom; an agent that never grants gets
@@ -119,7 +119,7 @@ def claim(store: Store, tx: Any, pool: str, agent_id: str, by: str) -> bool:
 
 
 def change_access(
-    store: Store, tx: Any, pool: str, agent_id: str, access: str | None, by: str
+    store: Log, tx: Any, pool: str, agent_id: str, access: str | None, by: str
 ) -> bool:
     """Grant ``access`` ("read", "write"; None revokes; "owner" hands the pool over, the old
     owner keeping ``write``) and log it in the owner's pool log; False when nothing changed."""
@@ -158,7 +158,7 @@ def change_access(
 
 
 def _log(
-    store: Store, tx: Any, pool: str, owner: str, agent_id: str, access: str | None, by: str
+    store: Log, tx: Any, pool: str, owner: str, agent_id: str, access: str | None, by: str
 ) -> None:
     """Append one ``asm:grant`` event to ``owner``'s log of ``pool`` (created on first use)."""
     session_id = _log_session(store, tx, pool, owner)
@@ -174,7 +174,7 @@ def _log(
     store.insert_event(tx, record, touch_us=None)
 
 
-def _log_session(store: Store, tx: Any, pool: str, owner: str) -> str:
+def _log_session(store: Log, tx: Any, pool: str, owner: str) -> str:
     key = log_key(pool)
     found = store.sessions(SessionFilter(None, agent_id=owner, key=key), limit=1, tx=tx)
     if found:

@@ -21,7 +21,7 @@ from ..core.clock import format_time, from_us, now_us, to_us
 from ..core.scope import Scope
 from ..engine.storage import Storage
 from ..retention import NEVER_EXPIRED_STATUSES, RetentionPolicy
-from ..store.base import EventFilter, SessionFilter, Store, Tx
+from ..store.base import EventFilter, LogReader, SessionFilter, Tx
 
 __all__ = ["RetentionResult", "RetentionSchedule", "apply_retention"]
 
@@ -102,7 +102,13 @@ def _result(
 
 
 def _old_sessions(
-    store: Store, tx: Tx, policy: RetentionPolicy, cutoff: int, agent_id: str | None, *, lock: bool
+    store: LogReader,
+    tx: Tx,
+    policy: RetentionPolicy,
+    cutoff: int,
+    agent_id: str | None,
+    *,
+    lock: bool,
 ) -> list[str]:
     """The task sessions inactive since before the cutoff, less each agent's ``keep`` newest
     (memory sessions — users' facts, knowledge — are not tasks: they stay)."""
@@ -130,7 +136,7 @@ def _old_sessions(
 
 
 def _old_events(
-    store: Store, tx: Tx, policy: RetentionPolicy, cutoff: int, agent_id: str | None
+    store: LogReader, tx: Tx, policy: RetentionPolicy, cutoff: int, agent_id: str | None
 ) -> list[EventFilter]:
     """One filter per status (and per session when ``keep`` spares each one's newest)."""
     scope = None if agent_id is None else Scope(agent_id, frozenset())

@@ -26,7 +26,7 @@ from ..events import Event, Session
 from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
 from ..search.searcher import Searcher
-from ..store.base import EventFilter, SessionFilter, Store
+from ..store.base import EventFilter, Log, SessionFilter
 from .plan import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
 from .summaries import covers
 
@@ -59,7 +59,7 @@ def _merge(*lists: list[Event], newest_first: bool = False) -> list[Event]:
 
 
 def restore_session(
-    store: Store,
+    store: Log,
     searcher: Searcher,
     session: Session,
     max_tokens: int,
@@ -214,7 +214,7 @@ def restore_session(
     return context
 
 
-def _about_user(store: Store, searcher: Searcher, session: Session, text: str) -> list[Event]:
+def _about_user(store: Log, searcher: Searcher, session: Session, text: str) -> list[Event]:
     """The current facts remembered about the session's user (``SessionManager.remember``),
     in this agent's scope: keyed ones first (most important first), then the rest by their
     relevance to ``text`` times their importance. None for a session without a user, or for
@@ -254,9 +254,7 @@ def _about_user(store: Store, searcher: Searcher, session: Session, text: str) -
     return keyed + others
 
 
-def _references(
-    store: Store, searcher: Searcher, text: str, depth: int
-) -> list[tuple[Event, float]]:
+def _references(store: Log, searcher: Searcher, text: str, depth: int) -> list[tuple[Event, float]]:
     """Chunks of the documents ingested into this agent's knowledge (or its pools'), best
     first for ``text``; nothing is searched when there are none (one indexed probe of the
     sessions: listing them all cost 11 ms at 2,000 sessions, a search of the kind ~3 ms)."""

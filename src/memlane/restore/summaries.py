@@ -34,7 +34,7 @@ from ..core.scope import Scope, partition_of
 from ..errors import EventNotFound, InvalidInput, shown
 from ..events import Event, Session
 from ..search.searcher import Searcher
-from ..store.base import EventFilter, Store
+from ..store.base import EventFilter, LogReader
 from ..text.shrink import summarize_text
 from .text import label_of, utc
 
@@ -225,7 +225,7 @@ def _span(searcher: Searcher, session: Session, upto: str | datetime | None) -> 
     return _Span(session, previous, first, last, after, covered_before + new)
 
 
-def _same_time_after(store: Store, base: EventFilter, last: Event) -> int:
+def _same_time_after(store: LogReader, base: EventFilter, last: Event) -> int:
     """Events at ``last``'s exact time but recorded after it (not covered)."""
     moment = to_us(last.created_at)
     same = store.events(replace(base, since_us=moment, until_us=moment + 1))

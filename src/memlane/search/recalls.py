@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..errors import StoreError
-from ..store.base import Store
+from ..store.base import LogWriter
 
 __all__ = ["FLUSH_EVENTS", "FLUSH_SECONDS", "RecallCounts"]
 
@@ -35,7 +35,7 @@ FLUSH_EVENTS = 1_024
 class RecallCounts:
     """The recall counts of one store not written yet (shared by all its searchers)."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: LogWriter, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._clock = clock
         self._lock = threading.Lock()

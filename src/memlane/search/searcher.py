@@ -38,7 +38,7 @@ from ..core.scope import Scope, partition_of
 from ..core.seams import Vectors
 from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
 from ..events import Hit, Hits, validate_kinds
-from ..store.base import EventFilter, Store
+from ..store.base import EventFilter, SearchedLog
 from .fusion import reciprocal_rank_fusion, tied_ranks
 from .recalls import RecallCounts
 from .recency import Recency
@@ -52,7 +52,7 @@ class VectorSearch(Protocol):
     the log, and vector search that reaches whichever index holds the vectors."""
 
     @property
-    def log(self) -> Store: ...
+    def log(self) -> SearchedLog: ...
 
     def search_vectors(
         self,
@@ -115,11 +115,11 @@ class Searcher:
         scope: Scope,
         *,
         writes: bool = True,
-        recalls: RecallCounts | None = None,
+        recalls: RecallCounts,
     ) -> None:
         self.storage = storage
-        self.recalls = recalls if recalls is not None else RecallCounts(storage.log)
-        self.store: Store = storage.log
+        self.recalls = recalls
+        self.store: SearchedLog = storage.log
         self.indexer = indexer
         self.scope = scope
         #: False on a read-only store: searches skip their side writes (recall counts, the

@@ -8,7 +8,7 @@ from ..errors import InvalidInput
 from ..events import Event, PoolGrant
 from ..privacy.pool_access import GRANT_KIND, OPERATOR, POOL_LOG, change_access, claim, grant_of
 from ..records.validate import identifier
-from ..store.base import EventFilter, SessionFilter, Store
+from ..store.base import EventFilter, Log, SessionFilter
 
 __all__ = ["PoolAdministration"]
 
@@ -16,7 +16,7 @@ __all__ = ["PoolAdministration"]
 class PoolAdministration:
     """Pools across every agent (a mixin of ``StoreAdmin``; see the module docstring)."""
 
-    _store: Store
+    _store: Log
     url: str
 
     def pools(self, pool: str | None = None, agent_id: str | None = None) -> list[PoolGrant]:

@@ -37,10 +37,18 @@ __all__ = [
     "Capabilities",
     "DeferredEvent",
     "EventFilter",
+    "KeywordSearch",
+    "Log",
+    "LogReader",
+    "LogWriter",
+    "Outbox",
     "OutboxBatch",
+    "SearchedLog",
     "SessionFilter",
     "Store",
+    "Transactions",
     "Tx",
+    "Upkeep",
     "Vectors",
 ]
 
@@ -92,83 +100,20 @@ class OutboxBatch(Protocol):
         meanwhile are left out."""
 
 
-class Store(Protocol):
-    """A log store: sessions, events, the outbox, ``meta`` and the keyword index."""
+class LogReader(Protocol):
+    """What reads the log: sessions, events, pools and grants, scoped or by seq. A
+    ``snapshot()`` gives several reads one consistent state."""
 
-    capabilities: Capabilities
-    #: where the store lives, for messages (a path or a URL without its password)
-    location: str
     #: the agent a database role confines this store's connections to (PostgreSQL
     #: row-level security); None when the connection sees every row
     confined_agent: str | None
 
-    def close(self) -> None: ...
-
-    # -- transactions and writes (inside atomic) ------------------------------------------
-    def atomic(self) -> AbstractContextManager[Tx]:
-        """A write transaction: committed on success, rolled back on any exception."""
+    def snapshot(self) -> AbstractContextManager[Tx]:
+        """A read transaction: every read given this ``tx`` sees one consistent state."""
         ...
 
-    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
-        """``(agent_id, status, shared_pool)`` of a session, unscoped and locked for the rest
-        of the transaction: what write checks are made from."""
-        ...
-
-    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
-        """Insert a session; False if one with that id exists (left as it is)."""
-        ...
-
-    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
-        """Append an event and its outbox row; return its seq, or None if the id exists.
-        ``touch_us`` also sets the session's ``updated_us``."""
-        ...
-
-    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None: ...
-    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
-        """Compare-and-set an event's status; True if it was ``before``."""
-        ...
-
-    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None: ...
-    def delete_session_rows(self, tx: Tx, session_id: str) -> int:
-        """Delete a session, its events and the projections the log itself holds; return
-        the count. Only :meth:`memlane.engine.storage.Storage.delete_session` calls it: an
-        external vector index loses the events' vectors there (which is why the log's method
-        has another name than the one everything else calls)."""
-        ...
-
-    def delete_event_rows(self, tx: Tx, flt: EventFilter) -> int:
-        """Delete the events matching ``flt``, expired or not (and the projections the log
-        holds); return the count. Only :meth:`memlane.engine.storage.Storage.delete_events`
-        calls it, for the same reason as :meth:`delete_session_rows`."""
-        ...
-
-    def footprint(self) -> tuple[int, int | None, str | None]:
-        """``(bytes stored, bytes of its write-ahead log or None, schema version)``."""
-        ...
-
-    def secure_deletes(self) -> AbstractContextManager[None]:
-        """Deletes by this thread meanwhile overwrite the data they free, where the backend
-        can (SQLite's ``secure_delete``)."""
-        ...
-
-    def scrub(self, partitions: Sequence[str]) -> list[str]:
-        """Make committed deletes physical: what lingers after a delete (index segments, the
-        write-ahead log, dead rows, snapshot files of ``partitions``) is merged, truncated,
-        vacuumed or removed; return notes on what could not be reached."""
-        ...
-
-    def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
-    def set_meta(self, tx: Tx, key: str, value: str) -> None: ...
-    def buffer_epoch(self) -> int:
-        """The Redis working buffer's epoch (``meta.buffer_epoch``, 0 if never moved)."""
-        ...
-
-    def bump_buffer_epoch(self, tx: Tx) -> int:
-        """Atomically add one to the buffer's epoch in ``tx``; return the new value."""
-        ...
-
-    # -- reads -----------------------------------------------------------------------------
     def session(self, session_id: str, scope: Scope | None) -> Session | None: ...
+
     def sessions(
         self,
         flt: SessionFilter,
@@ -178,6 +123,7 @@ class Store(Protocol):
         tx: Tx | None = None,
         lock: bool = False,
     ) -> list[Session]: ...
+
     def session_sizes(
         self, session_ids: Sequence[str], tx: Tx | None = None
     ) -> dict[str, tuple[int, int]]:
@@ -194,15 +140,10 @@ class Store(Protocol):
         """The grants on ``pool`` / of ``agent_id`` (both None: all), by pool, owner first."""
         ...
 
-    def set_pool_access(
-        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
-    ) -> bool:
-        """Grant ``access`` ("owner", "write", "read"; None revokes); False when nothing
-        changed (a second owner, a grant on the owner, revoking what was not granted)."""
-        ...
-
     def agents(self) -> list[str]: ...
+
     def event(self, event_id: str, scope: Scope | None) -> Event | None: ...
+
     def events(
         self,
         flt: EventFilter,
@@ -222,6 +163,7 @@ class Store(Protocol):
         ...
 
     def count_events(self, flt: EventFilter) -> int: ...
+
     def select_seqs(self, flt: EventFilter, *, live: bool = True) -> list[int]:
         """The seqs of the events ``flt`` selects (``live=False``: expired ones too)."""
         ...
@@ -234,29 +176,81 @@ class Store(Protocol):
         """Events of these partitions expired at ``now`` but not swept yet."""
         ...
 
-    def expiry_cutoff(self, now: int, batch: int) -> int | None:
-        """An expiry time ``<= now`` below which about ``batch`` expired events lie (None:
-        none has expired): the sweep's batches."""
-        ...
-
     def kind_counts(self, flt: EventFilter, tx: Tx | None = None) -> dict[str, int]: ...
+
     def sessions_touched(self, flt: EventFilter, tx: Tx | None = None) -> int: ...
+
     def event_sessions(self, flt: EventFilter, tx: Tx | None = None) -> list[str]:
         """The ids of the sessions holding events that ``flt`` selects."""
         ...
 
     def events_by_seq(self, seqs: Sequence[int], *, previews: bool = False) -> dict[int, Event]: ...
+
     def event_times(self, seqs: Sequence[int]) -> dict[int, int]: ...
+
+    def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
+
+    def buffer_epoch(self) -> int:
+        """The Redis working buffer's epoch (``meta.buffer_epoch``, 0 if never moved)."""
+        ...
+
+
+class Transactions(Protocol):
+    """Write transactions: committed on success, rolled back on any exception."""
+
+    def atomic(self) -> AbstractContextManager[Tx]:
+        """A write transaction: committed on success, rolled back on any exception."""
+        ...
+
+
+class LogWriter(Transactions, Protocol):
+    """What writes the log, inside ``atomic()``: the ownership check, sessions and events
+    (each event with its outbox row), statuses, metadata, grants, ``meta``, recall counts."""
+
+    def owner_of(self, tx: Tx, session_id: str) -> tuple[str, str, str | None] | None:
+        """``(agent_id, status, shared_pool)`` of a session, unscoped and locked for the rest
+        of the transaction: what write checks are made from."""
+        ...
+
+    def insert_session(self, tx: Tx, record: SessionRecord) -> bool:
+        """Insert a session; False if one with that id exists (left as it is)."""
+        ...
+
+    def insert_event(self, tx: Tx, record: EventRecord, *, touch_us: int | None) -> int | None:
+        """Append an event and its outbox row; return its seq, or None if the id exists.
+        ``touch_us`` also sets the session's ``updated_us``."""
+        ...
+
+    def set_session_status(self, tx: Tx, session_id: str, status: str, now: int) -> None: ...
+
+    def claim_event_status(self, tx: Tx, event_id: str, before: str | None, after: str) -> bool:
+        """Compare-and-set an event's status; True if it was ``before``."""
+        ...
+
+    def set_event_metadata(self, tx: Tx, event_id: str, metadata_json: str) -> None: ...
+
+    def set_pool_access(
+        self, tx: Tx, pool: str, agent_id: str, access: str | None, at_us: int, by: str
+    ) -> bool:
+        """Grant ``access`` ("owner", "write", "read"; None revokes); False when nothing
+        changed (a second owner, a grant on the owner, revoking what was not granted)."""
+        ...
+
+    def set_meta(self, tx: Tx, key: str, value: str) -> None: ...
+
+    def bump_buffer_epoch(self, tx: Tx) -> int:
+        """Atomically add one to the buffer's epoch in ``tx``; return the new value."""
+        ...
+
     def bump_recall(self, seqs: Sequence[int] | Mapping[int, int]) -> None:
         """Add one recall to each of ``seqs`` (once, however often it is listed), or
         ``count`` to each ``seq`` of a ``{seq: count}`` mapping: one transaction."""
         ...
 
-    def snapshot(self) -> AbstractContextManager[Tx]:
-        """A read transaction: every read given this ``tx`` sees one consistent state."""
-        ...
 
-    # -- search ----------------------------------------------------------------------------
+class KeywordSearch(Protocol):
+    """The log's keyword index, ranked (FTS5 / tsvector, or the in-memory BM25 over them)."""
+
     def keyword_search(
         self,
         text: str,
@@ -272,8 +266,13 @@ class Store(Protocol):
         them instead of filtering the whole index by scope."""
         ...
 
-    # -- the outbox ------------------------------------------------------------------------
+
+class Outbox(Transactions, Protocol):
+    """The embedding outbox and the work the background worker owes the log: claims,
+    deferred digests, requeues, and the log's own vector index."""
+
     def pending_count(self, partitions: Sequence[str] | None = None) -> int: ...
+
     def claim_outbox(
         self,
         limit: int,
@@ -291,7 +290,6 @@ class Store(Protocol):
         """
         ...
 
-    # -- deferred digests (events larger than _validate.DIGEST_INLINE_CHARS) ---------------
     def deferred_events(self, limit: int) -> list[DeferredEvent]:
         """Up to ``limit`` events the worker still owes a digest, oldest first."""
         ...
@@ -325,11 +323,49 @@ class Store(Protocol):
         """The vector index in the log's own database (vectors that commit with the log)."""
         ...
 
+
+class Upkeep(Protocol):
+    """What keeps the store: its own rows' deletes (only through
+    :class:`~memlane.engine.storage.Storage`), expiry sweeps, physical scrubs, footprint,
+    statistics and the import's existence checks."""
+
+    def delete_session_rows(self, tx: Tx, session_id: str) -> int:
+        """Delete a session, its events and the projections the log itself holds; return
+        the count. Only :meth:`memlane.engine.storage.Storage.delete_session` calls it: an
+        external vector index loses the events' vectors there (which is why the log's method
+        has another name than the one everything else calls)."""
+        ...
+
+    def delete_event_rows(self, tx: Tx, flt: EventFilter) -> int:
+        """Delete the events matching ``flt``, expired or not (and the projections the log
+        holds); return the count. Only :meth:`memlane.engine.storage.Storage.delete_events`
+        calls it, for the same reason as :meth:`delete_session_rows`."""
+        ...
+
+    def expiry_cutoff(self, now: int, batch: int) -> int | None:
+        """An expiry time ``<= now`` below which about ``batch`` expired events lie (None:
+        none has expired): the sweep's batches."""
+        ...
+
+    def secure_deletes(self) -> AbstractContextManager[None]:
+        """Deletes by this thread meanwhile overwrite the data they free, where the backend
+        can (SQLite's ``secure_delete``)."""
+        ...
+
+    def scrub(self, partitions: Sequence[str]) -> list[str]:
+        """Make committed deletes physical: what lingers after a delete (index segments, the
+        write-ahead log, dead rows, snapshot files of ``partitions``) is merged, truncated,
+        vacuumed or removed; return notes on what could not be reached."""
+        ...
+
+    def footprint(self) -> tuple[int, int | None, str | None]:
+        """``(bytes stored, bytes of its write-ahead log or None, schema version)``."""
+        ...
+
     def maintenance(self) -> None:
         """Housekeeping the background worker runs between batches (a WAL checkpoint)."""
         ...
 
-    # -- operators -------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """``size_bytes``, ``vectors``, ``migrations``, ``events_by_agent`` (agent -> kind ->
         count) and ``sessions_by_status``."""
@@ -340,6 +376,27 @@ class Store(Protocol):
         ...
 
     def event_exists(self, event_id: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class Store(LogReader, LogWriter, KeywordSearch, Outbox, Upkeep, Protocol):
+    """A log store: sessions, events, the outbox, ``meta`` and the keyword index — every
+    role above. A caller names the smallest role it uses (a search reads and ranks, the
+    worker drains the outbox), so what it can reach is what its type says."""
+
+    capabilities: Capabilities
+    #: where the store lives, for messages (a path or a URL without its password)
+    location: str
+
+
+class Log(LogReader, LogWriter, Protocol):
+    """Reads and writes of the log, without its upkeep or its outbox: what the write path,
+    pools and user memory use."""
+
+
+class SearchedLog(LogReader, KeywordSearch, Protocol):
+    """What a search reads: the log and its keyword index."""
 
 
 def batched(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:

@@ -20,7 +20,7 @@ from ..core.progress import Progress
 from ..errors import InvalidInput, SessionManagerError
 from ..events import POOL_ACCESS, SESSION_STATUSES, Event, PoolGrant, Session, SessionRecord
 from ..records.validate import EVENT_STATUSES, identifier, prepare_event, text
-from ..store.base import SessionFilter, Store
+from ..store.base import Log, SessionFilter, Store
 from ..text.tokens import tokenizer_for
 
 __all__ = [
@@ -504,7 +504,7 @@ class _Import:
                     result.events_skipped += 1
 
 
-def _keep_access(store: Store, tx: Any, session: SessionRecord) -> None:
+def _keep_access(store: Log, tx: Any, session: SessionRecord) -> None:
     """A pooled session imported without its pool's grants (an export made before grants
     existed, or of one agent): its agent keeps the access it had, as the migration gave it —
     the pool's owner when nobody owns it, else ``write``. Exports list the grants before the

@@ -20,7 +20,7 @@ import threading
 import time
 
 from ..buffer import RedisBuffer
-from ..store.base import Store
+from ..store.base import Log
 
 __all__ = ["BufferEpoch"]
 
@@ -30,7 +30,7 @@ log = logging.getLogger("memlane.buffer")
 class BufferEpoch:
     """The store's buffer epoch as one manager knows it (see the module docstring)."""
 
-    def __init__(self, store: Store, buffer: RedisBuffer, *, writable: bool) -> None:
+    def __init__(self, store: Log, buffer: RedisBuffer, *, writable: bool) -> None:
         self._store = store
         self._buffer = buffer
         self._writable = writable

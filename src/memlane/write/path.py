@@ -41,7 +41,7 @@ from ..records.redacting import RecordRedaction
 from ..records.validate import PreparedEvent, expiry_us, prepare_event, storable_key
 from ..redaction import Redactor
 from ..search.searcher import Searcher
-from ..store.base import EventFilter, SessionFilter, Store
+from ..store.base import EventFilter, Log, SessionFilter
 from ..text.tokens import tokenizer_for
 from .buffer_epoch import BufferEpoch
 
@@ -83,7 +83,7 @@ class Writer:
         self.read_only = read_only
         self.storage = storage
         #: the log's reads and writes; its deletes go through ``storage``
-        self.log: Store = storage.log
+        self.log: Log = storage.log
         self.indexer = indexer
         self.searcher = searcher
         self.observer = observer
