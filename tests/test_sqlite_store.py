@@ -464,12 +464,14 @@ def test_a_dead_workers_claim_frees_within_the_lease_and_a_live_one_is_renewed(
     worker looks, so a renewal's lease cannot run out under the test's feet."""
     from memlane.embed import load_embedder
     from memlane.engine.indexer import Indexer
+    from memlane.store import _sqlite_outbox as sqlite_outbox
     from memlane.store import sqlite as sqlite_store
 
     lease = 0.6  # renewed every 0.2 s of real time, at the clock's time
     clock = _WallClock()
     monkeypatch.setattr(sqlite_store, "time", clock)
-    monkeypatch.setattr(sqlite_store, "LEASE_SECONDS", lease)
+    monkeypatch.setattr(sqlite_outbox, "time", clock)
+    monkeypatch.setattr(sqlite_outbox, "LEASE_SECONDS", lease)
     db = tmp_path / "s.db"
 
     def claims() -> list[float]:
@@ -529,10 +531,10 @@ def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
     database; these 1,500: ~160 MB). Now it stays within max(floor, database size) plus
     what the writer adds during one worker cycle (measured here: 29 MB against a 13 MB
     limit)."""
-    from memlane.store import sqlite as sqlite_store
+    from memlane.store import _sqlite_wal as sqlite_wal
 
     floor = 2 * 1024 * 1024
-    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", floor)
+    monkeypatch.setattr(sqlite_wal, "WAL_FLOOR_BYTES", floor)
 
     class Busy(HashEmbedder):  # slower than the writer: the outbox never drains
         def __call__(self, texts: list[str]) -> Any:
@@ -548,7 +550,7 @@ def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
             if i % 50 == 0 and wal.exists():
                 peak = max(peak, wal.stat().st_size)
-                limit_seen = max(limit_seen, sqlite_store.wal_limit(db))
+                limit_seen = max(limit_seen, sqlite_wal.wal_limit(db))
     assert limit_seen and peak <= limit_seen + 96 * 1024 * 1024, (peak, limit_seen)
 
 
@@ -561,9 +563,9 @@ def test_a_writer_empties_a_wal_past_the_bound_itself(
     it before its own write. Checked without timing (issue 29: the timed version of this test
     failed under load): SQLite's automatic checkpoint is off and no worker runs, so only the
     writer's own check can bring the WAL back (without it: ~4 MB here and growing)."""
-    from memlane.store import sqlite as sqlite_store
+    from memlane.store import _sqlite_wal as sqlite_wal
 
-    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
+    monkeypatch.setattr(sqlite_wal, "WAL_FLOOR_BYTES", 256 * 1024)
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         session = mgr.start_session("a long ingest")
@@ -571,7 +573,7 @@ def test_a_writer_empties_a_wal_past_the_bound_itself(
         sizes = []
         for i in range(1_500):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
-            sizes.append((wal.stat().st_size, sqlite_store.wal_limit(db)))
+            sizes.append((wal.stat().st_size, sqlite_wal.wal_limit(db)))
     # One write transaction may pass the bound; the next one starts from an empty WAL.
     over = [i for i, (size, limit) in enumerate(sizes) if size > limit]
     assert not [i for i in over if i - 1 in over], sizes[-3:]
@@ -581,9 +583,10 @@ def test_a_writer_empties_a_wal_past_the_bound_itself(
 _WAL_WRITER = """
 import sys, time
 from memlane import SessionManager
+from memlane.store import _sqlite_wal as sqlite_wal
 from memlane.store import sqlite as sqlite_store
 from memlane.testing import HashEmbedder
-sqlite_store.WAL_FLOOR_BYTES = 2 * 1024 * 1024
+sqlite_wal.WAL_FLOOR_BYTES = 2 * 1024 * 1024
 
 class Busy(HashEmbedder):  # slower than the writers: the outbox never drains
     def __call__(self, texts):
@@ -605,7 +608,7 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
     slack allows the excursions seen when the machine is starved of CPU — 86 MB once in a CI
     run, 101 MB once in five runs beside two busy loops — which a checkpoint that has to wait
     for the other process's writers cannot rule out (the bound is best effort there)."""
-    from memlane.store import sqlite as sqlite_store
+    from memlane.store import _sqlite_wal as sqlite_wal
 
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     SessionManager("setup", db, embedder=HashEmbedder()).close()  # created before the race
@@ -623,7 +626,7 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
     with SessionManager("w0", db, embedder=HashEmbedder()) as mgr:
         assert len(mgr.events(None, kinds="fact")) == 1_500  # nothing lost either
     assert limit_seen and peak <= limit_seen + 96 * 1024 * 1024, (peak, limit_seen)
-    assert sqlite_store.WAL_FLOOR_BYTES == 64 * 1024 * 1024  # the children's floor is theirs
+    assert sqlite_wal.WAL_FLOOR_BYTES == 64 * 1024 * 1024  # the children's floor is theirs
 
 
 _LEFT_OPEN = """
@@ -660,7 +663,7 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the worker's checkpoints could not reset the WAL (a reader held it), the next
-    write past the bound empties it first (SqliteStore._keep_wal_bounded); while the reader
+    write past the bound empties it first (WalBound.keep_bounded); while the reader
     still holds it, writes go on (spaced attempts, each waiting at most half a second).
 
     Counted, not timed (issue 29: 400 writes had to finish within 10 s; they took 1.8 s, 3.6 s
@@ -668,9 +671,9 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
     they space out, where a writer stuck behind the reader would try at every write."""
     import sqlite3
 
-    from memlane.store import sqlite as sqlite_store
+    from memlane.store import _sqlite_wal as sqlite_wal
 
-    monkeypatch.setattr(sqlite_store, "WAL_FLOOR_BYTES", 256 * 1024)
+    monkeypatch.setattr(sqlite_wal, "WAL_FLOOR_BYTES", 256 * 1024)
     db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
     with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
         store = mgr._writer.log
@@ -682,16 +685,16 @@ def test_a_writer_empties_a_wal_past_its_bound_itself(
         attempts = set()  # each failed attempt sets the time of the next one
         for i in range(400):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
-            attempts.add(store._wal_retry_at)
+            attempts.add(store._wal._retry_at)
         # 0.05 s doubling to 2 s between attempts: ~8 in the first 10 s of writing (~3 s
         # here), then one every 2.5 s; a writer stuck behind the reader: one a write
         assert 1 <= len(attempts - {0.0}) <= 50, len(attempts)  # measured: 3, 5 under load
-        assert wal.stat().st_size > sqlite_store.wal_limit(db)
+        assert wal.stat().st_size > sqlite_wal.wal_limit(db)
         reader.rollback()
         reader.close()
         # the reader is gone: the first write after the current pause (<= 2 s) empties it
         deadline = time.monotonic() + 60
-        while wal.stat().st_size > sqlite_store.wal_limit(db):
+        while wal.stat().st_size > sqlite_wal.wal_limit(db):
             assert time.monotonic() < deadline, "the WAL was never emptied"
             time.sleep(0.05)
             mgr.record_fact(session.id, "one more")

@@ -1,0 +1,88 @@
+"""SQLite's write-ahead log kept bounded: how large it may grow beside a database, and a
+writer that empties it when the background worker's checkpoints could not
+(docs/decisions/2026-11-23-bounded-wal.md). Not part of the public API.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from ._sqlite_errors import is_busy
+
+__all__ = ["CHECKPOINT_WAIT_MS", "WAL_FLOOR_BYTES", "WalBound", "net_pages", "wal_limit"]
+
+# How long a writer's own WAL checkpoint waits for other processes (WalBound.keep_bounded).
+CHECKPOINT_WAIT_MS = 500
+# The WAL may grow to the database's own size, or this much for a small database, before the
+# worker's checkpoint empties it (see SqliteStore.maintenance).
+WAL_FLOOR_BYTES = 64 * 1024 * 1024
+
+
+def net_pages(page_size: int) -> int:
+    """The WAL size (in pages) at which a committing writer checkpoints when the background
+    worker has not: three quarters of the floor, so one more transaction stays under it."""
+    return max(1, WAL_FLOOR_BYTES * 3 // 4 // page_size)
+
+
+def wal_limit(path: Path) -> int:
+    """The largest WAL tolerated beside the database at ``path``: max(64 MB, its size)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    return max(WAL_FLOOR_BYTES, size)
+
+
+class WalBound:
+    """The WAL beside the database at ``path``: its size, and a writer's checkpoint when it
+    has outgrown :func:`wal_limit`."""
+
+    def __init__(self, path: Path, *, writable: bool, busy_timeout_ms: int) -> None:
+        self.path = path
+        self.writable = writable
+        #: the connections' own busy timeout, restored after a checkpoint's shorter one
+        self.busy_timeout_ms = busy_timeout_ms
+        self._wal_path = str(path) + "-wal"
+        self._retry_at = 0.0  # when a writer may try to empty an over-long WAL again
+        self._backoff = 0.0
+
+    def size(self) -> int:
+        """The WAL's bytes (0 when there is none)."""
+        try:
+            return os.stat(self._wal_path).st_size
+        except OSError:
+            return 0
+
+    def keep_bounded(self, conn: sqlite3.Connection) -> None:
+        """Before a write: if the WAL has passed :func:`wal_limit` (the worker's checkpoints
+        could not reset it — several writing processes on a starved CPU grew 150 MB past a
+        28 MB bound), this writer empties it first, with a TRUNCATE checkpoint that waits
+        briefly for the other processes' readers and writers. A reader that keeps an old
+        snapshot for long (an export) cannot be waited out: then the attempts space out
+        (0.05 s doubling to 2 s), each bounded by :data:`CHECKPOINT_WAIT_MS`, and the
+        write goes on."""
+        if not self.writable or time.monotonic() < self._retry_at:
+            return
+        try:  # (one stat a write: the common case ends here)
+            size = os.stat(self._wal_path).st_size
+        except OSError:
+            return
+        if size <= WAL_FLOOR_BYTES or size <= wal_limit(self.path):
+            return
+        conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            busy = 1
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        if busy:  # again soon, then less and less often while it keeps failing
+            self._backoff = min(self._backoff * 2, 2.0) if self._backoff else 0.05
+            self._retry_at = time.monotonic() + self._backoff
+        else:
+            self._backoff = 0.0
