@@ -143,7 +143,7 @@ def test_the_expired_events_are_found_through_the_partial_index(
 ) -> None:
     """Every search asks for them: walking a partition's index instead cost 17 ms a search
     at 100k events (bench/perf.py caught it)."""
-    from memlane.store._sql import EXPIRED_ROWS
+    from memlane.store._sql_rows import EXPIRED_ROWS
 
     mgr = make_manager(background=False)
     session = mgr.start_session("Chat")

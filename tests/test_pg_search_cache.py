@@ -20,7 +20,8 @@ import pytest
 
 from memlane import InvalidInput, SessionManager
 from memlane.store import _pg_feed
-from memlane.store.postgres import PostgresStore, parse_url
+from memlane.store._pg_settings import parse_url
+from memlane.store.postgres import PostgresStore
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env

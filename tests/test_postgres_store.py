@@ -34,7 +34,8 @@ from memlane import (
     StoreUnavailable,
 )
 from memlane.store import _pg_outbox
-from memlane.store.postgres import DEFAULT_CONNECT_TIMEOUT, PostgresStore, parse_url
+from memlane.store._pg_settings import DEFAULT_CONNECT_TIMEOUT, parse_url
+from memlane.store.postgres import PostgresStore
 from memlane.testing import HashEmbedder
 
 from .conftest import PYTHON, child_env

@@ -11,141 +11,29 @@ written by callers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from ..core import canonical_json
 from ..core.clock import from_us, now_us
 from ..core.scope import Scope
-from ..core.seams import Cursor
 from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
 from ..text.shrink import PREVIEW_THRESHOLD
+from ._sql_rows import (
+    _EVENT_COLUMNS,
+    _INSERT_EVENT,
+    _PREVIEW_COLUMNS,
+    EVENTS_JOIN,
+    EXPIRED_ROWS,
+    SESSION_COLUMNS,
+    STALE_ROWS,
+    row_to_event,
+    row_to_session,
+)
 from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
-from .filters import compile_where
+from .filters import LIVE, event_where, marks, session_where
 
-__all__ = [
-    "EVENTS_JOIN",
-    "EVENT_COLUMNS",
-    "SESSION_COLUMNS",
-    "SqlStore",
-    "SqlTx",
-    "row_to_event",
-    "row_to_session",
-]
-
-_EVENT_COLUMNS = (
-    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, {payload}, e.importance, "
-    "e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, e.indexed, "
-    "e.expires_us"
-)
-# The same columns for reads that take a large payload's preview instead of the payload
-# (restore): the preview stands in for it, and the last two columns say so. CASE evaluates
-# lazily, so a payload with a preview is never read.
-_PREVIEW_COLUMNS = (
-    "e.seq, e.id, e.session_id, e.agent_id, e.kind, e.content, "
-    "CASE WHEN e.payload_preview IS NULL THEN {payload} ELSE e.payload_preview END, "
-    "e.importance, e.tags, e.metadata, e.status, e.created_us, e.token_count, e.recall_count, "
-    "e.indexed, e.expires_us, e.payload_chars, "
-    "CASE WHEN e.payload_preview IS NULL THEN 0 ELSE 1 END"
-)
-#: every column of an event, the payload read in place (see SqlStore.payload_sql)
-EVENT_COLUMNS = _EVENT_COLUMNS.format(payload="e.payload")
-SESSION_COLUMNS = (
-    "s.id, s.agent_id, s.user_id, s.goal, s.status, s.shared_pool, s.metadata, "
-    "s.created_us, s.updated_us, s.key"
-)
-#: the expired events still stored (one parameter: now), read through the partial index
-EXPIRED_ROWS = "SELECT seq, partition FROM events WHERE expires_us IS NOT NULL AND expires_us <= ?"
-#: facts no longer current (superseded or retracted), by the partial index events_stale
-STALE_ROWS = "SELECT seq, partition FROM events WHERE status IN ('superseded', 'retracted')"
-#: an event that has not expired (one parameter: now, in microseconds)
-LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
-#: the FROM of an event read that filters on its session (aliases ``e`` and ``s``)
-EVENTS_JOIN = "FROM events e JOIN sessions s ON s.id = e.session_id"
-_INSERT_EVENT = (
-    "INSERT INTO events (id, session_id, agent_id, kind, content, payload, importance, tags, "
-    "metadata, status, created_us, token_count, recall_count, partition, payload_chars, "
-    "payload_preview, indexed, deferred, expires_us) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT DO NOTHING RETURNING seq"
-)
-
-
-def row_to_event(row: Sequence[Any]) -> Event:
-    return Event(
-        seq=int(row[0]),
-        id=row[1],
-        session_id=row[2],
-        agent_id=row[3],
-        kind=row[4],
-        content=row[5],
-        payload=canonical_json.loads(row[6]),
-        importance=float(row[7]),
-        tags=tuple(canonical_json.loads(row[8])),
-        metadata=canonical_json.loads(row[9]),
-        status=row[10],
-        created_at=from_us(row[11]),
-        token_count=int(row[12]),
-        recall_count=int(row[13]),
-        indexed=bool(row[14]),
-        expires_at=None if row[15] is None else from_us(row[15]),
-        payload_chars=None if len(row) < 17 or row[16] is None else int(row[16]),
-        preview=len(row) > 17 and bool(row[17]),
-    )
-
-
-def row_to_session(row: Sequence[Any]) -> Session:
-    return Session(
-        id=row[0],
-        agent_id=row[1],
-        user_id=row[2],
-        goal=row[3],
-        status=row[4],
-        shared_pool=row[5],
-        metadata=canonical_json.loads(row[6]),
-        created_at=from_us(row[7]),
-        updated_at=from_us(row[8]),
-        key=row[9],
-    )
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ", ".join("?" for _ in values)
-
-
-class SqlTx:
-    """One open transaction on a DB-API connection (``?`` placeholders)."""
-
-    __slots__ = ("_hooks", "conn")
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self._hooks: list[Callable[[], None]] | None = None
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        cursor: Cursor = self.conn.execute(sql, params)
-        return cursor
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, rows)
-
-    def on_commit(self, callback: Callable[[], None]) -> None:
-        if self._hooks is None:
-            self._hooks = []
-        self._hooks.append(callback)
-
-    def hand_hooks_to(self, outer: SqlTx) -> None:
-        """A nested transaction was released: its callbacks now wait for ``outer``'s commit
-        (and are dropped if ``outer`` rolls back)."""
-        for hook in self._hooks or ():
-            outer.on_commit(hook)
-        self._hooks = None
-
-    def committed(self) -> None:
-        hooks, self._hooks = self._hooks, None
-        for hook in hooks or ():
-            hook()
+__all__ = ["SqlStore"]
 
 
 class SqlStore:
@@ -214,92 +102,13 @@ class SqlStore:
         """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``): never an expired
         event, unless the filter asks for exactly those (the sweep), or ``live=False`` (a
         ranking whose caller leaves the expired out itself: ``Searcher``)."""
-        parts: list[str] = []
-        params: list[Any] = []
-        if flt.scope is not None:
-            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
-            parts.append(clause)
-        if flt.expired_by_us is not None:  # (the sweep: only what this role may delete)
-            mine, confined = self._confined("e")
-            parts.append("e.expires_us <= ?" + mine)
-            params.extend([flt.expired_by_us, *confined])
-        elif live:
-            parts.append(LIVE)
-            params.append(now_us())
-        if flt.lasting:
-            parts.append("e.expires_us IS NULL")
-        if flt.session_id is not None:
-            parts.append("e.session_id = ?")
-            params.append(flt.session_id)
-        if flt.event_id is not None:
-            parts.append("e.id = ?")
-            params.append(flt.event_id)
-        if flt.kinds:
-            parts.append(f"e.kind IN ({_marks(flt.kinds)})")
-            params.extend(flt.kinds)
-        if flt.exclude_kinds:
-            parts.append(f"e.kind NOT IN ({_marks(flt.exclude_kinds)})")
-            params.extend(flt.exclude_kinds)
-        if flt.status is not None:
-            parts.append("e.status = ?")
-            params.append(flt.status)
-        if flt.exclude_statuses:
-            parts.append(f"(e.status IS NULL OR e.status NOT IN ({_marks(flt.exclude_statuses)}))")
-            params.extend(flt.exclude_statuses)
-        if flt.min_importance is not None:
-            parts.append("e.importance >= ?")
-            params.append(flt.min_importance)
-        if flt.since_us is not None:
-            parts.append("e.created_us >= ?")
-            params.append(flt.since_us)
-        if flt.until_us is not None:
-            parts.append("e.created_us < ?")
-            params.append(flt.until_us)
-        if flt.where:
-            sql, where_params = compile_where(flt.where, self.metadata_column, self.dialect)
-            parts.append(sql)
-            params.extend(where_params)
-        if flt.session_status is not None:
-            parts.append("s.status = ?")
-            params.append(flt.session_status)
-        if flt.session_before_us is not None:
-            parts.append("s.updated_us < ?")
-            params.append(flt.session_before_us)
-        return " AND ".join(parts) or "TRUE", params
+        return event_where(
+            flt, live=live, dialect=self.dialect, metadata=self.metadata_column,
+            confined=self._confined,
+        )  # fmt: skip
 
     def session_where(self, flt: SessionFilter) -> tuple[str, list[Any]]:
-        parts: list[str] = []
-        params: list[Any] = []
-        if flt.scope is not None:
-            clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
-            parts.append(clause)
-        for column, value in (
-            ("s.id = ?", flt.session_id),
-            ("s.agent_id = ?", flt.agent_id),
-            ("s.status = ?", flt.status),
-            ("s.user_id = ?", flt.user_id),
-            ("s.key = ?", flt.key),
-            ("s.updated_us >= ?", flt.since_us),
-            ("s.updated_us < ?", flt.before_us),
-        ):
-            if value is not None:
-                parts.append(column)
-                params.append(value)
-        if flt.id_prefix is not None:
-            escaped = flt.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            parts.append("s.id LIKE ? ESCAPE '\\'")
-            params.append(escaped + "%")
-        if flt.marked is not None:
-            sql, marked = compile_where({"asm": flt.marked}, self.session_metadata, self.dialect)
-            parts.append(sql)
-            params.extend(marked)
-        if flt.unmarked:
-            sql, marked = compile_where(
-                {"asm": {"$exists": False}}, self.session_metadata, self.dialect
-            )
-            parts.append(sql)
-            params.extend(marked)
-        return " AND ".join(parts) or "TRUE", params
+        return session_where(flt, dialect=self.dialect, metadata=self.session_metadata)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -470,7 +279,7 @@ class SqlStore:
         for chunk in batched(list(session_ids)):
             for session_id, count, tokens in self._read(
                 "SELECT session_id, count(*), coalesce(sum(token_count), 0) FROM events "
-                f"WHERE session_id IN ({_marks(chunk)}) GROUP BY session_id",
+                f"WHERE session_id IN ({marks(chunk)}) GROUP BY session_id",
                 chunk,
                 tx,
             ):
@@ -610,7 +419,7 @@ class SqlStore:
         for chunk in batched(list(seqs)):
             for row in self._read(
                 f"SELECT {columns} FROM events e{self.payload_join} "
-                f"WHERE e.seq IN ({_marks(chunk)}) AND {LIVE}",
+                f"WHERE e.seq IN ({marks(chunk)}) AND {LIVE}",
                 [*chunk, now],
             ):
                 event = row_to_event(row)
@@ -621,7 +430,7 @@ class SqlStore:
         out: dict[int, int] = {}
         for chunk in batched(list(seqs)):
             for seq, created in self._read(
-                f"SELECT e.seq, e.created_us FROM events e WHERE e.seq IN ({_marks(chunk)})",
+                f"SELECT e.seq, e.created_us FROM events e WHERE e.seq IN ({marks(chunk)})",
                 chunk,
             ):
                 out[int(seq)] = int(created)
@@ -675,7 +484,7 @@ class SqlStore:
                 for chunk in batched(sorted(seqs_of)):
                     tx.execute(
                         "UPDATE events SET recall_count = recall_count + ? "
-                        f"WHERE seq IN ({_marks(chunk)})",
+                        f"WHERE seq IN ({marks(chunk)})",
                         [count, *chunk],
                     )
 
@@ -701,7 +510,7 @@ class SqlStore:
             for chunk in batched(list(seqs)):
                 cursor = tx.execute(
                     "INSERT INTO outbox (seq, partition) SELECT seq, partition FROM events "
-                    f"WHERE indexed AND seq IN ({_marks(chunk)}) ON CONFLICT DO NOTHING",
+                    f"WHERE indexed AND seq IN ({marks(chunk)}) ON CONFLICT DO NOTHING",
                     chunk,
                 )
                 queued += max(0, cursor.rowcount)
@@ -713,7 +522,7 @@ class SqlStore:
         if not partitions:
             return 0
         rows = self._read(
-            f"SELECT count(*) FROM outbox WHERE partition IN ({_marks(partitions)})",
+            f"SELECT count(*) FROM outbox WHERE partition IN ({marks(partitions)})",
             list(partitions),
         )
         return int(rows[0][0])

@@ -34,7 +34,7 @@ class SqliteOutbox:
     """Claiming, renewing, releasing and finishing batches of outbox rows; requeueing all."""
 
     if TYPE_CHECKING:  # provided by SqliteStore (and its keyword index)
-        from ._sql import SqlTx
+        from ._sql_rows import SqlTx
 
         def atomic(self) -> AbstractContextManager[SqlTx]: ...
         def refresh_previous_context(

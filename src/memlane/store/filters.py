@@ -24,13 +24,24 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.canonical_json import check_text
+from ..core.clock import now_us
+from ..core.seams import EventFilter, SessionFilter
 from ..errors import InvalidFilter, InvalidInput, shown
 
-__all__ = ["DIALECTS", "compile_where"]
+__all__ = ["DIALECTS", "LIVE", "compile_where", "event_where", "marks", "session_where"]
+
+
+LIVE = "(e.expires_us IS NULL OR e.expires_us > ?)"
+
+
+def marks(values: Sequence[Any]) -> str:
+    """``?, ?, ?``: one placeholder per value."""
+    return ", ".join("?" for _ in values)
+
 
 DIALECTS = ("sqlite", "postgres")
 
@@ -244,3 +255,103 @@ def compile_where(
     """
     params: list[Any] = []
     return _compile(where, column, params, dialect), params
+
+
+def event_where(
+    flt: EventFilter,
+    *,
+    live: bool,
+    dialect: str,
+    metadata: str,
+    confined: Callable[[str], tuple[str, list[Any]]],
+) -> tuple[str, list[Any]]:
+    """The ``WHERE`` of a filtered event read (aliases ``e`` and ``s``): never an expired
+    event, unless the filter asks for exactly those (the sweep), or ``live=False`` (a
+    ranking whose caller leaves the expired out itself: ``Searcher``). ``metadata`` is the
+    column ``where`` reads, ``confined`` a backend's clause for the rows its role may change."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if flt.scope is not None:
+        clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+        parts.append(clause)
+    if flt.expired_by_us is not None:  # (the sweep: only what this role may delete)
+        mine, mine_params = confined("e")
+        parts.append("e.expires_us <= ?" + mine)
+        params.extend([flt.expired_by_us, *mine_params])
+    elif live:
+        parts.append(LIVE)
+        params.append(now_us())
+    if flt.lasting:
+        parts.append("e.expires_us IS NULL")
+    if flt.session_id is not None:
+        parts.append("e.session_id = ?")
+        params.append(flt.session_id)
+    if flt.event_id is not None:
+        parts.append("e.id = ?")
+        params.append(flt.event_id)
+    if flt.kinds:
+        parts.append(f"e.kind IN ({marks(flt.kinds)})")
+        params.extend(flt.kinds)
+    if flt.exclude_kinds:
+        parts.append(f"e.kind NOT IN ({marks(flt.exclude_kinds)})")
+        params.extend(flt.exclude_kinds)
+    if flt.status is not None:
+        parts.append("e.status = ?")
+        params.append(flt.status)
+    if flt.exclude_statuses:
+        parts.append(f"(e.status IS NULL OR e.status NOT IN ({marks(flt.exclude_statuses)}))")
+        params.extend(flt.exclude_statuses)
+    if flt.min_importance is not None:
+        parts.append("e.importance >= ?")
+        params.append(flt.min_importance)
+    if flt.since_us is not None:
+        parts.append("e.created_us >= ?")
+        params.append(flt.since_us)
+    if flt.until_us is not None:
+        parts.append("e.created_us < ?")
+        params.append(flt.until_us)
+    if flt.where:
+        sql, where_params = compile_where(flt.where, metadata, dialect)
+        parts.append(sql)
+        params.extend(where_params)
+    if flt.session_status is not None:
+        parts.append("s.status = ?")
+        params.append(flt.session_status)
+    if flt.session_before_us is not None:
+        parts.append("s.updated_us < ?")
+        params.append(flt.session_before_us)
+    return " AND ".join(parts) or "TRUE", params
+
+
+def session_where(flt: SessionFilter, *, dialect: str, metadata: str) -> tuple[str, list[Any]]:
+    """The ``WHERE`` of a filtered session read (alias ``s``)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if flt.scope is not None:
+        clause, params = flt.scope.sql("s", include_shared=flt.include_shared)
+        parts.append(clause)
+    for column, value in (
+        ("s.id = ?", flt.session_id),
+        ("s.agent_id = ?", flt.agent_id),
+        ("s.status = ?", flt.status),
+        ("s.user_id = ?", flt.user_id),
+        ("s.key = ?", flt.key),
+        ("s.updated_us >= ?", flt.since_us),
+        ("s.updated_us < ?", flt.before_us),
+    ):
+        if value is not None:
+            parts.append(column)
+            params.append(value)
+    if flt.id_prefix is not None:
+        escaped = flt.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        parts.append("s.id LIKE ? ESCAPE '\\'")
+        params.append(escaped + "%")
+    if flt.marked is not None:
+        sql, marked = compile_where({"asm": flt.marked}, metadata, dialect)
+        parts.append(sql)
+        params.extend(marked)
+    if flt.unmarked:
+        sql, marked = compile_where({"asm": {"$exists": False}}, metadata, dialect)
+        parts.append(sql)
+        params.extend(marked)
+    return " AND ".join(parts) or "TRUE", params

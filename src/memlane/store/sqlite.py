@@ -44,7 +44,8 @@ from ..ranking.keyword.snapshots import KeywordSnapshots
 from ..ranking.snapshot_files import partition_digest
 from . import _sqlite_wal as wal
 from ._migrations import MIGRATIONS
-from ._sql import EVENT_COLUMNS, SESSION_COLUMNS, SqlStore, SqlTx, row_to_event, row_to_session
+from ._sql import SqlStore
+from ._sql_rows import EVENT_COLUMNS, SESSION_COLUMNS, SqlTx, row_to_event, row_to_session
 from ._sqlite_cache_files import CacheFiles
 from ._sqlite_connections import (
     OpenConnections,
