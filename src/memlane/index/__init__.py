@@ -1,6 +1,6 @@
-"""Search beside the log: external vector indexes, rank fusion and time windows.
+"""Vectors beside the log: external vector indexes (ChromaDB), chosen by URL.
 
-Choosing an external vector index from a URL (docs/backends.md describes the scheme):
+The URL scheme (docs/backends.md describes it):
 
 ==============================  ==========================================================
 ``index`` (the vectors)         meaning
