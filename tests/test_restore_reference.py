@@ -1,14 +1,20 @@
-"""Restore's Reference section shows only the knowledge chunks both rankings vouch for (issue
-29, item 8: six unrelated chunks, scores 0.11-0.15, filled the section for an unrelated
-query)."""
+"""Restore's Reference section shows only the knowledge chunks both rankings vouch for, and
+`memlane restore --explain` shows the dropped chunks of one document as one row (issue 29,
+item 8: six unrelated chunks, scores 0.11-0.15, filled the section for an unrelated query, and
+`--explain` listed every dropped chunk, 19 rows)."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from memlane import RestoredContext, SessionManager
+from memlane.testing import HashEmbedder
+
+from .test_cli import asm, ok
 
 HANDBOOK = """# Operations handbook
 
@@ -111,3 +117,28 @@ def test_with_the_real_model_unrelated_queries_get_no_reference(tmp_path: Path) 
         ):
             context = mgr.restore(session.id, 2000, query=query)
             assert f"Operations handbook > {heading}" in reference(context), (query, context.text)
+
+
+def test_explain_shows_the_dropped_chunks_of_a_document_as_one_row(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        sid = mgr.start_session("answer questions about the handbook").id
+        # parts of different lengths: each dropped for a reason of its own ("over budget: 31
+        # tokens > 18 left"), which grouping by reason alone kept as separate rows
+        parts = [
+            f"## Part {i}\n\nRotate key {i} every {i} days." + " Log it." * i for i in range(30)
+        ]
+        mgr.ingest(text="# Handbook\n\n" + "\n\n".join(parts), name="/srv/docs/handbook.md")
+    query = ["--query", "rotate key every days log"]
+    report = json.loads(ok(asm(db, "restore", sid, "--max-tokens", "150", *query, "--json")).output)
+    items = [i for i in report["report"]["items"] if i["section"] == "reference"]
+    dropped = [i for i in items if i["action"] == "dropped"]
+    assert len(dropped) >= 3 and len({i["reason"] for i in dropped}) >= 2, items
+    out = ok(asm(db, "restore", sid, "--max-tokens", "150", *query, "--explain")).output
+    rows = [line for line in out.splitlines() if re.match(r"reference +(included|dropped) ", line)]
+    assert len(rows) == len(items) - len(dropped) + 1, out
+    (grouped,) = [row for row in rows if " dropped " in row]
+    assert f"{len(dropped)} chunks of handbook.md" in grouped, out
+    assert "other reason" in out  # (the reason column may wrap)
+    included = [row for row in rows if " included " in row]
+    assert included and all(re.search(r"handbook\.md#\d+", row) for row in included), out
