@@ -2,6 +2,7 @@
 
     python bench/locomo.py ../shared/bench/locomo/locomo_dev.json
     python bench/locomo.py PATH --k 1 5 10 20 --out bench/results/locomo-dev.json
+    python bench/locomo.py PATH --conversation conv-26 --no-baselines   # one conversation
 
 The data is never part of this repository (LoCoMo is CC BY-NC 4.0): the path is an argument.
 
@@ -469,6 +470,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--recency", action="store_true", help='search with recency="default" (episodic decay)'
     )
+    parser.add_argument(
+        "--conversation",
+        action="append",
+        metavar="SAMPLE_ID",
+        help="only this conversation (e.g. conv-26; repeatable): tests/test_locomo_slice.py's",
+    )
     args = parser.parse_args(argv)
     if not args.path.is_file():
         sys.exit(f"{args.path} is not a file; pass the path of a LoCoMo JSON file.")
@@ -482,6 +489,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         search=(lambda mgr, query, k: mgr.search(query, k=k, recency="default"))
         if args.recency
         else None,
+        conversations_only=args.conversation,
     )
     report(result, args.out, "locomo", markdown)
 

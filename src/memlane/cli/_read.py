@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..admin import SessionInfo, event_to_dict
-from ..errors import InvalidInput, SessionNotFound
+from ..errors import EventNotFound, InvalidInput, SessionNotFound
 from ..events import SESSION_STATUSES, Hit
 from ._app import AGE, FAILURE, Env, agent_option, cli, db_option, emit_json, json_option
 from ._render import (
@@ -451,7 +451,8 @@ def restore(
     found = _owned_session(env, session_id).session
     session_id, agent = found.id, found.agent_id
     env.embed_backlog()  # restore searches for relevant history: with every vector
-    context = env.manager(agent, model=model).restore(session_id, max_tokens, query=query)
+    mgr = env.manager(agent, model=model)
+    context = mgr.restore(session_id, max_tokens, query=query)
     report = context.report
     if as_json:
         emit_json(
@@ -486,22 +487,50 @@ def restore(
     table.columns[4].ratio = 1
     table.columns[5].ratio = 1
     styles = {"included": "green", "summarised": "yellow", "dropped": "red"}
-    # Events dropped alike (19 knowledge chunks that did not fit) are one row, not 19; --json
-    # lists every one.
-    alike = Counter((i.section, i.kind, i.reason) for i in report.items if i.action == "dropped")
-    grouped: set[tuple[str, str, str]] = set()
+    # Knowledge chunks are no events of the session: each is shown as document#chunk.
+    documents: dict[str, str] = {}
     for item in report.items:
-        key = (item.section, item.kind, item.reason)
+        if item.kind == "knowledge" and item.event_id not in contents:
+            try:
+                chunk = mgr.get_event(item.event_id)
+            except EventNotFound:  # deleted since
+                continue
+            name = str(chunk.metadata.get("document", "?")).rstrip("/").rsplit("/", 1)[-1]
+            documents[item.event_id] = name
+            contents[item.event_id] = f"{name}#{chunk.metadata.get('chunk', '?')}"
+
+    # Events dropped alike are one row, not 19; --json lists every one. Alike: the chunks of
+    # one document, whatever each one's reason ("19 chunks of handbook.md"), or events of
+    # the same section, kind and reason.
+    def alike_key(item: Any) -> tuple[str, str, str, str]:
+        if item.event_id in documents:
+            return (item.section, item.kind, "document", documents[item.event_id])
+        return (item.section, item.kind, "reason", item.reason)
+
+    dropped = [item for item in report.items if item.action == "dropped"]
+    alike = Counter(alike_key(item) for item in dropped)
+    reasons: dict[tuple[str, str, str, str], dict[str, None]] = {}  # (distinct, in order)
+    for item in dropped:
+        reasons.setdefault(alike_key(item), {})[item.reason] = None
+    grouped: set[tuple[str, str, str, str]] = set()
+    for item in report.items:
+        key = alike_key(item)
         if item.action == "dropped" and alike[key] >= DROPPED_GROUP:
             if key not in grouped:
                 grouped.add(key)
+                why = list(reasons[key])
                 table.add_row(
                     item.section,
                     Text("dropped", style="red"),
                     item.kind,
                     "0",
-                    Text(f"{alike[key]} events", style="dim"),
-                    item.reason,
+                    Text(
+                        f"{alike[key]} chunks of {key[3]}"
+                        if key[2] == "document"
+                        else f"{alike[key]} events",
+                        style="dim",
+                    ),
+                    why[0] if len(why) == 1 else f"{why[0]} (+{len(why) - 1} other reason(s))",
                 )
             continue
         table.add_row(
