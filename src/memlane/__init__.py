@@ -45,7 +45,7 @@ from .memory import Fact, RememberResult, Resolution
 from .privacy.erasure import ErasureReceipt
 from .protocols import Embedder, Summarizer, TokenCounter
 from .redaction import PiiRedactor, Redaction, Redactor, Span
-from .restore.plan import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
+from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 from .retention import RetentionPolicy
 from .search.recency import Recency
 

@@ -19,7 +19,7 @@ from memlane.privacy.erasure import ErasureReceipt
 from memlane.privacy.retention_sweep import RetentionResult
 from memlane.protocols import Embedder, Summarizer, TokenCounter
 from memlane.redaction import Redactor
-from memlane.restore.plan import BudgetShares, RestoredContext
+from memlane.restore.result import BudgetShares, RestoredContext
 from memlane.retention import RetentionPolicy
 from memlane.search.recency import Recency
 from memlane.store.base import Capabilities

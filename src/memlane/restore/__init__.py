@@ -1,6 +1,7 @@
 """What ``restore()`` hands a fresh process: the context within a token budget, and why.
 
-``plan`` is the pure budgeted packer and the public types of its result; ``packer`` claims
+``result`` holds the public types (the budget's shares, the candidates, the restored
+context and its report); ``plan`` is the pure budgeted packer; ``packer`` claims
 the budget one event at a time; ``text`` and ``chat`` write events for a model; ``gather``
 reads the candidates from the store; ``summaries`` writes the rolling summaries that stand in
 for spans that do not fit.
@@ -11,16 +12,12 @@ from .plan import (
     MIN_USEFUL_TOKENS,
     PAYLOAD_PREFIX,
     SUMMARY_SHARE,
-    BudgetShares,
     ReportItem,
-    RestoreCandidates,
-    RestoredContext,
-    RestoreReport,
     SectionShare,
     json_fragments,
     pack,
-    rank_score,
 )
+from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport, rank_score
 
 __all__ = [
     "MESSAGE_OVERHEAD",

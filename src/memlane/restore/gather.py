@@ -27,7 +27,8 @@ from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
-from .plan import BudgetShares, RestoreCandidates, RestoredContext, pack, rank_score
+from .plan import pack
+from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
 
 __all__ = ["restore_session"]

@@ -17,7 +17,7 @@ from ..store.base import EventFilter
 from ..text.tokens import tokenizer_for
 from ..write.path import Writer
 from .gather import restore_session
-from .plan import BudgetShares, RestoredContext
+from .result import BudgetShares, RestoredContext
 from .summaries import covers, plan_summary
 
 __all__ = ["Restorer"]
