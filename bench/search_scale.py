@@ -39,7 +39,11 @@ mgr.search("warm up the index", k=10)
 out = {"first_search_s": round(time.perf_counter() - t0, 2)}
 # Since the keyword index builds in the background, wait for it: the timed searches below
 # measure the steady state (the first ones would rank with FTS5 meanwhile).
-keywords = getattr(mgr._writer.searcher.store, "_keywords", None)
+# (the searcher: mgr._writer.searcher since the façade composes its parts; mgr._searcher
+# before, so that --before can name an older checkout)
+writer = getattr(mgr, "_writer", None)
+searcher = writer.searcher if writer is not None else mgr._searcher
+keywords = getattr(searcher.store, "_keywords", None)
 builder = getattr(keywords, "_builder", None)
 if builder is not None:
     builder.join()
