@@ -29,23 +29,21 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .buffer import RedisBuffer, open_buffer
-from .core.clock import age, format_time, from_us, now_us, to_us
+from .core.clock import format_time, to_us
+from .core.delegate import Delegated
 from .core.progress import Progress
 from .core.scope import Scope
 from .embed import LoadedEmbedder
 from .engine.engine import Engine, Health, resolve_target, session_not_found
 from .errors import InvalidInput, SessionNotFound
-from .events import Event, Hits, Session, validate_kind
-from .privacy.erasure import ErasureReceipt, erase_user
-from .privacy.retention_sweep import RetentionResult, apply_retention
+from .events import Event, Hits, validate_kind
+from .operators.pruning import StorePruning
+from .operators.results import PruneResult, SessionInfo, StoreStats, parse_cutoff
 from .protocols import Embedder
 from .records.validate import identifier, text
-from .retention import RetentionPolicy
 from .sharing.pool_admin import PoolAdministration
 from .store.base import EventFilter, SessionFilter, Store
 from .transfer.jsonl import (
@@ -81,129 +79,6 @@ MIN_PREFIX = 4
 #: how many recent sessions a "did you mean" looks through
 SUGGEST_FROM = 500
 _EXPORT_PAGE = 1_000
-
-
-# ---------------------------------------------------------------------------------------
-# Small public helpers
-# ---------------------------------------------------------------------------------------
-
-
-def parse_cutoff(value: datetime | timedelta | str, what: str = "older_than") -> int:
-    """A point in time, as microseconds since the epoch, from an age or a timestamp.
-
-    An age is a :class:`~datetime.timedelta` or a string such as ``"90d"``, ``"12h"``,
-    ``"30min"``, ``"2w"`` (s, m/min, h, d, w), counted back from now; anything else is an
-    ISO-8601 timestamp or a datetime (naive means UTC).
-
-    >>> parse_cutoff("1970-01-02T00:00:00Z")
-    86400000000
-    """
-    if isinstance(value, timedelta):
-        return now_us() - int(value.total_seconds() * 1_000_000)
-    if isinstance(value, str):
-        written = age(value)
-        if written is not None:
-            return now_us() - int(written.total_seconds() * 1_000_000)
-        try:
-            return to_us(value, what)
-        except InvalidInput:
-            raise InvalidInput(
-                f"{what} {value!r} is neither an age nor a timestamp; use e.g. '90d', '12h', "
-                "'30min' or '2026-05-01T12:00:00Z'."
-            ) from None
-    return to_us(value, what)
-
-
-# ---------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """A session with its size: what ``memlane sessions`` lists.
-
-    ``last_activity`` is when the session last changed (an event recorded, the session
-    ended).
-    """
-
-    session: Session
-    events: int
-    tokens: int
-
-    @property
-    def last_activity(self) -> datetime:
-        return self.session.updated_at
-
-    def to_dict(self) -> dict[str, Any]:
-        data = session_to_dict(self.session)
-        data["last_activity"] = data.pop("updated_at")
-        data["events"] = self.events
-        data["tokens"] = self.tokens
-        return data
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    """What is in a store: counts, size, the embedder behind its vectors, the backlog."""
-
-    path: str
-    size_bytes: int
-    sessions: int
-    events: int
-    sessions_by_status: dict[str, int]
-    events_by_agent: dict[str, dict[str, int]]  # agent -> kind -> count
-    vectors: int
-    pending_embeddings: int
-    embedder_name: str | None  # the embedder that made the stored vectors, if any
-    embedder_dim: int | None
-    migrations: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size_bytes": self.size_bytes,
-            "sessions": self.sessions,
-            "events": self.events,
-            "sessions_by_status": self.sessions_by_status,
-            "events_by_agent": self.events_by_agent,
-            "vectors": self.vectors,
-            "pending_embeddings": self.pending_embeddings,
-            "embedder": {"name": self.embedder_name, "dim": self.embedder_dim},
-            "migrations": self.migrations,
-        }
-
-
-@dataclass(frozen=True)
-class PruneResult:
-    """What :meth:`StoreAdmin.prune` removed (or, with ``dry_run``, would remove).
-
-    Without a kind, whole sessions go (``sessions`` lists them, ``events`` counts their
-    events); with a kind, only events of that kind go and ``sessions`` stays empty
-    (``sessions_touched`` says how many sessions they came from).
-    """
-
-    cutoff: datetime
-    sessions: list[SessionInfo]
-    events: int
-    events_by_kind: dict[str, int]
-    sessions_touched: int
-    dry_run: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cutoff": format_time(self.cutoff),
-            "dry_run": self.dry_run,
-            "sessions": [info.to_dict() for info in self.sessions],
-            "events": self.events,
-            "events_by_kind": self.events_by_kind,
-            "sessions_touched": self.sessions_touched,
-        }
-
-
-# ---------------------------------------------------------------------------------------
-# The admin
-# ---------------------------------------------------------------------------------------
 
 
 class StoreAdmin(PoolAdministration):
@@ -248,6 +123,7 @@ class StoreAdmin(PoolAdministration):
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
         self._storage = self._engine.storage  # the log and its vector index
+        self._pruning = StorePruning(self._storage)
         self.batch_size = batch_size
 
     def close(self) -> None:
@@ -573,6 +449,11 @@ class StoreAdmin(PoolAdministration):
 
     # -- deleting --------------------------------------------------------------------------
 
+    prune = Delegated("_pruning", StorePruning.prune)
+    erase_user = Delegated("_pruning", StorePruning.erase_user)
+    apply_retention = Delegated("_pruning", StorePruning.apply_retention)
+    prune_expired = Delegated("_pruning", StorePruning.prune_expired)
+
     def delete_session(self, session_id: str) -> int:
         """Delete any agent's session with its events, vectors and index rows; return the
         number of events deleted. ``session_id`` may also be its key or a unique prefix of
@@ -582,111 +463,6 @@ class StoreAdmin(PoolAdministration):
             if self._store.owner_of(tx, session_id) is None:
                 raise session_not_found(session_id, agent=None, where=self.db_path)
             return self._storage.delete_session(tx, session_id)
-
-    def prune(
-        self,
-        older_than: datetime | timedelta | str,
-        kind: str | None = None,
-        status: str | None = None,
-        dry_run: bool = False,
-    ) -> PruneResult:
-        """Delete what is older than a cutoff (an age such as ``"90d"``, or a timestamp).
-
-        * Without ``kind``: whole sessions (with their events) whose last activity is older
-          than the cutoff — a session someone still records into is never cut in half.
-        * With ``kind``: only events of that kind created before the cutoff (e.g. bulky
-          ``tool_output``), in sessions of any age; the sessions stay. The goal cannot be
-          pruned this way (prune the session instead).
-
-        ``status`` restricts either form to sessions with that status (e.g. ``completed``).
-        ``dry_run`` reports what would go and deletes nothing. Vector caches of every
-        process rebuild after a prune.
-        """
-        cutoff = parse_cutoff(older_than)
-        status = None if status is None else check_status(status)
-        if kind is not None and validate_kind(kind) == "goal":
-            raise InvalidInput(
-                "Goal events cannot be pruned on their own: a session needs its goal. "
-                "Prune whole sessions (leave out the kind) instead."
-            )
-        # Decided and carried out in one transaction (a dry run: one snapshot): a session
-        # someone records into after the decision is not deleted, and the counts are what
-        # was deleted. The chosen sessions stay locked until the commit (PostgreSQL).
-        with self._store.snapshot() if dry_run else self._store.atomic() as tx:
-            if kind is None:
-                return self._prune_sessions(tx, cutoff, status, dry_run)
-            flt = EventFilter(None, kinds=(kind,), until_us=cutoff, session_status=status)
-            by_kind = self._store.kind_counts(flt, tx)
-            touched = self._store.sessions_touched(flt, tx)
-            count = sum(by_kind.values())
-            if not dry_run and count:
-                self._storage.delete_events(tx, flt)
-            return PruneResult(from_us(cutoff), [], count, by_kind, touched, dry_run)
-
-    def erase_user(
-        self, user_id: str, *, buffer: str | RedisBuffer | None = None
-    ) -> ErasureReceipt:
-        """Erase a user from the whole store: every session of every agent with that
-        ``user_id``, as :meth:`SessionManager.erase_user <memlane.SessionManager.
-        erase_user>` does for one agent (and the copies in ``buffer``, the Redis working
-        buffer the agents use, if given). Safe to run again: it completes an interrupted
-        erasure. Returns the receipt."""
-        user_id = identifier(user_id, "user_id")
-        opened = open_buffer(buffer)
-        try:
-            return erase_user(self._storage, user_id, agent_id=None, buffer=opened)
-        finally:
-            if opened is not None and isinstance(buffer, str):
-                opened.close()
-
-    def apply_retention(self, policy: RetentionPolicy, dry_run: bool = False) -> RetentionResult:
-        """Delete what ``policy`` says the store no longer keeps, in every agent's sessions
-        (``memlane retention``): old whole sessions, or old events of some kinds, less the
-        newest ``keep`` (:mod:`memlane.retention`). Decided and deleted in one
-        transaction; ``dry_run`` counts and deletes nothing."""
-        if not isinstance(policy, RetentionPolicy):
-            raise InvalidInput(f"policy must be a RetentionPolicy, got {type(policy).__name__}.")
-        return apply_retention(self._storage, policy, dry_run=dry_run)
-
-    def prune_expired(self, dry_run: bool = False) -> PruneResult:
-        """Delete the events whose time to live has passed (``record(ttl=...)``), with their
-        vectors and keyword rows, in every agent's sessions; ``cutoff`` is now.
-
-        Reads stopped seeing them when they expired; a manager's background worker sweeps
-        them within about a second too, so this is for stores no worker keeps (``memlane prune
-        --expired`` from cron). ``dry_run`` counts them and deletes nothing.
-        """
-        now = now_us()
-        expired = EventFilter(None, expired_by_us=now)
-        with self._store.snapshot() as tx:
-            by_kind = self._store.kind_counts(expired, tx)
-            touched = self._store.sessions_touched(expired, tx)
-        if not dry_run:
-            by_kind = dict(sorted(self._storage.sweep_expired(now).items()))
-        return PruneResult(from_us(now), [], sum(by_kind.values()), by_kind, touched, dry_run)
-
-    def _prune_sessions(
-        self, tx: Any, cutoff: int, status: str | None, dry_run: bool
-    ) -> PruneResult:
-        found = self._store.sessions(
-            SessionFilter(None, status=status, before_us=cutoff), tx=tx, lock=not dry_run
-        )
-        sizes = self._store.session_sizes([session.id for session in found], tx)
-        doomed = [SessionInfo(session, *sizes[session.id]) for session in found]
-        by_kind = self._store.kind_counts(
-            EventFilter(None, session_status=status, session_before_us=cutoff), tx
-        )
-        if not dry_run:
-            for info in doomed:
-                self._storage.delete_session(tx, info.session.id)
-        return PruneResult(
-            from_us(cutoff),
-            doomed,
-            sum(info.events for info in doomed),
-            by_kind,
-            len(doomed),
-            dry_run,
-        )
 
     # -- projections -----------------------------------------------------------------------
 
