@@ -232,3 +232,34 @@ class PoolConformance:
         assert sorted(outcomes) == ["owner", "refused", "refused", "refused"]
         owners = [g for mgr in agents for g in mgr.pools() if g.access == "owner"]
         assert len(owners) == 1 and owners[0].pool == "contested"
+
+    def test_isolation_between_agents_and_pools(self, make: ManagerFactory) -> None:
+        alice = make("alice")
+        private = alice.start_session("alice private quantum widgets")
+        alice.record_fact(private.id, "the quantum widget secret is 42")
+        pooled = alice.start_session("alice shared quantum widgets", shared_pool="team")
+        alice.record_fact(pooled.id, "quantum widgets ship in March")
+        board = alice.start_session("alice board quantum widgets", shared_pool="board")
+        alice.record_fact(board.id, "quantum widget budget is confidential")
+        bob = make("bob")
+        alice.grant("team", "carol")
+        carol = make("carol", subscribe=["team"])
+        for mode in _MODES:
+            assert bob.search("quantum widget", k=20, mode=mode) == []
+            hits = carol.search("quantum widget", k=20, mode=mode)
+            assert {hit.event.session_id for hit in hits} == {pooled.id}, mode
+            mine = alice.search("quantum widget", k=20, mode=mode)
+            assert {hit.event.session_id for hit in mine} == {private.id, pooled.id, board.id}
+        assert bob.list_sessions() == []
+        assert [s.id for s in carol.list_sessions()] == [pooled.id]
+        for session in (private, pooled, board):
+            with pytest.raises(SessionNotFound):
+                bob.events(session.id)
+            with pytest.raises(SessionNotFound):
+                bob.record_fact(session.id, "bob was here")
+        with pytest.raises(PermissionDenied):
+            carol.record_fact(pooled.id, "carol was here")
+        with pytest.raises(SessionNotFound):
+            carol.restore(private.id, max_tokens=500)
+        assert len(carol.events(pooled.id)) == 2
+        assert carol.restore(pooled.id, max_tokens=500).token_count <= 500
