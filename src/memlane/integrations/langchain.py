@@ -30,19 +30,15 @@ run the synchronous manager in a worker thread: the event loop is never blocked.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
-import json
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
 
 from ..aio import AsyncSessionManager
-from ..errors import InvalidInput, InvalidPayload, SessionNotFound
-from ..events import Event, Hit, is_message_role
+from ..errors import InvalidInput, SessionNotFound
+from ..events import Event, Hit
 from ..manager import SessionManager
 from ..restore.plan import RestoredContext
 from . import require
@@ -60,24 +56,32 @@ from langchain_core.callbacks import (  # noqa: E402
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
 )
-from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.messages import (  # noqa: E402
     AIMessage,
     BaseMessage,
-    ChatMessage,
-    FunctionMessage,
-    HumanMessage,
     RemoveMessage,
     SystemMessage,
-    ToolMessage,
-    message_to_dict,
-    messages_from_dict,
 )
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langgraph.config import get_config  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from pydantic import ConfigDict, Field  # noqa: E402
+
+from ._langchain_history import SessionChatMessageHistory  # noqa: E402
+from ._langchain_messages import (  # noqa: E402
+    MESSAGE_ID,
+    Manager,
+    _add_async,
+    _add_sync,
+    _check_manager,
+    _latest_user_text,
+    _message_id,
+    _off_loop,
+    _sync_of,
+    message_role,
+    message_text,
+)
 
 if TYPE_CHECKING:  # newer than langchain 1.1, which this module needs: annotations only
     from langchain.agents.middleware.types import ExtendedModelResponse
@@ -91,181 +95,12 @@ __all__ = [
     "message_text",
 ]
 
-#: metadata of a recorded message: the LangChain message's id (or a digest when it has none)
-MESSAGE_ID = "lc_message_id"
-_LOSSY = "lc_payload_lossy"  # metadata: the payload had values JSON cannot hold (repr'd)
 _ID_CHUNK = 500  # ids per dedup query
 _KEYS_REMEMBERED = 1024  # sessions whose recorded ids the middleware keeps in memory
 
-Manager = Union[SessionManager, AsyncSessionManager]  # noqa: UP007  (a runtime alias)
 KeyFunction = Callable[[Any, Runtime[Any]], str]
 """``key(state, runtime) -> session key``: e.g. ``lambda state, rt: rt.context.user_id``."""
 T = TypeVar("T")
-
-
-# -- messages <-> events ------------------------------------------------------------------------
-
-
-def message_role(message: BaseMessage) -> str:
-    """The role a LangChain message is recorded with.
-
-    >>> message_role(HumanMessage("hi")), message_role(AIMessage("hello"))
-    ('user', 'assistant')
-    >>> [message_role(ChatMessage(role=r, content="x")) for r in ("developer", "critic", "!")]
-    ['developer', 'langchain:critic', 'langchain:chat']
-    """
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    if isinstance(message, SystemMessage):
-        return "system"
-    if isinstance(message, ToolMessage):
-        return "tool"
-    if isinstance(message, FunctionMessage):
-        return "function"
-    if isinstance(message, ChatMessage):
-        if is_message_role(message.role):
-            return message.role
-        namespaced = f"langchain:{message.role}"
-        return namespaced if is_message_role(namespaced) else "langchain:chat"
-    other = f"langchain:{message.type}"
-    return other if is_message_role(other) else "langchain:message"
-
-
-def message_text(message: BaseMessage) -> str:
-    """The text that is indexed and restored: the message's text, then its tool calls; for
-    a message without either, the kinds of its content blocks.
-
-    >>> message_text(AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Lyon"},
-    ...     "id": "c1"}]))
-    'call weather({"city": "Lyon"})'
-    """
-    parts = [text] if (text := str(message.text)).strip() else []
-    if isinstance(message, AIMessage):
-        for call in message.tool_calls:
-            parts.append(f"call {call['name']}({_dumps(call['args'])})")
-    if not parts:
-        content = message.content
-        kinds = [
-            str(block.get("type", "block")) if isinstance(block, dict) else "text"
-            for block in (content if isinstance(content, list) else [])
-        ]
-        parts.append(f"[{', '.join(kinds)}]" if kinds else f"(empty {message.type} message)")
-    return "\n".join(parts)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
-
-
-def _message_id(message: BaseMessage) -> str:
-    """The message's id, or (rare: agent state gives every message one) a content digest."""
-    if isinstance(message.id, str) and message.id:
-        return message.id
-    digest = hashlib.sha256(_dumps(message_to_dict(message)).encode("utf-8")).hexdigest()
-    return f"sha256:{digest[:32]}"
-
-
-def _metadata(message: BaseMessage, message_id: str | None) -> dict[str, Any]:
-    """What restore's chat view needs (OpenAI-shaped ``tool_calls`` / ``tool_call_id``)."""
-    metadata: dict[str, Any] = {} if message_id is None else {MESSAGE_ID: message_id}
-    if isinstance(message, AIMessage):
-        calls = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": _dumps(call["args"])},
-            }
-            for call in message.tool_calls
-            if call.get("id")
-        ]
-        if calls:
-            metadata["tool_calls"] = calls
-    elif isinstance(message, ToolMessage):
-        metadata["tool_call_id"] = message.tool_call_id
-        if message.name:
-            metadata["tool"] = message.name
-    return metadata
-
-
-def _lossy(payload: Any) -> Any:
-    """``payload`` with what JSON cannot hold (objects, NaN) replaced by text."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return repr(value)
-        if isinstance(value, dict):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        if value is None or isinstance(value, str | int | float | bool):
-            return value
-        return repr(value)
-
-    return clean(payload)
-
-
-def _record_args(
-    message: BaseMessage, message_id: str | None, *, lossy: bool = False
-) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
-    """``(role, content, payload, metadata)`` for ``add_message``."""
-    metadata = _metadata(message, message_id)
-    payload = message_to_dict(message)
-    if lossy:
-        payload, metadata = _lossy(payload), {**metadata, _LOSSY: True}
-    return message_role(message), message_text(message), payload, metadata
-
-
-def _from_event(event: Event) -> BaseMessage:
-    """The LangChain message an event holds: its payload, verbatim, when it is one;
-    otherwise one built from its role and content (messages recorded by other code)."""
-    payload = event.payload
-    if isinstance(payload, dict) and isinstance(payload.get("data"), dict):
-        try:
-            return messages_from_dict([payload])[0]
-        except (ValueError, TypeError, KeyError):
-            pass  # not a LangChain message after all
-    role, meta = event.role or "user", event.metadata
-    if role == "user":
-        return HumanMessage(event.content, id=event.id)
-    if role in ("assistant", "model", "chatbot"):
-        return AIMessage(event.content, id=event.id)
-    if role in ("system", "developer"):
-        return SystemMessage(event.content, id=event.id)
-    if role == "tool" and isinstance(meta.get("tool_call_id"), str):
-        return ToolMessage(event.content, tool_call_id=meta["tool_call_id"], id=event.id)
-    if role == "function":
-        return FunctionMessage(
-            content=event.content, name=str(meta.get("tool", "function")), id=event.id
-        )
-    return ChatMessage(role=role, content=event.content, id=event.id)
-
-
-def _latest_user_text(messages: Sequence[BaseMessage]) -> str | None:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            text = str(message.text)
-            return text if text.strip() else None
-    return None
-
-
-def _sync_of(manager: Manager) -> SessionManager:
-    return manager.sync if isinstance(manager, AsyncSessionManager) else manager
-
-
-def _check_manager(manager: object, who: str) -> Manager:
-    if not isinstance(manager, SessionManager | AsyncSessionManager):
-        raise InvalidInput(
-            f"{who} takes a SessionManager or an AsyncSessionManager, not "
-            f"{type(manager).__name__}: SessionManager(agent_id, db_path=...)."
-        )
-    return manager
-
-
-async def _off_loop(manager: Manager, call: Callable[[SessionManager], T]) -> T:
-    """``call(sync manager)`` in a worker thread (only when no async twin was given)."""
-    return await asyncio.to_thread(call, _sync_of(manager))
 
 
 # -- the agent middleware -----------------------------------------------------------------------
@@ -533,46 +368,6 @@ async def _astored_ids(manager: AsyncSessionManager, key: str, ids: Sequence[str
     return found
 
 
-def _add_sync(
-    manager: SessionManager,
-    key: str,
-    message: BaseMessage,
-    message_id: str | None,
-    *,
-    lossy_ok: bool,
-) -> Event:
-    role, text, payload, metadata = _record_args(message, message_id)
-    try:
-        return manager.add_message(key, role, text, payload=payload, metadata=metadata)
-    except InvalidPayload:
-        if not lossy_ok:
-            raise
-    role, text, payload, metadata = _record_args(message, message_id, lossy=True)
-    return manager.add_message(key, role, text, payload=payload, metadata=metadata)
-
-
-async def _add_async(
-    manager: Manager,
-    key: str,
-    message: BaseMessage,
-    message_id: str | None,
-    *,
-    lossy_ok: bool,
-) -> Event:
-    if not isinstance(manager, AsyncSessionManager):
-        return await _off_loop(
-            manager, lambda m: _add_sync(m, key, message, message_id, lossy_ok=lossy_ok)
-        )
-    role, text, payload, metadata = _record_args(message, message_id)
-    try:
-        return await manager.add_message(key, role, text, payload=payload, metadata=metadata)
-    except InvalidPayload:
-        if not lossy_ok:
-            raise
-    role, text, payload, metadata = _record_args(message, message_id, lossy=True)
-    return await manager.add_message(key, role, text, payload=payload, metadata=metadata)
-
-
 # -- the retriever ------------------------------------------------------------------------------
 
 SearchMode = Literal["hybrid", "semantic", "keyword"]
@@ -667,112 +462,6 @@ def _documents(hits: Sequence[Hit]) -> list[Document]:
             metadata["role"] = event.role
         documents.append(Document(page_content=event.content, metadata=metadata, id=event.id))
     return documents
-
-
-# -- the chat message history -------------------------------------------------------------------
-
-
-class SessionChatMessageHistory(BaseChatMessageHistory):
-    """A LangChain chat message history kept in the session of ``key``, for code written
-    against ``BaseChatMessageHistory`` (``RunnableWithMessageHistory`` and the like).
-
-    LangChain deprecates chat histories (langchain-core 1.6.4, removal in 2.0) in favour of an
-    agent's state and middleware: new code should use :class:`SessionMemoryMiddleware`.
-
-    Each message is one ``message`` event whose payload is ``message_to_dict(message)``,
-    verbatim: :attr:`messages` rebuilds them equal with ``messages_from_dict`` (message events
-    recorded by other code are rebuilt from their role and content). The session is created
-    (with ``goal``) at the first write; reading or clearing a key with no session gives
-    nothing. :meth:`clear` deletes the session's messages and keeps its other events.
-    Messages must be JSON (a ``ToolMessage.artifact`` that is not is refused with
-    :class:`~memlane.InvalidPayload`).
-    """
-
-    def __init__(self, manager: Manager, key: str, *, goal: str | None = None) -> None:
-        super().__init__()
-        self.manager = _check_manager(manager, "SessionChatMessageHistory")
-        if not isinstance(key, str) or not key.strip():
-            raise InvalidInput(f"key must be a non-empty string, got {key!r}.")
-        self.key = key
-        self.goal = goal or f"LangChain chat history {key}"
-
-    # -- sync ---------------------------------------------------------------------------------
-
-    @property
-    def messages(self) -> list[BaseMessage]:
-        """The session's messages, oldest first."""
-        return _read(_sync_of(self.manager), self.key)
-
-    @messages.setter
-    def messages(self, messages: Sequence[BaseMessage]) -> None:
-        self.clear()
-        self.add_messages(messages)
-
-    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        messages = list(messages)
-        if not messages:
-            return
-        _add_all(_sync_of(self.manager), self.key, self.goal, messages)
-
-    def clear(self) -> None:
-        _clear(_sync_of(self.manager), self.key)
-
-    # -- async --------------------------------------------------------------------------------
-
-    async def aget_messages(self) -> list[BaseMessage]:
-        manager = self.manager
-        if not isinstance(manager, AsyncSessionManager):
-            return await _off_loop(manager, lambda m: _read(m, self.key))
-        try:
-            events = await manager.events(self.key, "message")
-        except SessionNotFound:
-            return []
-        return [_from_event(event) for event in events]
-
-    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        messages = list(messages)
-        if not messages:
-            return
-        manager = self.manager
-        if not isinstance(manager, AsyncSessionManager):
-            await _off_loop(manager, lambda m: _add_all(m, self.key, self.goal, messages))
-            return
-        await manager.session_for(self.key, goal=self.goal)
-        for message in messages:
-            await _add_async(
-                manager, self.key, message, _message_id_or_none(message), lossy_ok=False
-            )
-
-    async def aclear(self) -> None:
-        manager = self.manager
-        if not isinstance(manager, AsyncSessionManager):
-            await _off_loop(manager, lambda m: _clear(m, self.key))
-            return
-        with contextlib.suppress(SessionNotFound):
-            await manager.clear_session(self.key, kinds="message")
-
-
-def _message_id_or_none(message: BaseMessage) -> str | None:
-    return message.id if isinstance(message.id, str) and message.id else None
-
-
-def _add_all(manager: SessionManager, key: str, goal: str, messages: Sequence[BaseMessage]) -> None:
-    manager.session_for(key, goal=goal)
-    for message in messages:
-        _add_sync(manager, key, message, _message_id_or_none(message), lossy_ok=False)
-
-
-def _read(manager: SessionManager, key: str) -> list[BaseMessage]:
-    try:
-        events = manager.events(key, "message")
-    except SessionNotFound:
-        return []
-    return [_from_event(event) for event in events]
-
-
-def _clear(manager: SessionManager, key: str) -> None:
-    with contextlib.suppress(SessionNotFound):
-        manager.clear_session(key, kinds="message")
 
 
 def _in_request(newest: Sequence[Event], messages: Sequence[BaseMessage]) -> list[str]:
