@@ -40,7 +40,7 @@ from ..aio import AsyncSessionManager
 from ..errors import InvalidInput, SessionNotFound
 from ..events import Event, Hit
 from ..manager import SessionManager
-from ..restore.plan import RestoredContext
+from ..restore.result import RestoredContext
 from . import require
 
 require("langchain_core", "langchain")

@@ -7,17 +7,11 @@ reads the candidates from the store; ``summaries`` writes the rolling summaries 
 for spans that do not fit.
 """
 
-from .plan import (
-    MESSAGE_OVERHEAD,
-    MIN_USEFUL_TOKENS,
-    PAYLOAD_PREFIX,
-    SUMMARY_SHARE,
-    ReportItem,
-    SectionShare,
-    json_fragments,
-    pack,
-)
+from .chat import MESSAGE_OVERHEAD
+from .packer import MIN_USEFUL_TOKENS, SUMMARY_SHARE, ReportItem, SectionShare
+from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport, rank_score
+from .text import PAYLOAD_PREFIX, json_fragments
 
 __all__ = [
     "MESSAGE_OVERHEAD",

@@ -70,45 +70,27 @@ from ..errors import shown as _shown
 from ..events import Event
 from ..text.shrink import summarize_text
 from ..text.tokens import Tokenizer
-from .chat import MESSAGE_OVERHEAD, chat_turns, message_tokens
+from .chat import chat_turns, message_tokens
 from .packer import (
     MIN_PAYLOAD_SUMMARY,
     MIN_USEFUL_TOKENS,
-    SUMMARY_SHARE,
     TIMELESS,
     UNDATED,
     Block,
     Packer,
     ReportItem,
-    SectionShare,
     chrono,
 )
-from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport, rank_score
+from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport
 from .text import (
-    PAYLOAD_PREFIX,
     TITLES,
     day_stamps,
-    json_fragments,
     opening_line,
     render_block,
     stamp,
 )
 
-__all__ = [
-    "MESSAGE_OVERHEAD",
-    "MIN_USEFUL_TOKENS",
-    "PAYLOAD_PREFIX",
-    "SUMMARY_SHARE",
-    "BudgetShares",
-    "ReportItem",
-    "RestoreCandidates",
-    "RestoreReport",
-    "RestoredContext",
-    "SectionShare",
-    "json_fragments",
-    "pack",
-    "rank_score",
-]
+__all__ = ["ABOUT_SHARE", "GOAL_MIN_TOKENS", "pack"]
 
 #: The opening line (what the text is, whose, since when) is left out when it would take
 #: more than this share of what the goal left: a tiny budget is better spent on events.
