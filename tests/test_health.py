@@ -118,7 +118,7 @@ def test_a_successful_flush_ends_the_workers_failure(
 def test_the_docs_state_the_space_the_wal_may_take() -> None:
     """The WAL may reach the floor before it is truncated (an 8 MB volume filled after ~109
     events in issue 28, D9): the operator's docs say how much, with the code's figure."""
-    from memlane.store.sqlite import WAL_FLOOR_BYTES
+    from memlane.store._sqlite_wal import WAL_FLOOR_BYTES
 
     docs = Path(__file__).resolve().parent.parent / "docs"
     bound = f"max({WAL_FLOOR_BYTES // 2**20} MB, the database's size)"
