@@ -35,11 +35,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any
 
 from ..aio import AsyncSessionManager
-from ..errors import InvalidInput, SessionKeyTaken, SessionManagerError
-from ..events import KINDS, MESSAGE_ROLES
+from ..errors import InvalidInput
 from . import require
 
 require("mcp.server.mcpserver", "mcp")
@@ -48,19 +47,15 @@ import anyio  # noqa: E402  (after the check that names the extra; anyio comes w
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp.types import ToolAnnotations  # noqa: E402
-from pydantic import Field  # noqa: E402
 
-from ._mcp_outputs import (  # noqa: E402
-    EventList,
-    EventOut,
-    SearchHit,
-    SearchResult,
-    SessionList,
-    SessionOut,
-    StartedSession,
-    _call,
-    _event_out,
-    _session_out,
+from ._mcp_outputs import _call  # noqa: E402
+from ._mcp_session_tools import (  # noqa: E402
+    MAX_EVENTS,
+    MAX_HITS,
+    MAX_RESTORE_TOKENS,  # noqa: F401  (still importable from here, as before)
+    MAX_SESSIONS,
+    session_read_tools,
+    session_write_tools,
 )
 from ._mcp_users import user_memory_tools  # noqa: E402
 
@@ -76,12 +71,6 @@ log = logging.getLogger("memlane.mcp")
 
 #: Characters of an event's content (and of its payload's or metadata's JSON) a tool returns.
 DEFAULT_MAX_CHARS = 2_000
-#: ``list_sessions`` / ``get_events`` / ``search_memory`` return at most this many items.
-MAX_SESSIONS = 100
-MAX_EVENTS = 100
-MAX_HITS = 25
-#: The largest ``max_tokens`` restore_context accepts (a sanity bound, not a model limit).
-MAX_RESTORE_TOKENS = 200_000
 
 #: A zero-argument callable that opens the manager the server uses (called when it starts).
 ManagerFactory = Callable[[], AsyncSessionManager]
@@ -99,48 +88,6 @@ _WRITE_TOOLS = (
 )
 #: Every tool the server offers (``read_only=True`` offers the read ones only).
 TOOL_NAMES: tuple[str, ...] = _WRITE_TOOLS + _READ_TOOLS
-
-_T = TypeVar("_T")
-
-# -- parameter types: the JSON schema (types, bounds, descriptions) clients see --------------
-
-SessionRef = Annotated[
-    str,
-    Field(
-        description="The session: its id (from start_session or list_sessions) or the key it "
-        "was started with.",
-        min_length=1,
-    ),
-]
-OptionalSessionRef = Annotated[
-    str | None,
-    Field(description="Only this session (its id or key); omit for all of this agent's sessions."),
-]
-KindsFilter = Annotated[
-    list[str] | None,
-    Field(description="Only events of these kinds (e.g. ['fact', 'decision']); omit for all."),
-]
-Text = Annotated[str, Field(description="The text to store (not empty).")]
-Importance = Annotated[
-    float | None,
-    Field(
-        description="0 to 1; how much restore_context should favour this event (default: "
-        "by kind, e.g. decision 0.8, fact 0.6, message 0.3).",
-        ge=0.0,
-        le=1.0,
-    ),
-]
-Tags = Annotated[list[str] | None, Field(description="Short labels to file the event under.")]
-Metadata = Annotated[
-    dict[str, Any] | None,
-    Field(description="Small JSON object stored with the item (filterable, e.g. {'tool': 'x'})."),
-]
-JsonValue = Annotated[
-    Any, Field(description="Any JSON value (text, number, object, list); stored verbatim.")
-]
-FinalStatus = Literal["completed", "failed", "abandoned"]
-SessionStatus = Literal["active", "completed", "failed", "abandoned"]
-SearchModeParam = Literal["hybrid", "semantic", "keyword"]
 
 # -- the server ------------------------------------------------------------------------------
 
@@ -255,211 +202,25 @@ def build_server(
         read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
 
-    # -- read tools ----------------------------------------------------------------------
-
-    async def list_sessions(
-        status: Annotated[
-            SessionStatus | None, Field(description="Only sessions with this status.")
-        ] = None,
-        limit: Annotated[int, Field(description="At most this many.", ge=1, le=MAX_SESSIONS)] = 20,
-    ) -> SessionList:
-        mgr = memory.get()
-        found = await _call(mgr.list_sessions(status, limit=limit + 1))
-        return SessionList(
-            sessions=[SessionOut(**_session_out(s, cap)) for s in found[:limit]],
-            more=len(found) > limit,
-        )
-
-    async def search_memory(
-        query: Annotated[str, Field(description="What to look for, in plain words.")],
-        k: Annotated[int, Field(description="At most this many hits.", ge=1, le=MAX_HITS)] = 5,
-        mode: Annotated[
-            SearchModeParam,
-            Field(
-                description="hybrid (meaning and keywords, best in general), semantic "
-                "(meaning only) or keyword (exact words)."
-            ),
-        ] = "hybrid",
-        session_id: OptionalSessionRef = None,
-        kinds: KindsFilter = None,
-    ) -> SearchResult:
-        mgr = memory.get()
-        hits = await _call(mgr.search(query, k, mode=mode, session_id=session_id, kinds=kinds))
-        return SearchResult(
-            hits=[SearchHit(score=hit.score, event=_event_out(hit.event, cap)) for hit in hits]
-        )
-
-    async def restore_context(
-        session_id: SessionRef,
-        max_tokens: Annotated[
-            int,
-            Field(
-                description="The token budget the returned text never exceeds (e.g. 2000).",
-                ge=1,
-                le=MAX_RESTORE_TOKENS,
-            ),
-        ],
-        query: Annotated[
-            str | None,
-            Field(
-                description="What the next turn is about, to pull in the relevant history "
-                "(default: the goal and the pending steps)."
-            ),
-        ] = None,
-        other_sessions: Annotated[
-            bool, Field(description="Also draw relevant history from the agent's other sessions.")
-        ] = False,
-    ) -> str:
-        mgr = memory.get()
-        context = await _call(
-            mgr.restore(session_id, max_tokens, query, other_sessions=other_sessions)
-        )
-        return context.text
-
-    async def get_events(
-        session_id: SessionRef,
-        kinds: KindsFilter = None,
-        limit: Annotated[
-            int,
-            Field(description="How many of the newest events to return.", ge=1, le=MAX_EVENTS),
-        ] = 20,
-    ) -> EventList:
-        mgr = memory.get()
-        newest = await _call(mgr.events(session_id, kinds, limit=limit + 1, newest_first=True))
-        return EventList(
-            events=[_event_out(e, cap) for e in reversed(newest[:limit])],
-            more=len(newest) > limit,
-        )
-
-    # -- write tools ---------------------------------------------------------------------
-
-    async def start_session(
-        goal: Annotated[str, Field(description="What the session is for, in a sentence.")],
-        key: Annotated[
-            str | None,
-            Field(
-                description="Your own name for the session (a conversation or task id), "
-                "usable as session_id. If a session of this agent already has the key, that "
-                "session is returned (created: false) instead of a new one."
-            ),
-        ] = None,
-        user_id: Annotated[str | None, Field(description="The user the session is for.")] = None,
-        metadata: Metadata = None,
-    ) -> StartedSession:
-        mgr = memory.get()
-        try:
-            session = await mgr.start_session(goal, user_id, metadata, key=key)
-            created = True
-        except SessionKeyTaken:
-            session = await _call(mgr.get_session(key or ""))
-            created = False
-        except SessionManagerError as exc:
-            raise ToolError(str(exc)) from exc
-        return StartedSession(**_session_out(session, cap), created=created)
-
-    async def end_session(
-        session_id: SessionRef,
-        status: Annotated[
-            FinalStatus,
-            Field(description="How it ended; the session then takes no new events."),
-        ] = "completed",
-    ) -> SessionOut:
-        mgr = memory.get()
-        return SessionOut(**_session_out(await _call(mgr.end_session(session_id, status)), cap))
-
-    async def record(
-        session_id: SessionRef,
-        kind: Annotated[
-            str,
-            Field(
-                description=f"One of {', '.join(sorted(KINDS - {'goal', 'summary'}))}, or a "
-                "namespaced custom kind such as 'custom:plan'."
-            ),
-        ],
-        content: Text,
-        importance: Importance = None,
-        tags: Tags = None,
-        metadata: Metadata = None,
-        ttl_seconds: Annotated[
-            float | None,
-            Field(
-                description="Short-term memory: forget the event this many seconds from now "
-                "(not for goals or pending steps). Leave out to keep it."
-            ),
-        ] = None,
-    ) -> EventOut:
-        mgr = memory.get()
-        event = await _call(
-            mgr.record(
-                session_id,
-                kind,
-                content,
-                importance=importance,
-                tags=tags,
-                metadata=metadata,
-                ttl=ttl_seconds,
-            )
-        )
-        return _event_out(event, cap)
-
-    async def record_step(
-        session_id: SessionRef,
-        step: Annotated[str, Field(description="What was done, in a sentence.")],
-        result: JsonValue = None,
-        tool: Annotated[str | None, Field(description="The tool that did it, if any.")] = None,
-    ) -> EventOut:
-        mgr = memory.get()
-        event = await _call(mgr.record_step(session_id, step, result, tool))
-        return _event_out(event, cap)
-
-    async def add_message(
-        session_id: SessionRef,
-        role: Annotated[
-            str,
-            Field(
-                description=f"One of {', '.join(MESSAGE_ROLES)}, or a namespaced role such as "
-                "'crew:critic'."
-            ),
-        ],
-        content: Text,
-    ) -> EventOut:
-        mgr = memory.get()
-        return _event_out(await _call(mgr.add_message(session_id, role, content)), cap)
-
-    async def add_pending(
-        session_id: SessionRef,
-        text: Annotated[str, Field(description="The step still to do.")],
-    ) -> EventOut:
-        mgr = memory.get()
-        return _event_out(await _call(mgr.add_pending(session_id, text)), cap)
-
-    async def complete_pending(
-        pending_id: Annotated[
-            str, Field(description="The pending step's id (add_pending's result id).")
-        ],
-        result: JsonValue = None,
-    ) -> EventOut:
-        mgr = memory.get()
-        return _event_out(await _call(mgr.complete_pending(pending_id, result)), cap)
-
+    session = {**session_read_tools(memory.get, cap), **session_write_tools(memory.get, cap)}
     user_facts, remember = user_memory_tools(memory.get, _call, cap)
     tools: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (
-            list_sessions,
+            session["list_sessions"],
             "List sessions",
             "List this agent's sessions, most recently active first (at most "
             f"{MAX_SESSIONS}).{cut_note}",
             read,
         ),
         (
-            search_memory,
+            session["search_memory"],
             "Search memory",
             "Find past events (facts, decisions, steps, messages, ...) of this agent by "
             f"meaning and keywords, best first (at most {MAX_HITS} hits).{cut_note}",
             read,
         ),
         (
-            restore_context,
+            session["restore_context"],
             "Restore context",
             "Rebuild a session's context as text within max_tokens: the goal, open pending "
             "steps, important events and unresolved errors, a summary of older history, the "
@@ -468,7 +229,7 @@ def build_server(
             read,
         ),
         (
-            get_events,
+            session["get_events"],
             "Get events",
             "A session's newest events (optionally of some kinds), returned oldest first "
             f"(at most {MAX_EVENTS}).{cut_note}",
@@ -486,21 +247,21 @@ def build_server(
     if not read_only:
         tools[:0] = [
             (
-                start_session,
+                session["start_session"],
                 "Start a session",
                 "Start a session of this agent towards a goal (recorded as its first event) "
                 "and return it; with a key already in use, return that session instead.",
                 add,
             ),
             (
-                end_session,
+                session["end_session"],
                 "End a session",
                 "End a session as completed, failed or abandoned; it then takes no new "
                 "events (ending it again with the same status changes nothing).",
                 settle,
             ),
             (
-                record,
+                session["record"],
                 "Record an event",
                 "Append an event to an active session's log: a fact learned, a decision "
                 "taken, an error met, a tool output, ... Returns the stored event."
@@ -508,27 +269,27 @@ def build_server(
                 add,
             ),
             (
-                record_step,
+                session["record_step"],
                 "Record a step",
                 "Record a completed step, with the tool that did it and its result (any "
                 f"JSON).{cut_note}",
                 add,
             ),
             (
-                add_message,
+                session["add_message"],
                 "Add a message",
                 f"Record one conversation turn (user, assistant, tool, ...).{cut_note}",
                 add,
             ),
             (
-                add_pending,
+                session["add_pending"],
                 "Add a pending step",
                 "Note a step still to do; restore_context always shows open pending steps. "
                 "Returns the pending event: its id is the pending_id for complete_pending.",
                 add,
             ),
             (
-                complete_pending,
+                session["complete_pending"],
                 "Complete a pending step",
                 "Mark an open pending step done and record the step that did it (with an "
                 "optional result); returns that step.",

@@ -1,7 +1,8 @@
 """The long-event part of the conformance suite: on every backend, events past each size at
 which the library changes how it stores or indexes an event — plain text and JSON tool
 outputs — are recorded, embedded, searched and reindexed, and the events around them can
-still be recorded, embedded, deleted and expired, with ``health()`` staying ok.
+still be recorded, embedded, deleted and expired, with ``health()`` staying ok; and a large
+event's exact token count, preview and keyword text are the worker's, never the caller's.
 
 The sizes are the library's own thresholds, read from where they are defined:
 
@@ -31,6 +32,7 @@ from ..embed import DEFAULT_MAX_CHARS
 from ..events import Event
 from ..manager import SessionManager
 from ..text.shrink import PREVIEW_THRESHOLD
+from ..write.reads import SearchMode
 
 __all__ = ["LONG_EVENT_SIZES", "LongEventConformance"]
 
@@ -166,3 +168,39 @@ class LongEventConformance:
             assert found[:1] == [case.long.id], (case.label, found)
             found = [hit.event.id for hit in mgr.search(case.marker, k=3, mode="hybrid")]
             assert case.long.id in found, (case.label, found)
+
+    def test_large_events_are_digested_off_the_callers_path(self, make: ManagerFactory) -> None:
+        """A large event's exact token count, preview and keyword text are the worker's
+        (``flush`` here); the caller's counter never sees its megabytes. A value deep in a
+        3,000-row output is found by keyword and hybrid search, before and after; a message
+        of a megabyte of distinct words (past PostgreSQL's 1 MB tsvector) records."""
+        seen: list[int] = []
+
+        def counter(text: str) -> int:
+            seen.append(len(text))
+            return len(text) // 4
+
+        mgr = make(model=counter)
+        session = mgr.start_session("nightly checks")
+        rows = [{"id": i, "status": "ok", "host": f"db-{i % 7}"} for i in range(3_000)]
+        rows[2_500]["status"] = "CRITICAL disk full on /var/lib/postgres"
+        seen.clear()
+        output = mgr.record_tool_output(session.id, {"rows": rows}, tool="df")
+        words = " ".join(f"w{i:07d}" for i in range(120_000))  # ~1 MB, every word new
+        message = mgr.add_message(session.id, "tool", words)
+        assert max(seen, default=0) <= 32_768  # nothing large counted on the caller's path
+        assert output.payload == {"rows": rows}
+        # Before the worker: the in-memory keyword ranking reads the rows themselves.
+        assert mgr.search("w0000042", 3, mode="keyword")[0].event.id == message.id
+        wordy: tuple[SearchMode, ...] = ("keyword", "hybrid")
+        for mode in wordy:
+            assert mgr.search("disk full postgres", 3, mode=mode)[0].event.id == output.id
+        mgr.flush()
+        assert max(seen) > 100_000  # the worker counted the payload
+        exact = len(output.content) // 4 + len(dumps({"rows": rows})) // 4
+        assert mgr.get_event(output.id).token_count == exact
+        assert mgr.get_event(message.id).token_count == len(words) // 4
+        for mode in wordy:
+            assert mgr.search("disk full postgres", 3, mode=mode)[0].event.id == output.id
+        assert mgr.search("w0000042", 3, mode="keyword")[0].event.id == message.id
+        assert "disk full" in mgr.restore(session.id, max_tokens=2_000, query="disk full").text
