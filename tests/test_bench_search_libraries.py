@@ -14,7 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "search_libraries.py"
 
 def test_the_library_bench_scores_exact_search_as_exact() -> None:
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--events", "400", "--queries", "8"],
+        [sys.executable, str(SCRIPT), "--events", "400", "--queries", "8", "--vectors", "random"],
         capture_output=True,
         text=True,
         timeout=600,
