@@ -33,7 +33,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -41,12 +40,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import Stemmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,6 +56,7 @@ from search_library_adapters import (
     Library,
     Query,
     Scope,
+    Vector,
     folder_mb,
     keyword_libraries,
     missing_modules,
@@ -69,11 +71,11 @@ from memlane.embed import load_embedder
 # private import of this bench is here, the new path first.
 try:
     from memlane.ranking.keyword.cache import KeywordCache
-    from memlane.ranking.keyword.terms import Words, query_words, tokens
+    from memlane.ranking.keyword.terms import query_words, tokens
     from memlane.ranking.partition_rows import RowQuery
     from memlane.ranking.vectors.cache import VectorCache
 except ImportError:  # before the move
-    from memlane.store._keyword import Words, query_words, tokens  # type: ignore[no-redef]
+    from memlane.store._keyword import query_words, tokens  # type: ignore[no-redef]
     from memlane.store._keyword_cache import KeywordCache  # type: ignore[no-redef]
     from memlane.store._partition_rows import RowQuery  # type: ignore[no-redef]
     from memlane.store._vector_cache import VectorCache  # type: ignore[no-redef]
@@ -162,30 +164,69 @@ class Store:
         )
         return store
 
-    def save_light(self, workdir: Path) -> None:
-        names = {"path": str(self.path), "agent": self.agent, "partition": self.partition}
-        (workdir / "store.json").write_text(json.dumps({**names, "sessions": self.session_ids}))
+    @classmethod
+    def synthetic(cls, n: int, sample: Vector, session_events: int = 10_000) -> Store:
+        """bench/perf.py's store of ``n`` events generated in memory, for the engines and the
+        libraries only (its write path takes 1.5 h+ at 1M on this shared machine): the same
+        texts, sessions and replayed vectors as ``build_store`` makes, but the big session's
+        events all plain texts (there, some are steps and tool outputs) and no pending
+        steps."""
+        from perf import agent_texts
+
+        store = cls()
+        texts = agent_texts(n, seed=2)
+        sides = max(1, (n - session_events) // 500)
+        goals = ["Survey 2026 sparse attention methods and report the best"]
+        goals += [f"side task {s}" for s in range(sides)]
+        # insertion order: the big session's goal and events, the side goals, their events
+        rows = [(0, goals[0])] + [(0, texts[i]) for i in range(session_events)]
+        rows += [(1 + s, goals[1 + s]) for s in range(sides)]
+        rows += [(1 + i % sides, texts[i]) for i in range(session_events, n)]
+        store.path, store.agent, store.partition = None, "bench", "bench"
+        store.session_ids = [f"session-{s:06d}" for s in range(1 + sides)]
+        seqs = np.arange(1, len(rows) + 1, dtype=np.int64)
+        sessions = np.asarray([session for session, _ in rows], np.int32)
+        all_texts = [text for _, text in rows]
+        store.kinds = ["fact"] * len(rows)
+        store.times = 1_780_000_000_000_000 + seqs * 1000  # a millisecond apart
+        store.keyword = Corpus(seqs, sessions, texts=all_texts)
+        # bench/perf.py's ReplayEmbedder: a sample vector picked by the text's crc32
+        picks = [zlib.crc32(text.encode()) % len(sample) for text in all_texts]
+        store.vector = Corpus(seqs, sessions, vectors=sample[picks])
+        return store
+
+    def save(self, workdir: Path) -> None:
+        """Everything a child process needs (it reads no SQLite: faster, and the same for a
+        synthetic workload)."""
+        names = {"path": self.path and str(self.path), "agent": self.agent}
+        names.update({"partition": self.partition, "sessions": self.session_ids})
+        (workdir / "store.json").write_text(json.dumps(names))
         np.savez(
             workdir / "store.npz",
             keyword_seqs=self.keyword.seqs,
             keyword_sessions=self.keyword.sessions,
             vector_seqs=self.vector.seqs,
             vector_sessions=self.vector.sessions,
+            times=self.times,
         )
+        (workdir / "texts.json").write_text(json.dumps([self.keyword.texts, self.kinds]))
+        np.save(workdir / "vectors.npy", self.vector.vectors)
 
     @classmethod
-    def light(cls, workdir: Path) -> Store:
+    def load(cls, workdir: Path, *, full: bool) -> Store:
+        """What :meth:`save` wrote; texts and vectors only if ``full``."""
         store = cls()
         names = json.loads((workdir / "store.json").read_text())
-        store.path, store.agent, store.partition = (
-            Path(names["path"]),
-            names["agent"],
-            names["partition"],
-        )
+        store.path = names["path"] and Path(names["path"])
+        store.agent, store.partition = names["agent"], names["partition"]
         store.session_ids = names["sessions"]
         arrays = np.load(workdir / "store.npz")
+        store.times = arrays["times"]
         store.keyword = Corpus(arrays["keyword_seqs"], arrays["keyword_sessions"])
         store.vector = Corpus(arrays["vector_seqs"], arrays["vector_sessions"])
+        if full:
+            store.keyword.texts, store.kinds = json.loads((workdir / "texts.json").read_text())
+            store.vector.vectors = np.load(workdir / "vectors.npy")
         return store
 
     def scopes(self) -> dict[str, Scope]:
@@ -213,11 +254,12 @@ def make_queries(texts: dict[str, list[str]], embed: Callable[[list[str]], Any])
 
 def memlane_tokens(text: str) -> list[str]:
     """memlane's keyword tokens: FTS5's unicode61 split, folded, Porter-stemmed (given to
-    bm25s so that it differs from memlane by its BM25 only)."""
-    return _WORDS.stems_of(_WORDS.ids(tokens(text)))
+    bm25s so that it differs from memlane by its BM25 only). ``Words`` stems with the same
+    PyStemmer; its term ids are what the engine keeps, not needed here."""
+    return list(_STEMMER.stemWords(tokens(text)))
 
 
-_WORDS = Words()
+_STEMMER = Stemmer.Stemmer("porter")
 
 
 # -- memlane behind the same interface ----------------------------------------------------------
@@ -412,10 +454,12 @@ def _append_texts(n: int) -> list[str]:
 # -- measuring -----------------------------------------------------------------------------
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory now (``VmHWM``: at its highest). Not ``ru_maxrss``:
+    Linux carries it across exec, so a child started by a big parent reports the parent's."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -472,33 +516,71 @@ def measure(
             "results": results,
         }
     out["rss_added_mb"] = rss_mb() - before
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = rss_mb("VmHWM")
     return out
 
 
 # -- exactness -------------------------------------------------------------------------------
 
 
-def exact_scores(corpus: Corpus, query: Query, scope: Scope) -> dict[int, float]:
-    """Every in-scope row's exact cosine, by seq (numpy float32; vectors are L2-normalised)."""
-    assert corpus.vectors is not None
-    rows = np.arange(len(corpus.seqs))
-    if scope.session is not None:
-        rows = np.flatnonzero(corpus.sessions == scope.session)
-    scores = corpus.vectors[rows] @ query.vector
-    return dict(zip(corpus.seqs[rows].tolist(), scores.tolist(), strict=True))
+class ExactVectors:
+    """The exact reference: float32 cosine by numpy over every in-scope row (the vectors are
+    L2-normalised). Each query's cut — the k-th best score — is computed once and kept, for
+    all the systems measured."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        assert corpus.vectors is not None
+        self.corpus, self.vectors = corpus, corpus.vectors
+        self._rows: dict[int | None, npt.NDArray[np.intp]] = {}
+        self._cuts: dict[tuple[str, int | None], tuple[float, int]] = {}
+
+    def rows(self, scope: Scope) -> npt.NDArray[np.intp]:
+        if scope.session not in self._rows:
+            every = np.arange(len(self.corpus.seqs))
+            self._rows[scope.session] = (
+                every if scope.session is None else every[self.corpus.sessions == scope.session]
+            )
+        return self._rows[scope.session]
+
+    def cut(self, query: Query, scope: Scope, k: int = K) -> tuple[float, int]:
+        """``(the exact k-th best score, how many results there should be)``."""
+        key = (query.text, scope.session)
+        if key not in self._cuts:
+            rows = self.rows(scope)
+            wanted = min(k, len(rows))
+            scores = self.vectors[rows] @ query.vector
+            kth = float(np.partition(scores, len(scores) - wanted)[-wanted]) if wanted else 0.0
+            self._cuts[key] = (kth, wanted)
+        return self._cuts[key]
+
+    def scores(self, seqs: Sequence[int], query: Query, scope: Scope) -> list[float]:
+        """The exact score of each of ``seqs``; -inf for a row not in the scope."""
+        at = np.searchsorted(self.corpus.seqs, np.asarray(seqs, np.int64))
+        inside = set(self.rows(scope).tolist()) if scope.session is not None else None
+        out = []
+        for seq, row in zip(seqs, at.tolist(), strict=True):
+            known = row < len(self.corpus.seqs) and self.corpus.seqs[row] == seq
+            if not known or (inside is not None and row not in inside):
+                out.append(-math.inf)
+            else:
+                out.append(float(self.vectors[row] @ query.vector))
+        return out
+
+    def recall(self, found: Sequence[int], query: Query, scope: Scope, k: int = K) -> float:
+        distinct = list(dict.fromkeys(found[:k]))
+        kth, wanted = self.cut(query, scope, k)
+        return vector_recall(self.scores(distinct, query, scope), kth, wanted)
 
 
-def vector_recall(found: Sequence[int], scores: dict[int, float], k: int = K) -> float:
-    """Share of the exact top ``k`` that ``found`` holds, ties counted: a result counts when
-    its exact score reaches the exact k-th best (minus float32 rounding). A row out of scope
-    or repeated counts nothing."""
-    wanted = min(k, len(scores))
+def vector_recall(found_scores: Sequence[float], kth: float, wanted: int) -> float:
+    """Share of the exact top ``wanted`` that results of these exact scores (distinct rows)
+    hold, ties counted: a result counts when its exact score reaches the exact k-th best
+    ``kth`` (less float32 rounding). The replayed vectors repeat, so the exact top 10 is
+    often one of many equal sets."""
     if not wanted:
         return 1.0
-    kth = np.sort(np.fromiter(scores.values(), np.float64))[-wanted]
-    good = {seq for seq in found[:k] if scores.get(seq, -math.inf) >= kth - 1e-5}
-    return min(len(good), wanted) / wanted
+    good = sum(score >= kth - 1e-5 for score in found_scores)
+    return min(good, wanted) / wanted
 
 
 def overlap(found: Sequence[int], reference: Sequence[int], k: int = K) -> float:
@@ -536,7 +618,7 @@ def exactness(
     measured: dict[str, Any],
     queries: dict[str, list[Query]],
     scopes: dict[str, Scope],
-    corpus: Corpus,
+    exact: ExactVectors | None,
     keyword_refs: dict[str, list[list[int]]] | None,
 ) -> dict[str, float]:
     """Mean recall (vectors) or overlap and nDCG (keywords) per (set, scope), and overall."""
@@ -545,8 +627,9 @@ def exactness(
         label = f"{scope}/{name}"
         results = measured[label]["results"]
         if kind == "vector":
+            assert exact is not None
             values = [
-                vector_recall(found, exact_scores(corpus, query, scopes[scope]))
+                exact.recall(found, query, scopes[scope])
                 for found, query in zip(results, queries[name], strict=True)
             ]
             out[label] = float(np.mean(values))
@@ -570,12 +653,13 @@ def exactness(
 def systems(store: Store, embedder: Any) -> list[Library]:
     """Every system, keyword ones first (memlane's engine first: its ranking is the keyword
     reference)."""
+    managed = store.path is not None  # (a generated workload has no store to open)
     return [
         MemlaneEngine(store, "keyword"),
-        MemlaneManager(store, "keyword", embedder),
+        *([MemlaneManager(store, "keyword", embedder)] if managed else []),
         *keyword_libraries(memlane_tokens),
         MemlaneEngine(store, "vector"),
-        MemlaneManager(store, "vector", embedder),
+        *([MemlaneManager(store, "vector", embedder)] if managed else []),
         *vector_libraries(),
     ]
 
@@ -635,11 +719,7 @@ def child(workdir: Path, name: str, phase: str, reps: int) -> dict[str, Any]:
     reports the time and size; ``query`` opens it and measures (:func:`measure`)."""
     queries, fingerprint, model = load_queries(workdir)
     full = phase == "build" or name.endswith("memlane engine")
-    store = (
-        Store.read(Path(json.loads((workdir / "store.json").read_text())["path"]))
-        if full
-        else Store.light(workdir)
-    )
+    store = Store.load(workdir, full=full)
     embedder = QueryVectors(queries, fingerprint, model)
     lib = next(lib for lib in systems(store, embedder) if label(lib) == name)
     corpus = store.keyword if lib.kind == "keyword" else store.vector
@@ -666,7 +746,7 @@ def child(workdir: Path, name: str, phase: str, reps: int) -> dict[str, Any]:
         return out
     rows = appended_rows(corpus, queries)
     if lib.name == "bm25s":  # (it rebuilds from every text)
-        lib.texts = Store.read(store.path).keyword.texts  # type: ignore[attr-defined]
+        lib.texts = Store.load(workdir, full=True).keyword.texts  # type: ignore[attr-defined]
     started = time.perf_counter()
     out["append_note"] = lib.append(folder, rows)
     out["append_s"] = time.perf_counter() - started
@@ -749,6 +829,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("store", type=Path, nargs="?")
     parser.add_argument("--build", type=int, help="first build the store, of this many events")
+    parser.add_argument(
+        "--synthetic", type=int, help="no store: generate this many events (engines, libraries)"
+    )
     parser.add_argument("--only", action="append", help="systems whose label contains this")
     parser.add_argument("--reps", type=int, default=3, help="timed passes over each query set")
     parser.add_argument("--workdir", type=Path, help="where the indexes go (default: a temp dir)")
@@ -768,6 +851,8 @@ def main() -> None:
             "`pip install -e '.[bench-libraries]'`.",
             file=sys.stderr,
         )
+    if (args.store is None) == (args.synthetic is None):
+        parser.error("name a STORE or --synthetic N")
     if args.build:
         from search_scale import build
 
@@ -781,10 +866,17 @@ def compare(args: Any, missing: list[str]) -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memlane-libs-"))
     workdir.mkdir(parents=True, exist_ok=True)
     model = MiniLMEmbedder()
-    remove_appended(args.store, model)  # (what a failed run may have left)
-    print(f"reading {args.store} ...", file=sys.stderr, flush=True)
-    store = Store.read(args.store.resolve())
-    store.save_light(workdir)
+    if args.store is not None:
+        remove_appended(args.store, model)  # (what a failed run may have left)
+        print(f"reading {args.store} ...", file=sys.stderr, flush=True)
+        store = Store.read(args.store.resolve())
+    else:
+        from perf import agent_texts
+
+        print(f"generating {args.synthetic:,} events ...", file=sys.stderr, flush=True)
+        sample = load_embedder(model).embed(agent_texts(2_000, seed=4))
+        store = Store.synthetic(args.synthetic, sample)
+    store.save(workdir)
     scopes = store.scopes()
     (workdir / "scopes.json").write_text(
         json.dumps({name: [s.name, s.session, s.session_id] for name, s in scopes.items()})
@@ -796,7 +888,7 @@ def compare(args: Any, missing: list[str]) -> None:
     if args.only:
         installed = [lib for lib in installed if any(o in label(lib) for o in args.only)]
     results: dict[str, dict[str, Any]] = {}
-    refs = None
+    refs, exact = None, None
     for lib in installed:
         print(f"[{label(lib)}] build ...", file=sys.stderr, flush=True)
         row = run_child(workdir, lib, "build", args.reps)
@@ -806,16 +898,20 @@ def compare(args: Any, missing: list[str]) -> None:
         refs = row.pop("references", refs)
         if lib.kind == "keyword" and refs is None:
             continue  # (no reference: memlane's engine was left out)
-        corpus = store.keyword if lib.kind == "keyword" else store.vector
-        row["exactness"] = exactness(lib.kind, row, queries, scopes, corpus, refs)
+        if lib.kind == "vector" and exact is None:
+            exact = ExactVectors(store.vector)
+        row["exactness"] = exactness(lib.kind, row, queries, scopes, exact, refs)
         results[label(lib)] = row
         print(
             json.dumps({k: v for k, v in row.items() if not isinstance(v, dict)}), file=sys.stderr
         )
     libs = {label(lib): lib for lib in installed}
+    where = "generated in memory" if store.path is None else f"{store.path}"
+    if store.path is not None:
+        where += f", {store.path.stat().st_size / 1e6:.0f} MB"
     print(
-        f"\n{len(store.keyword.seqs):,} events ({len(store.vector.seqs):,} vectors), k = {K}, "
-        f"{os.cpu_count()} cores, store {args.store.stat().st_size / 1e6:.0f} MB\n"
+        f"\n{len(store.keyword.seqs):,} events ({len(store.vector.seqs):,} vectors; {where}), "
+        f"k = {K}, {os.cpu_count()} cores\n"
     )
     for kind in ("keyword", "vector"):
         if any(name.startswith(kind) for name in results):

@@ -56,9 +56,9 @@ def measured(lib: Library, tiny: Any, folder_name: str) -> dict[str, Any]:
 
 def exactness(lib: Library, tiny: Any, refs: Any = None) -> dict[str, float]:
     store, queries, _ = tiny
-    corpus = store.keyword if lib.kind == "keyword" else store.vector
     found = measured(lib, tiny, bench.slug(lib))
-    return bench.exactness(lib.kind, found, queries, store.scopes(), corpus, refs)
+    exact = bench.ExactVectors(store.vector)
+    return bench.exactness(lib.kind, found, queries, store.scopes(), exact, refs)
 
 
 def keyword_refs(tiny: Any) -> dict[str, list[list[int]]]:
@@ -84,6 +84,27 @@ class Reversed(Library):
         return self.inner.search(query, scope, 10_000)[::-1][:k]
 
 
+def test_a_store_is_saved_for_the_measuring_processes(tiny: Any, tmp_path: Path) -> None:
+    store = tiny[0]
+    store.save(tmp_path)
+    light, full = bench.Store.load(tmp_path, full=False), bench.Store.load(tmp_path, full=True)
+    assert light.keyword.texts is None and light.path == store.path
+    assert full.keyword.texts == store.keyword.texts
+    assert (full.vector.vectors == store.vector.vectors).all()
+    assert (full.vector.seqs == store.vector.seqs).all() and full.scopes() == store.scopes()
+
+
+def test_a_generated_workload_has_the_stores_shape() -> None:
+    sample = load_embedder(HashEmbedder()).embed([f"sample {i}" for i in range(20)])
+    store = bench.Store.synthetic(2_000, sample, session_events=1_000)
+    scopes = store.scopes()
+    assert store.path is None and len(store.keyword.seqs) == 2_000 + 3  # + three goals
+    assert scopes["big session"].name == "session (1001 events)"
+    assert scopes["session"].name == "session (501 events)"  # (two side sessions)
+    assert store.vector.vectors is not None and len(store.vector.vectors) == 2_003
+    assert all(lib.name != "memlane (SessionManager)" for lib in bench.systems(store, None))
+
+
 def test_scopes_are_the_agent_a_side_session_and_the_big_one(tiny: Any) -> None:
     scopes = tiny[0].scopes()
     assert scopes["agent"].session is None
@@ -91,12 +112,19 @@ def test_scopes_are_the_agent_a_side_session_and_the_big_one(tiny: Any) -> None:
     assert scopes["big session"].name == "session (151 events)"
 
 
-def test_vector_recall_counts_ties_and_nothing_out_of_scope() -> None:
-    scores = {1: 0.9, 2: 0.8, 3: 0.8, 4: 0.1}
-    assert bench.vector_recall([1, 3], scores, k=2) == 1.0  # 3 ties with 2, the 2nd best
-    assert bench.vector_recall([1, 4], scores, k=2) == 0.5
-    assert bench.vector_recall([1, 99], scores, k=2) == 0.5  # 99: out of scope
-    assert bench.vector_recall([1, 1], scores, k=2) == 0.5  # a repeat counts once
+def test_vector_recall_counts_ties_and_nothing_out_of_scope(tiny: Any) -> None:
+    assert bench.vector_recall([0.9, 0.8], kth=0.8, wanted=2) == 1.0  # 0.8: tied with the 2nd
+    assert bench.vector_recall([0.9, 0.1], kth=0.8, wanted=2) == 0.5
+    assert bench.vector_recall([], kth=0.0, wanted=0) == 1.0  # an empty scope
+    store, queries, _ = tiny
+    exact, query, scopes = bench.ExactVectors(store.vector), queries["short"][0], store.scopes()
+    best = bench.vector_libraries()[0]  # numpy exact, in memory
+    best.corpus, best.matrix = store.vector, store.vector.vectors
+    found = best.search(query, scopes["session"], 10)
+    assert exact.recall(found, query, scopes["session"]) == 1.0
+    assert exact.recall(found[:1] * 10, query, scopes["session"]) == 0.1  # a repeat counts once
+    outside = store.vector.seqs[store.vector.sessions != scopes["session"].session][:10]
+    assert exact.recall(outside.tolist(), query, scopes["session"]) == 0.0
 
 
 def test_overlap_and_ndcg() -> None:
