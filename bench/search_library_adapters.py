@@ -19,8 +19,9 @@ Settings, and why:
 - **faiss**: ``IndexFlatIP`` (exact) and ``IndexHNSWFlat`` (M 32, efConstruction 64,
   efSearch 64); the session filter is an ``IDSelectorBatch`` built per query.
 - **usearch**: HNSW, cosine, f32, its defaults (connectivity 16, expansion 128 / 64). Its
-  Python binding has no filtered search: a session search over-fetches and filters, and when
-  that leaves fewer than k rows, ranks the session's own vectors exactly (``index.get``).
+  Python binding has no filtered search: a session search over-fetches (4 k times the rows
+  per session row, at most 10,000) and filters, and when that leaves fewer than k rows, ranks
+  the session's own vectors exactly (``index.get``).
 - **sqlite-vec**: a ``vec0`` table with the session as a metadata column (filtered inside
   the scan), cosine distance, brute force. Loaded through ``apsw``: this Python's ``sqlite3``
   cannot load extensions.
@@ -366,6 +367,10 @@ class FaissHnsw(FaissFlat):
         return faiss.SearchParametersHNSW(efSearch=64, sel=selector)
 
 
+#: the most results a usearch session search over-fetches before it filters them
+OVER_FETCH = 10_000
+
+
 class Usearch(Library):
     name, kind = "usearch HNSW", "vector"
     writers = "in memory (or a view); save() rewrites the whole file; one writer process"
@@ -391,8 +396,10 @@ class Usearch(Library):
             keys = self.index.search(query.vector, k).keys
             return [int(self.corpus.seqs[key]) for key in keys]
         rows = self.session_rows(scope.session)
-        # over-fetch so that, spread evenly, about 4 k of the session's rows come back
-        count = min(len(self.corpus.seqs), max(4 * k, 4 * k * len(self.corpus.seqs) // len(rows)))
+        # over-fetch so that, spread evenly, about 4 k of the session's rows come back (at
+        # most OVER_FETCH: past that a graph search costs more than the exact fallback)
+        wanted = max(4 * k, 4 * k * len(self.corpus.seqs) // len(rows))
+        count = min(len(self.corpus.seqs), wanted, OVER_FETCH)
         keys = self.index.search(query.vector, count).keys
         inside = set(rows.tolist())
         kept = [int(key) for key in keys if int(key) in inside][:k]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memlane import HashEmbedder, SessionManager
@@ -102,6 +103,11 @@ def test_a_generated_workload_has_the_stores_shape() -> None:
     assert scopes["big session"].name == "session (1001 events)"
     assert scopes["session"].name == "session (501 events)"  # (two side sessions)
     assert store.vector.vectors is not None and len(store.vector.vectors) == 2_003
+    copies = store.vector.vectors @ store.vector.vectors[0]
+    store.jitter(0.01)
+    moved = store.vector.vectors @ store.vector.vectors[0]
+    assert (copies > 0.9999).sum() > 1 and (moved > 0.9999).sum() == 1  # distinct now
+    assert np.allclose(np.linalg.norm(store.vector.vectors, axis=1), 1.0, atol=1e-5)
     assert all(lib.name != "memlane (SessionManager)" for lib in bench.systems(store, None))
 
 
