@@ -2,6 +2,9 @@
 
     python bench/search_libraries.py STORE.db [--build N] [--only NAME ...] [--reps 3]
         [--workdir DIR] [--json OUT]
+    python bench/search_libraries.py --synthetic N [--jitter 0.01] ...   # no store
+
+(decisions/2026-11-26-search-engines-vs-libraries.md has the figures and the commands.)
 
 Needs the [bench-libraries] extra (tantivy, bm25s, faiss-cpu, usearch, sqlite-vec, apsw);
 a library that is missing is named and left out. STORE.db is a store of bench/perf.py's
@@ -25,6 +28,11 @@ vectors, the share of the top 10 whose exact cosine reaches the exact 10th best 
 numpy float32 over the same vectors; ties count, since the replayed vectors repeat ~50 times
 at 100k); for keywords, overlap of the top 10 with memlane's BM25 and an nDCG@10 taking
 memlane's top 50 as graded relevance (the libraries tokenize and weigh differently).
+
+``--synthetic N`` generates bench/perf.py's store in memory instead (a 1M-event store takes
+hours to write on a shared 2-core machine): memlane's engines and the libraries only, not
+``SessionManager``. ``--jitter SIGMA`` then makes the replayed vectors distinct
+(:meth:`Store.jitter`).
 """
 
 from __future__ import annotations
@@ -793,7 +801,8 @@ def run_child(workdir: Path, lib: Library, phase: str, reps: int) -> dict[str, A
 
 def latency_table(kind: str, results: dict[str, dict[str, Any]], scopes: dict[str, Scope]) -> str:
     names = [name for name in results if name.startswith(kind)]
-    base = results.get(f"{kind}: memlane (SessionManager)")
+    # (against memlane as a user gets it; its engine alone when there is no store)
+    base = results.get(f"{kind}: memlane (SessionManager)", results.get(f"{kind}: memlane engine"))
     heads = [
         f"{scopes[scope].name if scope != 'agent' else 'agent'}, {s} queries" for s, scope in PLAN
     ]
