@@ -34,7 +34,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..aio import AsyncSessionManager
 from ..errors import InvalidInput, SessionNotFound
@@ -94,7 +94,6 @@ _KEYS_REMEMBERED = 1024  # sessions whose recorded ids the middleware keeps in m
 
 KeyFunction = Callable[[Any, Runtime[Any]], str]
 """``key(state, runtime) -> session key``: e.g. ``lambda state, rt: rt.context.user_id``."""
-T = TypeVar("T")
 
 
 # -- the agent middleware -----------------------------------------------------------------------
