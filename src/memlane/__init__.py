@@ -38,7 +38,7 @@ from .errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from .events import Event, Hit, Hits, PoolGrant, Session
+from .events import Event, Hit, Hits, Passage, PoolGrant, Session
 from .longterm.knowledge import DocumentInfo, IngestResult
 from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
@@ -75,6 +75,7 @@ __all__ = [
     "InvalidPayload",
     "MiniLMEmbedder",
     "ModelNotAvailable",
+    "Passage",
     "PermissionDenied",
     "PiiRedactor",
     "PoolAccessDenied",

@@ -25,6 +25,7 @@ __all__ = [
     "EventRecord",
     "Hit",
     "Hits",
+    "Passage",
     "PoolGrant",
     "Session",
     "SessionRecord",
@@ -259,11 +260,35 @@ class PoolGrant:
 
 
 @dataclass(frozen=True)
+class Passage:
+    """A part of a long event: ``text`` is ``source[start:stop]``, where ``source`` is the
+    event's searchable text (its ``content``; for a JSON tool output cut to its preview, the
+    payload flattened whole: :func:`memlane.core.searchable.searchable_text`).
+
+    An event longer than the embedder's window is indexed as passages
+    (``text/passages.py``): a search scores it by its best passage and says which.
+
+    >>> Passage("disk full on db-7", 120, 137).span
+    (120, 137)
+    """
+
+    text: str
+    start: int
+    stop: int
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start, self.stop)
+
+
+@dataclass(frozen=True)
 class Hit:
-    """One search result: the full event and its score (higher is better)."""
+    """One search result: the full event, its score (higher is better), and for a long event
+    found by one of its passages, that passage (``None`` when the event was found whole)."""
 
     event: Event
     score: float
+    passage: Passage | None = None
 
 
 class Hits(list[Hit]):

@@ -1,0 +1,119 @@
+"""A long event cut into passages (text/passages.py): spans of the text, each within the
+passage size, covering every word, cut at structure."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlane.text.chunking import estimate_tokens
+from memlane.text.passages import MAX_PASSAGES, passage_spans
+
+
+def _words_of(text: str) -> list[str]:
+    return text.split()
+
+
+def _covered(text: str, spans: list[tuple[int, int]]) -> str:
+    """The text's words, read through the spans (overlaps removed)."""
+    seen = [False] * len(text)
+    for start, stop in spans:
+        for i in range(start, stop):
+            seen[i] = True
+    return "".join(ch if seen[i] else " " for i, ch in enumerate(text))
+
+
+def test_short_text_needs_no_passages() -> None:
+    assert passage_spans("A short answer.") == []
+    assert passage_spans("word " * 200, window=256) == []
+
+
+def test_every_word_is_in_a_passage_within_the_size() -> None:
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "refund", "policy", "42", "db-7"]
+    paragraphs = [
+        " ".join(rng.choice(words) for _ in range(rng.randint(5, 120))) + "." for _ in range(40)
+    ]
+    text = "\n\n".join(paragraphs)
+    spans = passage_spans(text, window=128, size=60, limit=1000)
+    assert len(spans) > 5
+    assert spans == sorted(spans)
+    for start, stop in spans:
+        assert 0 <= start < stop <= len(text)
+        assert estimate_tokens(text[start:stop]) <= 60
+        assert text[start:stop] == text[start:stop].strip()
+    assert _words_of(_covered(text, spans)) == _words_of(text)
+
+
+def test_fenced_code_stays_whole_when_it_fits() -> None:
+    code = "```python\ndef pay(invoice):\n\n    return invoice.total\n```"
+    text = "Intro paragraph. " * 60 + "\n\n" + code + "\n\n" + "Outro words here. " * 60
+    spans = passage_spans(text, window=128, size=100)
+    assert any(code in text[start:stop] for start, stop in spans)
+
+
+def test_log_lines_are_cut_between_lines() -> None:
+    text = "\n".join(
+        f"2024-05-01 12:00:{i:02d} ERROR worker-{i} timed out after 30s" for i in range(60)
+    )
+    spans = passage_spans(text, window=128, size=80)
+    for start, stop in spans:
+        assert start == 0 or text[start - 1] == "\n"
+        assert stop == len(text) or text[stop] == "\n"
+
+
+def test_flattened_json_is_cut_at_its_fields() -> None:
+    text = "; ".join(f"rows.{i}.status: ok host-{i}" for i in range(200))
+    spans = passage_spans(text, window=128, size=80)
+    assert len(spans) > 3
+    for start, _stop in spans[1:]:
+        assert text[start:].startswith("rows.")
+
+
+def test_passages_overlap_by_a_short_piece() -> None:
+    text = " ".join(f"Sentence number {i} is short." for i in range(200))
+    spans = passage_spans(text, window=128, size=60)
+    overlaps = sum(1 for (_, stop), (start, _) in itertools.pairwise(spans) if start < stop)
+    assert overlaps == len(spans) - 1
+
+
+def test_a_huge_event_is_cut_to_the_limit() -> None:
+    text = "word " * 2_000_000
+    spans = passage_spans(text, window=256)
+    assert len(spans) == MAX_PASSAGES
+
+
+def test_a_single_huge_word_is_cut() -> None:
+    text = "x" * 20_000
+    spans = passage_spans(text, window=128, size=100)
+    assert spans and all(estimate_tokens(text[a:b]) <= 100 for a, b in spans)
+
+
+def test_a_window_too_small_is_refused() -> None:
+    with pytest.raises(ValueError, match="too small"):
+        passage_spans("text " * 100, window=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="abc xyz.;\n", min_size=0, max_size=300),
+            st.just("```\ncode line\n\nmore code\n```"),
+        ),
+        max_size=30,
+    )
+)
+def test_spans_are_ordered_within_bounds_and_cover_every_word(blocks: list[str]) -> None:
+    text = "\n\n".join(blocks)
+    spans = passage_spans(text, window=48, size=30)
+    for start, stop in spans:
+        assert 0 <= start < stop <= len(text)
+    starts = [start for start, _ in spans]
+    assert starts == sorted(set(starts))
+    if spans:
+        assert _words_of(_covered(text, spans)) == _words_of(text)
