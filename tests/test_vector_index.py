@@ -54,7 +54,7 @@ def manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionM
 def _search(index: VectorIndex, text: str, flt: EventFilter, partition: str) -> list[int]:
     query = np.asarray(HashEmbedder()([text])[0], dtype=np.float32)
     hits = index.search(query, flt, [(partition, False)], 3, list)
-    return [seq for seq, _ in hits]
+    return [hit.seq for hit in hits]
 
 
 def test_every_vector_index_keeps_the_contract(manager: SessionManager) -> None:
@@ -83,7 +83,7 @@ def test_every_vector_index_keeps_the_contract(manager: SessionManager) -> None:
     narrowed = index.search(
         query, only_cacti, [(partition, False)], 3, lambda: storage.log.select_seqs(only_cacti)
     )
-    assert only_cacti.needs_log and [seq for seq, _ in narrowed] == [cacti.seq]
+    assert only_cacti.needs_log and [hit.seq for hit in narrowed] == [cacti.seq]
 
     # delete: the vector goes, the others stay
     with storage.log.atomic() as tx:
@@ -99,6 +99,62 @@ def test_every_vector_index_keeps_the_contract(manager: SessionManager) -> None:
     manager.flush()  # upserts through the indexer again
     assert index.count(partition) == len(FACTS) + 1
     assert _search(index, FACTS[3], every, partition)[0] == facts[3].seq
+
+
+def _essay(topic: str, planted: str) -> str:
+    """A long message (~40 paragraphs about ``topic``) with ``planted`` in its 25th."""
+    paragraphs = [
+        f"Note {i} on {topic}: more detail about {topic} and its history." for i in range(40)
+    ]
+    paragraphs[24] = planted
+    return "\n\n".join(paragraphs)
+
+
+PLANTED = "The rollback password for the payments cluster is zebra-fountain-42."
+
+
+def test_a_long_event_is_indexed_and_found_by_its_passages(manager: SessionManager) -> None:
+    """A long event has one vector per passage; a search returns it once, scored by its best
+    passage, and says which; deleting or clearing it removes every passage."""
+    session = manager.start_session("passages")
+    long = manager.add_message(session.id, "assistant", _essay("gardens", PLANTED))
+    others = [manager.add_message(session.id, "user", _essay(t, f"{t} fact.")) for t in FACTS]
+    manager.flush()
+    storage = manager._writer.storage
+    index = storage.vectors
+    partition = partition_of("a", None)
+    every = EventFilter(scope=Scope("a"))
+    seqs = {long.seq, *(e.seq for e in others), manager.events(session.id)[0].seq}
+    assert index.seqs(partition) == seqs
+    assert index.count(partition) > 2 * len(seqs)  # (passages: several vectors per event)
+
+    query = np.asarray(HashEmbedder()([PLANTED])[0], dtype=np.float32)
+    matches = index.search(query, every, [(partition, False)], len(seqs), list)
+    assert [m.seq for m in matches].count(long.seq) == 1  # each event once
+    assert len({m.seq for m in matches}) == len(matches) == len(seqs)
+    best = matches[0]
+    assert best.seq == long.seq and best.stop > 0
+    assert PLANTED in long.content[best.start : best.stop]
+    assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
+
+    # the public search says where: Hit.passage is the passage that matched
+    hit = manager.search(PLANTED, k=3, mode="semantic", session_id=session.id)[0]
+    assert hit.event.id == long.id and hit.passage is not None
+    assert PLANTED in hit.passage.text
+    assert hit.passage.text == long.content[hit.passage.start : hit.passage.stop]
+    short = manager.add_message(session.id, "user", "thanks")
+    hits = manager.search("thanks", k=10, mode="semantic", session_id=session.id)
+    assert next(h for h in hits if h.event.id == short.id).passage is None
+
+    # delete: every passage of the event goes, the others stay
+    before = index.count(partition)
+    with storage.log.atomic() as tx:
+        index.delete(tx if index.transactional else None, [long.seq])
+    assert long.seq not in index.seqs(partition)
+    assert index.count(partition) < before - 2  # (the essay had 4 passages)
+    assert long.seq not in [
+        m.seq for m in index.search(query, every, [(partition, False)], 20, list)
+    ]
 
 
 def test_the_seams_keep_their_sides_apart() -> None:

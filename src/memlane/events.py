@@ -261,12 +261,11 @@ class PoolGrant:
 
 @dataclass(frozen=True)
 class Passage:
-    """A part of a long event: ``text`` is ``source[start:stop]``, where ``source`` is the
-    event's searchable text (its ``content``; for a JSON tool output cut to its preview, the
-    payload flattened whole: :func:`memlane.core.searchable.searchable_text`).
+    """A part of a long event: ``text`` is ``event.content[start:stop]``.
 
-    An event longer than the embedder's window is indexed as passages
-    (``text/passages.py``): a search scores it by its best passage and says which.
+    An event longer than the embedder's window is indexed as passages (about 200 word
+    pieces each, cut at paragraphs, code blocks, lines and sentences: ``text/passages.py``):
+    a search scores it by its best passage and says which (:attr:`Hit.passage`).
 
     >>> Passage("disk full on db-7", 120, 137).span
     (120, 137)

@@ -27,6 +27,7 @@ __all__ = [
     "SessionFilter",
     "Tx",
     "VectorIndex",
+    "VectorMatch",
     "Vectors",
 ]
 
@@ -129,7 +130,11 @@ class Tx(Protocol):
 
 
 class OutboxRow(NamedTuple):
-    """An event claimed for embedding, with what a vector index keeps beside its vector."""
+    """An event claimed for embedding, with what a vector index keeps beside its vector.
+
+    A long event is embedded as passages (``text/passages.py``): one row per passage, the
+    event's fields repeated, ``part`` its number (0, 1, ...) and ``start``/``stop`` its span
+    of ``content``. An event embedded whole has one row, ``part`` 0 and ``stop`` 0."""
 
     seq: int
     partition: str
@@ -138,6 +143,26 @@ class OutboxRow(NamedTuple):
     agent_id: str
     kind: str
     created_us: int
+    part: int = 0
+    start: int = 0
+    stop: int = 0
+
+    @property
+    def text(self) -> str:
+        """What is embedded: the passage, or the whole content."""
+        return self.content[self.start : self.stop] if self.stop else self.content
+
+
+class VectorMatch(NamedTuple):
+    """A vector search's answer for one event: its best vector's cosine, and which vector
+    that was (``part``; ``start``/``stop`` its passage's span, ``stop`` 0: the whole
+    event)."""
+
+    seq: int
+    score: float
+    part: int = 0
+    start: int = 0
+    stop: int = 0
 
 
 class VectorIndex(Protocol):
@@ -162,7 +187,7 @@ class VectorIndex(Protocol):
     location: str
 
     def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
-        """Store one vector per row (replacing any earlier vector of that event)."""
+        """Store one vector per row: per event, one whole or one per passage (``part``)."""
         ...
 
     def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
@@ -176,11 +201,11 @@ class VectorIndex(Protocol):
         partitions: Sequence[tuple[str, bool]],
         k: int,
         allowed: Callable[[], Sequence[int]],
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(seq, cosine)`` among the events of ``partitions`` (``(partition,
-        owner_only)`` pairs from :meth:`Scope.partitions
-        <memlane.core.scope.Scope.partitions>`) that ``flt`` admits. When
-        :attr:`EventFilter.needs_log`, ``allowed()`` lists the events the log admits."""
+    ) -> list[VectorMatch]:
+        """The best ``k`` events among those of ``partitions`` (``(partition, owner_only)``
+        pairs from :meth:`Scope.partitions <memlane.core.scope.Scope.partitions>`) that
+        ``flt`` admits, best first, each once, scored by its best vector (its best passage).
+        When :attr:`EventFilter.needs_log`, ``allowed()`` lists the events the log admits."""
         ...
 
     def clear(self, tx: Tx | None) -> None:
@@ -188,7 +213,8 @@ class VectorIndex(Protocol):
         ...
 
     def count(self, partition: str | None = None) -> int:
-        """Vectors held (in one partition, or in all)."""
+        """Vectors held (in one partition, or in all; a long event's passages count one
+        each)."""
         ...
 
     def seqs(self, partition: str) -> set[int]:

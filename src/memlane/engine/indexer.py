@@ -20,9 +20,12 @@ import numpy as np
 
 from ..core.clock import now_us
 from ..core.idle import IdleRunner
+from ..core.seams import OutboxRow
 from ..embed import LoadedEmbedder
 from ..embed.minilm import stop_model_runs
 from ..errors import EmbedderMismatch, ModelNotAvailable
+from ..text.chunking import window_of
+from ..text.passages import passage_spans
 from ..text.tokens import tokenizer_for
 from .digests import digest_deferred
 from .storage import Storage
@@ -226,15 +229,33 @@ class Indexer:
         with self.store.claim_outbox(self.batch_size, partitions, force=force, seqs=seqs) as batch:
             if not batch.rows:
                 return 0
-            texts = [row.content for row in batch.rows]
+            rows = self._passages(batch.rows)
+            texts = [row.text for row in rows]
             if threading.current_thread() is self._worker:
                 vectors = self._worker_vectors(texts)
                 self._worker_batches += 1
             else:  # a caller's (flush, a search catching up): all of it, at once
                 vectors = self.embedder.embed(texts)
             dim = int(vectors.shape[1])
-            self.storage.store_batch(batch, vectors, lambda tx: self._register(tx, dim))
+            self.storage.store_batch(batch, rows, vectors, lambda tx: self._register(tx, dim))
             return len(batch.rows)
+
+    def _passages(self, rows: Sequence[OutboxRow]) -> list[OutboxRow]:
+        """The rows to embed: an event that fits the embedder's window whole as it is, a
+        longer one as one row per passage (``text/passages.py``), so that what it says past
+        its first ~1,000 characters is found by meaning too."""
+        count, window = window_of(self.embedder.embedder)
+        expanded: list[OutboxRow] = []
+        for row in rows:
+            spans = passage_spans(row.content, count, window)
+            if not spans:
+                expanded.append(row)
+                continue
+            expanded.extend(
+                row._replace(part=part, start=start, stop=stop)
+                for part, (start, stop) in enumerate(spans)
+            )
+        return expanded
 
     def _worker_vectors(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """The worker's vectors of a batch, :data:`EMBED_SLICE` texts at a time, at idle

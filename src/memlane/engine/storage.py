@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.clock import now_us
-from ..core.seams import EventFilter, OutboxRow, Tx, VectorIndex, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, VectorIndex, VectorMatch, Vectors
 from ..errors import StoreError
 from ..index import open_index
 from ..store import open_store, sqlite_path
@@ -118,28 +118,35 @@ class Storage:
         flt: EventFilter,
         partitions: Sequence[tuple[str, bool]],
         k: int,
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(seq, cosine)`` among events matching ``flt`` in ``partitions``; what
-        only the log can filter (metadata, status, importance) it answers."""
+    ) -> list[VectorMatch]:
+        """The best ``k`` events matching ``flt`` in ``partitions``, each by its best vector
+        (:class:`VectorMatch`); what only the log can filter (metadata, status, importance)
+        it answers."""
         return self.vectors.search(query, flt, partitions, k, lambda: self.log.select_seqs(flt))
 
     # -- the indexer's write ---------------------------------------------------------------
 
     def store_batch(
-        self, batch: OutboxBatch, vectors: Vectors, register: Callable[[Tx], None]
+        self,
+        batch: OutboxBatch,
+        rows: Sequence[OutboxRow],
+        vectors: Vectors,
+        register: Callable[[Tx], None],
     ) -> None:
-        """Store one vector per claimed row and clear the rows from the outbox;
-        ``register(tx)`` checks or records the embedder's identity in that transaction."""
+        """Store the vectors of a claimed batch — ``rows[i]``'s is ``vectors[i]``; a long
+        event has one row per passage — and clear the batch from the outbox; ``register(tx)``
+        checks or records the embedder's identity in that transaction."""
         if not self.external:
 
             def write(tx: Tx, kept: list[OutboxRow]) -> None:
                 register(tx)
-                positions = _positions(batch.rows, kept)
-                self.vectors.upsert(tx, kept, vectors[positions])
+                alive = {row.seq for row in kept}
+                positions = [i for i, row in enumerate(rows) if row.seq in alive]
+                self.vectors.upsert(tx, [rows[i] for i in positions], vectors[positions])
 
             batch.finish(write)
             return
-        self.vectors.upsert(None, batch.rows, vectors)
+        self.vectors.upsert(None, rows, vectors)
         kept_seqs: set[int] = set()
 
         def register_only(tx: Tx, kept: list[OutboxRow]) -> None:
@@ -264,9 +271,3 @@ class Storage:
         stats["vectors"] = self.vectors.count()
         stats["size_bytes"] = int(stats["size_bytes"]) + self.vectors.size_bytes()
         return stats
-
-
-def _positions(rows: Sequence[OutboxRow], kept: Sequence[OutboxRow]) -> list[int]:
-    """Where each of ``kept`` sits in ``rows`` (the batch's vectors are in ``rows``' order)."""
-    at = {row.seq: i for i, row in enumerate(rows)}
-    return [at[row.seq] for row in kept]

@@ -52,7 +52,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, VectorMatch, Vectors
 from ..errors import InvalidInput, SessionManagerError, StoreBusy, StoreUnavailable
 
 __all__ = ["ChromaIndex"]
@@ -197,7 +197,7 @@ class ChromaIndex:
     # -- writes ----------------------------------------------------------------------------
 
     def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
-        """Upsert one vector per row into its partition's collection (ids are seqs)."""
+        """Upsert one vector per row into its partition's collection (ids: :func:`_id`)."""
         with self._mapped_errors():
             by_partition: dict[str, list[int]] = {}
             for position, row in enumerate(rows):
@@ -206,7 +206,7 @@ class ChromaIndex:
 
                 def upsert(collection: Any, positions: list[int] = positions) -> None:
                     collection.upsert(
-                        ids=[str(rows[p].seq) for p in positions],
+                        ids=[_id(rows[p]) for p in positions],
                         embeddings=vectors[positions],
                         metadatas=[_metadata(rows[p]) for p in positions],
                     )
@@ -226,13 +226,15 @@ class ChromaIndex:
     def delete(self, tx: Tx | None, seqs: Sequence[int]) -> None:
         """Delete these events' vectors from every collection of the store (raises
         :class:`StoreUnavailable` while Chroma is down; the caller keeps them to retry)."""
-        ids = [str(seq) for seq in seqs]
-        if not ids:
+        wanted = list(seqs)
+        if not wanted:
             return
         with self._mapped_errors():
             for collection in self._all_collections():
-                for start in range(0, len(ids), _DELETE_CHUNK):
-                    collection.delete(ids=ids[start : start + _DELETE_CHUNK])
+                for start in range(0, len(wanted), _DELETE_CHUNK):
+                    chunk = wanted[start : start + _DELETE_CHUNK]
+                    # by the event's seq in every row's metadata: a long event's passages too
+                    collection.delete(where={"seq": {"$in": chunk}})
 
     def clear(self, tx: Tx | None) -> None:
         """Drop every collection of the store."""
@@ -256,7 +258,7 @@ class ChromaIndex:
             collection = self._collection(partition, create=False)
             if collection is None:
                 return set()
-            return {int(i) for i in collection.get(include=[])["ids"]}
+            return {_seq_of(i) for i in collection.get(include=[])["ids"]}
 
     def size_bytes(self) -> int:
         """What an embedded index's folder takes on disk (0 for a server)."""
@@ -271,9 +273,10 @@ class ChromaIndex:
         partitions: Sequence[tuple[str, bool]],
         k: int,
         allowed: Callable[[], Sequence[int]],
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(seq, cosine)``; an index that cannot be reached raises
-        :class:`StoreUnavailable` (never an empty answer that looks like "nothing found")."""
+    ) -> list[VectorMatch]:
+        """The best ``k`` events, each by its best passage; an index that cannot be reached
+        raises :class:`StoreUnavailable` (never an empty answer that looks like "nothing
+        found")."""
         with self._mapped_errors():
             return self._search(query, flt, partitions, k, allowed)
 
@@ -284,7 +287,7 @@ class ChromaIndex:
         partitions: Sequence[tuple[str, bool]],
         k: int,
         allowed_by_log: Callable[[], Sequence[int]],
-    ) -> list[tuple[int, float]]:
+    ) -> list[VectorMatch]:
         if flt.scope is None:
             raise InvalidInput("A Chroma search needs a scope.")
         clauses: list[dict[str, Any]] = []
@@ -304,7 +307,7 @@ class ChromaIndex:
             if len(allowed) <= _IN_LIMIT:
                 clauses.append({"seq": {"$in": sorted(allowed)}})
                 allowed = None
-        found: list[tuple[int, float]] = []
+        found: list[VectorMatch] = []
         for partition, owner_only in partitions:
             collection = self._collection(partition, create=False)
             if collection is None:
@@ -312,7 +315,7 @@ class ChromaIndex:
             scoped = flt.scope.chroma_where(owner_only)  # isolation inside the collection
             where = [scoped, *clauses] if scoped else clauses
             found.extend(self._search_one(collection, query, where, k, allowed))
-        found.sort(key=lambda pair: (-pair[1], pair[0]))
+        found.sort(key=lambda match: (-match.score, match.seq))
         return found[:k]
 
     def _search_one(
@@ -322,7 +325,9 @@ class ChromaIndex:
         clauses: list[dict[str, Any]],
         k: int,
         allowed: set[int] | None,
-    ) -> list[tuple[int, float]]:
+    ) -> list[VectorMatch]:
+        """The collection's best ``k`` events, each by its best row; more neighbours are
+        asked for while a filter or a long event's several passages leave fewer than k."""
         where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
         n = k if allowed is None else min(4 * k, len(allowed))
         while True:
@@ -331,12 +336,13 @@ class ChromaIndex:
                 # Chroma's filtered HNSW can come back short of rows that match (seen with a
                 # time window over a tenth of a collection): rank what the filter admits
                 found = self._exact(collection, query, where, n, found)
-            if allowed is None:
-                return found
-            kept = [pair for pair in found if pair[0] in allowed]
-            if len(kept) >= k or len(found) < n:
-                return kept
-            n *= 4  # not enough survived the filter: ask for more neighbours
+            best: dict[int, VectorMatch] = {}
+            for match in found:  # best first: an event's first row is its best
+                if allowed is None or match.seq in allowed:
+                    best.setdefault(match.seq, match)
+            if len(best) >= k or len(found) < n:
+                return list(best.values())
+            n *= 4
 
     @staticmethod
     def _exact(
@@ -344,8 +350,8 @@ class ChromaIndex:
         query: Vectors,
         where: dict[str, Any],
         n: int,
-        found: list[tuple[int, float]],
-    ) -> list[tuple[int, float]]:
+        found: list[VectorMatch],
+    ) -> list[VectorMatch]:
         matching = collection.get(where=where, include=[])["ids"]
         if len(matching) <= len(found) or len(matching) > _EXACT_LIMIT:
             return found
@@ -354,24 +360,43 @@ class ChromaIndex:
         norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
         scores = (matrix @ np.asarray(query, dtype=np.float32)) / np.maximum(norms, 1e-12)
         ranked = sorted(zip(rows["ids"], scores.tolist(), strict=True), key=lambda p: -p[1])
-        return [(int(i), float(score)) for i, score in ranked[:n]]
+        return [_match(i, float(score)) for i, score in ranked[:n]]
 
     @staticmethod
     def _query(
         collection: Any, query: Vectors, where: dict[str, Any] | None, n: int
-    ) -> list[tuple[int, float]]:
+    ) -> list[VectorMatch]:
         result = collection.query(
             query_embeddings=[query], n_results=n, where=where, include=["distances"]
         )
         ids = result["ids"][0] if result["ids"] else []
         distances = result["distances"][0] if result["distances"] else []
-        return [(int(i), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+        return [_match(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+
+
+def _id(row: OutboxRow) -> str:
+    """A vector's id in its collection: the event's seq, and for a passage its number and
+    span too (``"seq:part:start:stop"``), so a search's answer says which passage it was
+    without reading metadata."""
+    if not row.stop:
+        return str(row.seq)
+    return f"{row.seq}:{row.part}:{row.start}:{row.stop}"
+
+
+def _seq_of(vector_id: str) -> int:
+    return int(vector_id.split(":", 1)[0])
+
+
+def _match(vector_id: str, score: float) -> VectorMatch:
+    seq, *passage = (int(part) for part in vector_id.split(":"))
+    return VectorMatch(seq, score, *passage)
 
 
 def _metadata(row: OutboxRow) -> dict[str, Any]:
     """What Chroma keeps beside each vector: enough to filter by scope, session, kind, time."""
     return {
         "seq": row.seq,
+        "part": row.part,
         "partition": row.partition,
         "agent": row.agent_id,
         "session": row.session_id,

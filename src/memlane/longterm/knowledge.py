@@ -27,7 +27,7 @@ from ..events import Event, Session
 from ..memory import DOC_USER, KNOWLEDGE_SESSION
 from ..records.validate import identifier, path_of, prepare_event
 from ..store.base import EventFilter, SessionFilter
-from ..text.chunking import DEFAULT_WINDOW, Chunk, chunk_markdown, estimate_tokens
+from ..text.chunking import Chunk, chunk_markdown, window_of
 from ..write.path import Writer
 from ..write.sessions import Sessions
 
@@ -216,11 +216,7 @@ class KnowledgeMemory:
         """The document's chunks: the caller's chunker's, or the Markdown-aware default
         counting with the embedder's own tokenizer when it has one."""
         if chunker is None:
-            embedder = self._writer.indexer.embedder.embedder
-            count = getattr(embedder, "count_tokens", None)
-            window = getattr(embedder, "max_tokens", None)
-            if not callable(count) or not isinstance(window, int):
-                count, window = estimate_tokens, DEFAULT_WINDOW
+            count, window = window_of(self._writer.indexer.embedder.embedder)
             return chunk_markdown(body, count, window)
         if not callable(chunker):
             raise InvalidInput(f"chunker must be a callable text -> chunks, got {shown(chunker)}.")

@@ -318,8 +318,10 @@ def _central(searcher: Searcher, span: _Span, anchors: list[Event]) -> list[Even
     flt = _span_filter(searcher.scope, span)
     vector = searcher.query_vector(probe)
     hits = searcher.storage.search_vectors(vector, flt, [(partition, False)], CENTRAL_CANDIDATES)
-    events = searcher.store.events_by_seq([seq for seq, _ in hits])
-    return [events[seq] for seq, _ in hits if seq in events and _in_span(span, events[seq])]
+    events = searcher.store.events_by_seq([hit.seq for hit in hits])
+    return [
+        events[hit.seq] for hit in hits if hit.seq in events and _in_span(span, events[hit.seq])
+    ]
 
 
 def _header(span: _Span) -> str:

@@ -35,9 +35,9 @@ import numpy as np
 
 from ..core.clock import now_us, to_us
 from ..core.scope import Scope, partition_of
-from ..core.seams import Vectors
+from ..core.seams import VectorMatch, Vectors
 from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
-from ..events import Hit, Hits, validate_kinds
+from ..events import Event, Hit, Hits, Passage, validate_kinds
 from ..store.base import EventFilter, SearchedLog
 from .fusion import reciprocal_rank_fusion, tied_ranks
 from .recalls import RecallCounts
@@ -60,7 +60,7 @@ class VectorSearch(Protocol):
         flt: EventFilter,
         partitions: Sequence[tuple[str, bool]],
         k: int,
-    ) -> list[tuple[int, float]]: ...
+    ) -> list[VectorMatch]: ...
 
 
 class QueryEmbedding(Protocol):
@@ -181,8 +181,9 @@ class Searcher:
         depth = k + len(exclude) if mode != "hybrid" else max(_FUSION_DEPTH, k) + len(exclude)
         rankings: list[list[tuple[int, float]]] = []
         waiting: list[int] = []  # events the catch-up left without vectors
+        spans: dict[int, tuple[int, int]] = {}  # the best passage of long events found
         if mode == "semantic":  # asked for vectors: an index that is down is an error
-            rankings.append(self._semantic(query, depth, flt, partitions, waiting))
+            rankings.append(self._semantic(query, depth, flt, partitions, waiting, spans))
         elif mode == "keyword":
             # Keyword mode matches the words in the event's own text, as a user of that mode
             # expects; the context (neighbours, date) only helps the hybrid ranking.
@@ -195,7 +196,9 @@ class Searcher:
                 self._keyword, query, depth, flt, partitions, content_only=False
             )
             try:
-                rankings.append(self._semantic_or_nothing(query, depth, flt, partitions, waiting))
+                rankings.append(
+                    self._semantic_or_nothing(query, depth, flt, partitions, waiting, spans)
+                )
             finally:
                 rankings.append(keyword.result())
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
@@ -207,7 +210,11 @@ class Searcher:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
         hits = Hits(
-            (Hit(events[seq], score) for seq, score in ranked if seq in events),
+            (
+                Hit(events[seq], score, _passage(events[seq], spans.get(seq)))
+                for seq, score in ranked
+                if seq in events
+            ),
             waiting=sum(waiting),
         )
         if count_recall:
@@ -242,12 +249,13 @@ class Searcher:
         flt: EventFilter,
         partitions: list[tuple[str, bool]],
         waiting: list[int],
+        spans: dict[int, tuple[int, int]],
     ) -> list[tuple[int, float]]:
         """Hybrid search's semantic half. While the vector index cannot be reached (a Chroma
         server down), the keyword half answers alone — an agent's turn should not fail for
         want of vectors — and the outage is logged and reported by health()."""
         try:
-            ranking = self._semantic(query, depth, flt, partitions, waiting)
+            ranking = self._semantic(query, depth, flt, partitions, waiting, spans)
         except StoreUnavailable as exc:
             if self.index_error is None:
                 log.warning("hybrid search answers by keyword only: %s", exc)
@@ -338,9 +346,11 @@ class Searcher:
         flt: EventFilter,
         partitions: list[tuple[str, bool]],
         waiting: list[int],
+        spans: dict[int, tuple[int, int]],
     ) -> list[tuple[int, float]]:
         """The vector ranking, after a bounded catch-up of pending embeddings (how many it
-        left waiting is appended to ``waiting``)."""
+        left waiting is appended to ``waiting``; the span of each long event's best passage
+        goes into ``spans``)."""
         if not partitions:
             return []
         try:
@@ -350,9 +360,10 @@ class Searcher:
             # Vectors cannot be stored now: events still waiting for theirs are found by
             # the keyword ranking only, until the store takes writes again.
             log.warning("search without catching up pending embeddings (%s)", exc)
-        ranking = self.storage.search_vectors(self.query_vector(query), flt, partitions, depth)
+        matches = self.storage.search_vectors(self.query_vector(query), flt, partitions, depth)
         self.index_error = None  # the index answered
-        return ranking
+        spans.update((m.seq, (m.start, m.stop)) for m in matches if m.stop)
+        return [(m.seq, m.score) for m in matches]
 
     def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         """The query's embedding, from a small LRU cache (agents repeat their queries)."""
@@ -368,3 +379,12 @@ class Searcher:
             while len(self._query_cache) > _QUERY_CACHE_SIZE:
                 self._query_cache.popitem(last=False)
         return vector
+
+
+def _passage(event: Event, span: tuple[int, int] | None) -> Passage | None:
+    """The passage of ``event`` at ``span`` (None: found whole, or a span its content no
+    longer holds)."""
+    if span is None or span[1] > len(event.content):
+        return None
+    start, stop = span
+    return Passage(event.content[start:stop], start, stop)

@@ -242,6 +242,33 @@ STALE_FACTS = """
             WHERE status IN ('superseded', 'retracted');
         """
 
+# A long event is embedded as passages (text/passages.py), one vector each: ``vectors`` holds
+# one row per passage, ``part`` its number and ``start``/``stop`` its span of the event's
+# content (``stop`` 0: the event embedded whole, as every event was before). SQLite cannot
+# drop the column's UNIQUE (seq), so the table is rebuilt, its vids kept (the caches and
+# their snapshots point at them). Events embedded before keep their one vector until
+# ``reindex``.
+_PASSAGES = """
+CREATE TABLE vectors_passages (
+    vid       INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq       INTEGER NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
+    partition TEXT NOT NULL,
+    vector    BLOB NOT NULL,
+    part      INTEGER NOT NULL DEFAULT 0,
+    start     INTEGER NOT NULL DEFAULT 0,
+    stop      INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (seq, part)
+);
+INSERT INTO vectors_passages (vid, seq, partition, vector)
+    SELECT vid, seq, partition, vector FROM vectors ORDER BY vid;
+DROP TABLE vectors;
+ALTER TABLE vectors_passages RENAME TO vectors;
+CREATE INDEX vectors_by_partition ON vectors (partition, vid);
+CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors BEGIN
+    INSERT INTO deleted_vectors (seq, partition) VALUES (old.seq, old.partition);
+END;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -319,4 +346,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0010_pool_grants", POOL_GRANTS),
     ("0011_buffer_epoch", _BUFFER_EPOCH),
     ("0012_stale_facts", STALE_FACTS),
+    ("0013_passages", _PASSAGES),
 )

@@ -28,7 +28,15 @@ from ..ranking.vectors.cache import Matrix, VectorCache, decode_vector
 from ..ranking.vectors.cache import _Partition as _VectorPartition
 from ._pg_feed import CommitFeed, Connect, _cursor
 
-__all__ = ["PgKeywordCache", "PgVectorCache"]
+#: a vid's room for a passage number: seq * PARTS + part (text/passages.py's MAX_PASSAGES
+#: is below it)
+PARTS = 64
+
+__all__ = ["PARTS", "PgKeywordCache", "PgVectorCache"]
+
+#: a vid's room for a passage number: seq * PARTS + part (text/passages.py's MAX_PASSAGES
+#: is below it)
+PARTS = 64
 
 
 class _FedByFeed:
@@ -122,11 +130,15 @@ class PgVectorCache(VectorCache):
 
     def __init__(self, connect: Connect) -> None:
         super().__init__(_FedByFeed())
+        # a row's vid (where the store keeps its vector) is its event and passage in one
+        # number, seq * PARTS + part: what _stored reads back
         self._feed = CommitFeed(
             connect,
             "vectors",
-            "t.seq, t.seq, e.session_id, e.agent_id, e.kind, e.created_us, t.embedding",
+            f"t.seq * {PARTS} + t.part, t.seq, e.session_id, e.agent_id, e.kind, "
+            "e.created_us, t.embedding",
             "vectors t JOIN events e ON e.seq = t.seq",
+            seq_at=1,
         )
 
     def invalidate(self) -> None:
@@ -134,16 +146,19 @@ class PgVectorCache(VectorCache):
             self._partitions.clear()
             self._feed.forget()
 
-    def _stored(self, seqs: npt.NDArray[np.int64], dim: int) -> Matrix:
-        """A big partition's re-scoring: the float32 vectors of ``seqs`` (NaN rows for any
-        deleted meanwhile), read from pgvector by seq (the feed's rows key vectors by seq:
-        a partition's ``vids`` are seqs here)."""
-        matrix = np.full((len(seqs), dim), np.nan, np.float32)
-        where = {int(seq): i for i, seq in enumerate(seqs)}
+    def _stored(self, vids: npt.NDArray[np.int64], dim: int) -> Matrix:
+        """A big partition's re-scoring: the float32 vectors of ``vids`` (NaN rows for any
+        deleted meanwhile), read from pgvector by event and part (``vid`` is
+        ``seq * PARTS + part`` here)."""
+        matrix = np.full((len(vids), dim), np.nan, np.float32)
+        where = {int(vid): i for i, vid in enumerate(vids)}
+        seqs = sorted({vid // PARTS for vid in where})
         with self._feed.reading() as conn, _cursor(conn, True) as cursor:
-            cursor.execute("SELECT seq, embedding FROM vectors WHERE seq = ANY(%s)", (list(where),))
-            for seq, blob in cursor.fetchall():
-                matrix[where[int(seq)]] = decode_vector(blob)
+            cursor.execute("SELECT seq, part, embedding FROM vectors WHERE seq = ANY(%s)", (seqs,))
+            for seq, part, blob in cursor.fetchall():
+                at = where.get(int(seq) * PARTS + int(part))
+                if at is not None:
+                    matrix[at] = decode_vector(blob)
         return matrix
 
     def _refresh(self, name: str) -> _VectorPartition | None:

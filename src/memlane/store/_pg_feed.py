@@ -124,11 +124,15 @@ class CommitFeed:
     """Reads one table's rows for a cache in commit order (see the module docstring).
 
     ``table`` is ``events`` (the keyword cache) or ``vectors``; ``columns`` and ``source``
-    give the rows the cache appends, ``source`` aliasing that table as ``t``.
+    give the rows the cache appends, ``source`` aliasing that table as ``t``; the column at
+    ``seq_at`` is the row's event (a long event has several vector rows, committed together).
     """
 
-    def __init__(self, connect: Connect, table: str, columns: str, source: str) -> None:
+    def __init__(
+        self, connect: Connect, table: str, columns: str, source: str, *, seq_at: int = 0
+    ) -> None:
         self._connect = connect
+        self._seq_at = seq_at
         self._table = table
         self._rows_sql = f"SELECT {columns}, t.txid::text FROM {source}"
         self._deletions = _Deletions()
@@ -199,9 +203,9 @@ class CommitFeed:
                 (partition,),
             )
             while rows := cursor.fetchmany(CHUNK):
-                # (every row's first column is its seq)
+                at = self._seq_at
                 mark.recent.update(
-                    (int(row[0]), _xid(row[-1])) for row in rows if _xid(row[-1]) >= xmin
+                    (int(row[at]), _xid(row[-1])) for row in rows if _xid(row[-1]) >= xmin
                 )
                 yield [row[:-1] for row in rows]
         self.marks[partition] = mark

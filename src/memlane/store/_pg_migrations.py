@@ -314,6 +314,17 @@ _BUFFER_EPOCH = """
 INSERT INTO meta (key, value) VALUES ('buffer_epoch', '0') ON CONFLICT (key) DO NOTHING;
 """
 
+# A long event's passages, one vector each, as in SQLite's 0013_passages: ``part`` numbers
+# them (the key is now the event and the part), ``start``/``stop`` is the passage's span of
+# the content (``stop`` 0: the event embedded whole).
+_PASSAGES = """
+ALTER TABLE vectors ADD COLUMN part INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE vectors ADD COLUMN start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE vectors ADD COLUMN stop INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE vectors DROP CONSTRAINT vectors_pkey;
+ALTER TABLE vectors ADD PRIMARY KEY (seq, part);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_restore_reads", _RESTORE_READS),
@@ -330,4 +341,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0012_buffer_epoch", _BUFFER_EPOCH),
     # the same partial index as SQLite's 0012_stale_facts (the SQL is portable)
     ("0013_stale_facts", STALE_FACTS),
+    ("0014_passages", _PASSAGES),
 )

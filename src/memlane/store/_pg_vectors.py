@@ -15,10 +15,10 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, VectorMatch, Vectors
 from ..errors import InvalidInput
 from ..ranking.partition_rows import RowQuery
-from ._pg_caches import PgVectorCache
+from ._pg_caches import PARTS, PgVectorCache
 from ._pg_feed import Connect
 from ._vector_table import VectorTable
 
@@ -65,11 +65,11 @@ class PgVectors(VectorTable):
         already, is skipped); the first ones create the HNSW index when asked for."""
         with self._store.within(tx) as write:
             write.executemany(
-                "INSERT INTO vectors (seq, partition, agent_id, embedding) "
-                "SELECT ?, ?, agent_id, ? FROM events WHERE seq = ? "
-                "ON CONFLICT (seq) DO NOTHING",
+                "INSERT INTO vectors (seq, partition, agent_id, embedding, part, start, stop) "
+                "SELECT ?, ?, agent_id, ?, ?, ?, ? FROM events WHERE seq = ? "
+                "ON CONFLICT (seq, part) DO NOTHING",
                 [
-                    (row.seq, row.partition, vector, row.seq)
+                    (row.seq, row.partition, vector, row.part, row.start, row.stop, row.seq)
                     for row, vector in zip(rows, vectors, strict=True)
                 ],
             )
@@ -98,16 +98,17 @@ class PgVectors(VectorTable):
         partitions: Sequence[tuple[str, bool]],
         k: int,
         allowed: Callable[[], Sequence[int]],
-    ) -> list[tuple[int, float]]:
+    ) -> list[VectorMatch]:
         """Exact cosine over the cached per-partition matrices (``allowed()`` answering
         what only the log can filter), or in SQL without the cache. There, isolation comes
         from the scope: ``Scope.partition_sql`` when it is the only restriction, else
-        ``Scope.sql`` with the rest of ``flt``."""
+        ``Scope.sql`` with the rest of ``flt``. Each event once, by its best passage."""
         if flt.scope is None:
             raise InvalidInput("A vector search needs a scope.")
         if self._cache is not None:
             filters = RowQuery.of(flt, allowed)
-            return self._cache.search(query, list(partitions), flt.scope.agent_id, k, filters)
+            found = self._cache.search(query, list(partitions), flt.scope.agent_id, k, filters)
+            return self._matches([(seq, score, vid % PARTS) for seq, score, vid in found])
         dim = self._vector_dim()
         if dim is None or dim != len(query):
             return []
@@ -129,25 +130,48 @@ class PgVectors(VectorTable):
         else:
             distance = "v.embedding <=> ?"
         sql = (
-            f"SELECT v.seq, {distance} AS distance FROM {source} "
+            f"SELECT v.seq, v.part, {distance} AS distance FROM {source} "
             f"WHERE {where} ORDER BY {distance} LIMIT ?"
         )
-        if self.kind == "exact":
-            rows = store.read(
-                f"SELECT seq, 1 - distance FROM ({sql}) hits ORDER BY distance, seq",
-                (query, *params, query, k),
+        # a long event's passages may take several of the nearest rows: ask for more until
+        # k events are found or the rows run out
+        want = k
+        while True:
+            if self.kind == "exact":
+                rows = store.read(
+                    f"SELECT seq, 1 - distance, part FROM ({sql}) hits ORDER BY distance, seq",
+                    (query, *params, query, want),
+                )
+            else:
+                with store.atomic() as tx:
+                    tx.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, want)}")
+                    tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    # relaxed_order may return neighbours slightly out of order: sort again
+                    rows = tx.execute(
+                        f"WITH hits AS MATERIALIZED ({sql}) "
+                        "SELECT seq, 1 - distance, part FROM hits ORDER BY distance, seq",
+                        (query, *params, query, want),
+                    ).fetchall()
+            best: dict[int, tuple[int, float, int]] = {}
+            for seq, score, part in rows:
+                best.setdefault(int(seq), (int(seq), float(score), int(part)))
+            if len(best) >= k or len(rows) < want:
+                return self._matches(list(best.values())[:k])
+            want *= 4
+
+    def _matches(self, found: list[tuple[int, float, int]]) -> list[VectorMatch]:
+        """``(seq, score, part)`` as :class:`VectorMatch`, each with its passage's span."""
+        spans: dict[tuple[int, int], tuple[int, int]] = {}
+        if found:  # (part 0 is a whole event or a long one's first passage: ask for all)
+            rows = self._store.read(
+                "SELECT seq, part, start, stop FROM vectors WHERE seq = ANY(?) AND stop > 0",
+                ([seq for seq, _, _ in found],),
             )
-        else:
-            with store.atomic() as tx:
-                tx.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, k)}")
-                tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                # relaxed_order may return neighbours slightly out of order: sort them again
-                rows = tx.execute(
-                    f"WITH hits AS MATERIALIZED ({sql}) "
-                    "SELECT seq, 1 - distance FROM hits ORDER BY distance, seq",
-                    (query, *params, query, k),
-                ).fetchall()
-        return [(int(row[0]), float(row[1])) for row in rows]
+            spans = {(int(seq), int(part)): (int(a), int(b)) for seq, part, a, b in rows}
+        return [
+            VectorMatch(seq, score, part, *spans.get((seq, part), (0, 0)))
+            for seq, score, part in found
+        ]
 
     def _vector_dim(self) -> int | None:
         if self._dim is None:

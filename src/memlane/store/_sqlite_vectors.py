@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..core.seams import EventFilter, OutboxRow, Tx, Vectors
+from ..core.seams import EventFilter, OutboxRow, Tx, VectorMatch, Vectors
 from ..ranking.partition_rows import RowQuery
 from ..ranking.vectors.cache import DELETION_LOG_KEEP, VectorCache, encode_vector
 from ..ranking.vectors.snapshots import VectorSnapshots
@@ -56,14 +56,22 @@ class SqliteVectors(VectorTable):
         self._lock = threading.Lock()
 
     def upsert(self, tx: Tx | None, rows: Sequence[OutboxRow], vectors: Vectors) -> None:
-        """Insert the vectors in ``tx`` (an event deleted meanwhile, or that has a vector
-        already, is skipped)."""
+        """Insert the vectors in ``tx``, a passage's with its span (an event deleted
+        meanwhile, or a passage that has a vector already, is skipped)."""
         with self._store.within(tx) as write:
             write.executemany(
-                "INSERT OR IGNORE INTO vectors (seq, partition, vector) "
-                "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE seq = ?)",
+                "INSERT OR IGNORE INTO vectors (seq, partition, vector, part, start, stop) "
+                "SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE seq = ?)",
                 [
-                    (row.seq, row.partition, encode_vector(vector), row.seq)
+                    (
+                        row.seq,
+                        row.partition,
+                        encode_vector(vector),
+                        row.part,
+                        row.start,
+                        row.stop,
+                        row.seq,
+                    )
                     for row, vector in zip(rows, vectors, strict=True)
                 ],
             )
@@ -108,8 +116,9 @@ class SqliteVectors(VectorTable):
         partitions: Sequence[tuple[str, bool]],
         k: int,
         allowed: Callable[[], Sequence[int]],
-    ) -> list[tuple[int, float]]:
-        """Exact cosine over the cached per-partition matrices."""
+    ) -> list[VectorMatch]:
+        """Exact cosine over the cached per-partition matrices; the best passages' spans
+        read by vid."""
         with self._lock:
             if self._cache is None:
                 snapshots = VectorSnapshots(
@@ -121,7 +130,19 @@ class SqliteVectors(VectorTable):
                 self._cache = VectorCache(self, snapshots)
         filters = RowQuery.of(flt, allowed)
         agent = flt.scope.agent_id if flt.scope is not None else ""
-        return self._cache.search(query, list(partitions), agent, k, filters)
+        found = self._cache.search(query, list(partitions), agent, k, filters)
+        return self.matches(found)
+
+    def matches(self, found: list[tuple[int, float, int]]) -> list[VectorMatch]:
+        """``(seq, score, vid)`` as :class:`VectorMatch`, each with its vector's passage."""
+        spans: dict[int, tuple[int, int, int]] = {}
+        for chunk in batched([vid for _, _, vid in found]):
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._store.read(
+                f"SELECT vid, part, start, stop FROM vectors WHERE vid IN ({marks})", chunk
+            )
+            spans.update((int(vid), (int(p), int(a), int(b))) for vid, p, a, b in rows)
+        return [VectorMatch(seq, score, *spans.get(vid, (0, 0, 0))) for seq, score, vid in found]
 
     def close(self) -> None:
         with self._lock:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "chunk_markdown", "estimate_tokens"]
+__all__ = ["Chunk", "chunk_markdown", "estimate_tokens", "window_of"]
 
 #: the window of an embedder that does not say its own (MiniLM's)
 DEFAULT_WINDOW = 256
@@ -54,6 +54,22 @@ def estimate_tokens(text: str) -> int:
     """
     pieces = _PIECE.findall(text)
     return len(pieces) + sum(len(p) // 6 for p in pieces)
+
+
+def window_of(embedder: object) -> tuple[Callable[[str], int], int]:
+    """``(count_tokens, window)`` of an embedder: its own tokenizer's count and the word
+    pieces it reads (``count_tokens`` and ``max_tokens``, as
+    :class:`~memlane.MiniLMEmbedder` has), else :func:`estimate_tokens` and
+    :data:`DEFAULT_WINDOW`.
+
+    >>> window_of(object())[1]
+    256
+    """
+    count = getattr(embedder, "count_tokens", None)
+    window = getattr(embedder, "max_tokens", None)
+    if not callable(count) or not isinstance(window, int) or isinstance(window, bool):
+        return estimate_tokens, DEFAULT_WINDOW
+    return count, window
 
 
 def chunk_markdown(

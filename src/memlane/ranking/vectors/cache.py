@@ -371,10 +371,12 @@ class VectorCache:
         agent_id: str,
         k: int,
         filters: RowQuery,
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` ``(seq, cosine)`` over the given ``(partition, owner_only)`` pairs."""
+    ) -> list[tuple[int, float, int]]:
+        """The best ``k`` events over the given ``(partition, owner_only)`` pairs, each once
+        as ``(seq, cosine, vid)`` of its best row (a long event has a row per passage)."""
         candidates_seq: list[npt.NDArray[np.int64]] = []
         candidates_score: list[npt.NDArray[np.float32]] = []
+        candidates_vid: list[npt.NDArray[np.int64]] = []
         with self._lock:
             for name, owner_only in partitions:
                 part = self._refresh(name)
@@ -388,15 +390,41 @@ class VectorCache:
                 rows = None if mask is None else np.flatnonzero(mask)
                 if rows is not None and rows.size == 0:
                     continue
-                positions, scores = part.scores(rows, query, k, self._stored)
+                positions, scores = self._distinct(part, rows, query, k)
                 candidates_seq.append(part.seqs[positions])
                 candidates_score.append(scores)
+                candidates_vid.append(part.vids[positions])
         if not candidates_seq:
             return []
         all_seq = np.concatenate(candidates_seq)
         all_score = np.concatenate(candidates_score)
+        all_vid = np.concatenate(candidates_vid)
         order = np.lexsort((all_seq, -all_score))[:k]  # ties broken by storage order
-        return [(int(all_seq[i]), float(all_score[i])) for i in order]
+        return [(int(all_seq[i]), float(all_score[i]), int(all_vid[i])) for i in order]
+
+    def _distinct(
+        self,
+        part: _Partition,
+        rows: npt.NDArray[np.intp] | None,
+        query: Matrix,
+        k: int,
+    ) -> tuple[npt.NDArray[np.intp], Matrix]:
+        """The partition's best rows for ``k`` distinct events, each event's best row once:
+        a long event's passages can fill the first k rows, so the scan asks for more until
+        k events are found or none is left."""
+        available = part.size if rows is None else len(rows)
+        want = k
+        while True:
+            positions, scores = part.scores(rows, query, want, self._stored)
+            order = np.lexsort((part.seqs[positions], -scores))
+            positions, scores = positions[order], scores[order]
+            _, first = np.unique(part.seqs[positions], return_index=True)
+            if len(first) < len(positions):  # (best first: the first row of a seq is its best)
+                first.sort()
+                positions, scores = positions[first], scores[first]
+            if len(positions) >= k or want >= available:
+                return positions, scores
+            want = min(available, want * 4)
 
     def _stored(self, vids: npt.NDArray[np.int64], dim: int) -> Matrix:
         """The float32 vectors of ``vids``, read from the store (one row each, in order). A
