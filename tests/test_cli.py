@@ -238,6 +238,25 @@ def test_search_filters(store: Store) -> None:
     )
 
 
+def test_search_shows_the_passage_of_a_long_event(tmp_path: Path) -> None:
+    db = tmp_path / "long.db"
+    planted = "The failover runbook says: promote replica db-7 before draining the queue."
+    filler = [f"Paragraph {i} is about lunch menus and office plants." for i in range(60)]
+    essay = "\n\n".join([*filler[:45], planted, *filler[45:]])
+    with SessionManager("writer", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("notes")
+        mgr.add_message(session.id, "assistant", essay)
+    hits = as_json(asm(db, "search", planted, "--json", "--mode", "semantic", "--agent", "writer"))
+    assert hits[0]["content"] == essay
+    passage = hits[0]["passage"]
+    assert (
+        planted in passage["text"] and essay[passage["start"] : passage["stop"]] == passage["text"]
+    )
+    out = ok(asm(db, "search", planted, "--mode", "semantic", "--agent", "writer")).stdout
+    assert f"passage, characters {passage['start']:,}–{passage['stop']:,} of {len(essay):,}" in out
+    assert "promote replica db-7" in out and "Paragraph 0 " not in out
+
+
 def test_search_does_not_count_recalls(store: Store) -> None:
     before = count_rows(store.db, "SELECT sum(recall_count) FROM events")
     ok(asm(store.db, "search", "two-factor"))

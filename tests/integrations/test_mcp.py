@@ -480,6 +480,15 @@ def test_large_content_comes_back_truncated(tmp_path: Path) -> None:
             step = await _ok(client, "record_step", session_id=sid, step="dump", result=payload)
             events = await _ok(client, "get_events", session_id=sid)
             hits = (await _ok(client, "search_memory", query="needle"))["hits"]
+            essay = "\n\n".join(
+                [f"Paragraph {i} is about lunch." for i in range(80)]
+                + ["The vault code is 7741."]
+                + [f"Closing {i}." for i in range(5)]
+            )
+            await _ok(client, "add_message", session_id=sid, role="assistant", content=essay)
+            vault = (
+                await _ok(client, "search_memory", query="The vault code is 7741.", mode="semantic")
+            )["hits"][0]
             sessions = (await _ok(client, "list_sessions"))["sessions"]
             raw = await client.call_tool("get_events", {"session_id": sid})
         bounded = [recorded, events["events"][1], hits[0]["event"]]
@@ -491,6 +500,12 @@ def test_large_content_comes_back_truncated(tmp_path: Path) -> None:
             assert event["content"].endswith(
                 f"… [{len(big) - DEFAULT_MAX_CHARS:,} more characters]"
             )
+        # a long event found by its passage: the passage that answers comes with the hit
+        assert (
+            vault["passage"] is not None and "The vault code is 7741." in vault["passage"]["text"]
+        )
+        assert vault["passage"]["start"] > 1_000
+        assert hits[0]["passage"] is None or "needle" in hits[0]["passage"]["text"]
         assert step["truncated"] is True and isinstance(step["payload"], str)
         assert step["payload"].startswith('{"result":{"rows":[0,1,2')
         assert len(step["payload"]) < DEFAULT_MAX_CHARS + 50

@@ -351,7 +351,19 @@ def search(
     if as_json:
         emit_json(
             [
-                {"rank": rank, "score": hit.score, "score_scale": scale, **event_to_dict(hit.event)}
+                {
+                    "rank": rank,
+                    "score": hit.score,
+                    "score_scale": scale,
+                    "passage": None
+                    if hit.passage is None
+                    else {
+                        "text": hit.passage.text,
+                        "start": hit.passage.start,
+                        "stop": hit.passage.stop,
+                    },
+                    **event_to_dict(hit.event),
+                }
                 for rank, hit in enumerate(hits, start=1)
             ]
         )
@@ -397,5 +409,12 @@ def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
             Text(f"{rank}.", style="bold"),
             Text.assemble((f"{score.ljust(width)}  ", "bold"), located),
         )
-        grid.add_row("", snippet(event.content, query, width=max(40, env.out.width - 8)))
+        width = max(40, env.out.width - 8)
+        if hit.passage is None:
+            grid.add_row("", snippet(event.content, query, width=width))
+            continue
+        # a long event found by one of its passages: show that passage, and where it sits
+        where = f"passage, characters {hit.passage.start:,}–{hit.passage.stop:,} of "
+        grid.add_row("", Text(f"{where}{len(event.content):,}", style="dim"))
+        grid.add_row("", snippet(hit.passage.text, query, width=width))
     env.out.print(grid)

@@ -18,7 +18,7 @@ require("mcp.server.mcpserver", "mcp")
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402  (after the check)
 from pydantic import BaseModel, Field  # noqa: E402  (pydantic comes with mcp)
 
-__all__ = ["EventOut", "SearchResult", "SessionList", "SessionOut", "StartedSession"]
+__all__ = ["EventOut", "PassageOut", "SearchResult", "SessionList", "SessionOut", "StartedSession"]
 
 _T = TypeVar("_T")
 
@@ -82,9 +82,20 @@ class EventList(BaseModel):
     more: bool = Field(description="True when the session has older matching events.")
 
 
+class PassageOut(BaseModel):
+    text: str = Field(description="The passage of a long event that matched.")
+    start: int = Field(description="Where it starts in the event's content (characters).")
+    stop: int = Field(description="Where it ends in the event's content (characters).")
+
+
 class SearchHit(BaseModel):
     score: float = Field(description="Relevance; higher is better (comparable within a call).")
     event: EventOut
+    passage: PassageOut | None = Field(
+        default=None,
+        description="For a long event found by one of its passages, that passage (the "
+        "event's content may be cut; this is the part that answers).",
+    )
 
 
 class SearchResult(BaseModel):

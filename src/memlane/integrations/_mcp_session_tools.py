@@ -28,6 +28,7 @@ from pydantic import Field  # noqa: E402  (pydantic comes with mcp)
 from ._mcp_outputs import (  # noqa: E402
     EventList,
     EventOut,
+    PassageOut,
     SearchHit,
     SearchResult,
     SessionList,
@@ -135,7 +136,20 @@ def session_read_tools(manager: Callable[[], AsyncSessionManager], cap: int) -> 
         mgr = manager()
         hits = await _call(mgr.search(query, k, mode=mode, session_id=session_id, kinds=kinds))
         return SearchResult(
-            hits=[SearchHit(score=hit.score, event=_event_out(hit.event, cap)) for hit in hits]
+            hits=[
+                SearchHit(
+                    score=hit.score,
+                    event=_event_out(hit.event, cap),
+                    passage=None
+                    if hit.passage is None
+                    else PassageOut(
+                        text=hit.passage.text[:cap],
+                        start=hit.passage.start,
+                        stop=hit.passage.stop,
+                    ),
+                )
+                for hit in hits
+            ]
         )
 
     async def restore_context(
