@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -117,3 +118,96 @@ def test_spans_are_ordered_within_bounds_and_cover_every_word(blocks: list[str])
     assert starts == sorted(set(starts))
     if spans:
         assert _words_of(_covered(text, spans)) == _words_of(text)
+
+
+def test_passages_survive_export_and_import(
+    tmp_path: Path,
+) -> None:
+    """Vectors are not exported: an imported long event is embedded again, as passages, and
+    found by the passage that answers."""
+    from memlane import SessionManager
+    from memlane.admin import StoreAdmin
+    from memlane.testing import HashEmbedder
+
+    planted = "The failover runbook says to promote replica db-7 before draining the queue."
+    body = [f"Paragraph {i} is about office plants and the lunch menu." for i in range(60)]
+    body.insert(40, planted)
+    essay = "\n\n".join(body)
+    source, target = tmp_path / "a.db", tmp_path / "b.db"
+    with SessionManager("a", source, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("notes")
+        long = mgr.add_message(session.id, "assistant", essay)
+    with StoreAdmin(source, embedder=HashEmbedder()) as admin:
+        records = list(admin.export())
+    with StoreAdmin(target, embedder=HashEmbedder()) as admin:
+        admin.import_records(records)
+    with SessionManager("a", target, embedder=HashEmbedder(), background=False) as mgr:
+        hit = mgr.search(planted, k=1, mode="semantic")[0]
+        assert hit.event.id == long.id and hit.passage is not None
+        assert planted in hit.passage.text
+    with StoreAdmin(target, embedder=HashEmbedder()) as admin:
+        assert admin.stats().vectors > 3  # one per passage, and the goal's
+
+
+def test_a_store_from_before_passages_keeps_its_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's 0013_passages rebuilds the vectors table: every vector and its vid kept (the
+    caches and their snapshots point at vids), searches as before, new long events cut."""
+    import sqlite3
+
+    import numpy as np
+
+    from memlane import SessionManager
+    from memlane.store import sqlite as store_sqlite
+    from memlane.testing import HashEmbedder
+
+    db = tmp_path / "old.db"
+    before = store_sqlite.MIGRATIONS[:-1]
+    assert store_sqlite.MIGRATIONS[-1][0] == "0013_passages"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_sqlite, "MIGRATIONS", before)
+        with SessionManager("a", db, embedder=HashEmbedder(), background=False) as old:
+            session = old.start_session("legacy")
+            fact = old.record_fact(session.id, "the staging database is PostgreSQL 16")
+    # vectors as the old schema held them: one per event, no passage columns
+    with sqlite3.connect(db) as conn:
+        queued = conn.execute("SELECT seq, partition FROM outbox ORDER BY seq").fetchall()
+        texts = [
+            conn.execute("SELECT content FROM events WHERE seq = ?", (seq,)).fetchone()[0]
+            for seq, _ in queued
+        ]
+        vectors = HashEmbedder()(texts)
+        for (seq, partition), vector in zip(queued, vectors, strict=True):
+            blob = np.asarray(vector, "<f4").tobytes()
+            conn.execute(
+                "INSERT INTO vectors (seq, partition, vector) VALUES (?, ?, ?)",
+                (seq, partition, blob),
+            )
+        conn.execute("DELETE FROM outbox")
+        old_rows = conn.execute("SELECT vid, seq, vector FROM vectors ORDER BY vid").fetchall()
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        assert mgr.pending_embeddings() == 0
+        hit = mgr.search("staging database", k=1, mode="semantic")[0]
+        assert hit.event.id == fact.id and hit.passage is None
+        essay = "\n\n".join(f"Paragraph {i} on release notes and checklists." for i in range(80))
+        long = mgr.add_message(session.id, "assistant", essay)
+        mgr.flush()
+    with sqlite3.connect(db) as conn:
+        kept = conn.execute(
+            "SELECT vid, seq, vector FROM vectors WHERE seq != ? ORDER BY vid", (long.seq,)
+        ).fetchall()
+        assert kept == old_rows
+        parts = conn.execute(
+            "SELECT part, start, stop FROM vectors WHERE seq = ? ORDER BY part", (long.seq,)
+        ).fetchall()
+        assert len(parts) > 2 and parts[0][1] == 0 and all(stop > start for _, start, stop in parts)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        # the deletion log still follows the table (the trigger was made again)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM events WHERE seq = ?", (long.seq,))
+        logged = conn.execute(
+            "SELECT count(*) FROM deleted_vectors WHERE seq = ?", (long.seq,)
+        ).fetchone()[0]
+        assert logged == len(parts)

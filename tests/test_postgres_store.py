@@ -654,6 +654,54 @@ def test_a_store_from_before_the_fix_is_migrated(
         mgr.delete_event(mgr.events(session.id)[-1].id)
 
 
+def test_a_store_from_before_passages_keeps_its_vectors(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0014_passages keys vectors by event and part: the old vectors stay and are found; a
+    new long event gets a vector per passage, each with its span."""
+    from memlane.store import _pg_migrations, postgres
+
+    url = store_url(postgres_url)
+    assert _pg_migrations.MIGRATIONS[-1][0] == "0014_passages"
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres, "MIGRATIONS", _pg_migrations.MIGRATIONS[:-1])
+        with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as old:
+            session = old.start_session("legacy")
+            fact = old.record_fact(session.id, "the staging database is PostgreSQL 16")
+    with _raw_owner(url) as conn:  # vectors as the old schema held them: one per event
+        queued = conn.execute(
+            "SELECT o.seq, o.partition, e.content FROM outbox o JOIN events e USING (seq)"
+        ).fetchall()
+        vectors = HashEmbedder()([content for _, _, content in queued])
+        for (seq, partition, _), vector in zip(queued, vectors, strict=True):
+            conn.execute(
+                "INSERT INTO vectors (seq, partition, agent_id, embedding) "
+                "VALUES (%s, %s, 'a', %s)",
+                (seq, partition, "[" + ",".join(str(float(x)) for x in vector) + "]"),
+            )
+        conn.execute("DELETE FROM outbox")
+        (count,) = conn.execute("SELECT count(*) FROM vectors").fetchone()
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        assert mgr.health().schema == "0014_passages" and mgr.pending_embeddings() == 0
+        hit = mgr.search("staging database", k=1, mode="semantic")[0]
+        assert hit.event.id == fact.id and hit.passage is None
+        essay = "\n\n".join(f"Paragraph {i} on release notes and checklists." for i in range(80))
+        long = mgr.add_message(session.id, "assistant", essay)
+        mgr.flush()
+        hit = mgr.search("Paragraph 70 on release notes", k=1, mode="semantic")[0]
+        assert hit.event.id == long.id and hit.passage is not None
+        assert "Paragraph 70 " in hit.passage.text
+    with _raw_owner(url) as conn:
+        (kept,) = conn.execute(
+            "SELECT count(*) FROM vectors WHERE seq != %s", (long.seq,)
+        ).fetchone()
+        assert kept == count
+        parts = conn.execute(
+            "SELECT part, start, stop FROM vectors WHERE seq = %s ORDER BY part", (long.seq,)
+        ).fetchall()
+        assert len(parts) > 2 and all(stop > start for _, start, stop in parts)
+
+
 def test_no_driver_exception_crosses_the_api() -> None:
     """What the server refuses for another reason than the connection, its setup or a
     conflict (a constraint, a type) is a StoreError that names the bug, not psycopg's."""

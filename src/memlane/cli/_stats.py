@@ -45,7 +45,7 @@ def stats(env: Env, as_json: bool) -> None:
     out.print(
         Text.assemble(
             ("Events    ", "bold"),
-            f"{st.events:,}; {st.vectors:,} embedded, ",
+            f"{st.events:,}; {st.vectors:,} vectors (a long event has one per passage), ",
             (
                 f"{st.pending_embeddings:,} waiting for embedding",
                 "yellow" if st.pending_embeddings else "",

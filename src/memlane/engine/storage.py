@@ -240,8 +240,7 @@ class Storage:
         queued = 0
         for partition in self.log.vector_partitions():
             expected = self.log.embedded_seqs(partition)
-            if self.vectors.count(partition) >= len(expected):
-                continue
+            # (the events are compared, not counts: a long event has a vector per passage)
             missing = sorted(set(expected) - self.vectors.seqs(partition))
             if missing:
                 log.warning(

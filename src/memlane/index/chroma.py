@@ -309,14 +309,36 @@ class ChromaIndex:
                 allowed = None
         found: list[VectorMatch] = []
         for partition, owner_only in partitions:
-            collection = self._collection(partition, create=False)
-            if collection is None:
-                continue
             scoped = flt.scope.chroma_where(owner_only)  # isolation inside the collection
             where = [scoped, *clauses] if scoped else clauses
-            found.extend(self._search_one(collection, query, where, k, allowed))
+            found.extend(
+                self._in_collection(
+                    partition, lambda c, w=where: self._search_one(c, query, w, k, allowed)
+                )
+            )
         found.sort(key=lambda match: (-match.score, match.seq))
         return found[:k]
+
+    def _in_collection(
+        self, partition: str, search: Callable[[Any], list[VectorMatch]]
+    ) -> list[VectorMatch]:
+        """``search(collection)`` of the partition's collection, ``[]`` when it has none. A
+        handle that another process's reindex left stale (the collection dropped, perhaps
+        made again) is fetched afresh once."""
+        for attempt in (1, 2):
+            collection = self._collection(partition, create=False)
+            if collection is None:
+                return []
+            try:
+                return search(collection)
+            except Exception as exc:
+                if not _is_not_found(exc):
+                    raise
+                with self._collections_lock:
+                    self._collections.pop(partition, None)
+                if attempt == 2:
+                    return []  # gone again meanwhile: nothing to find there now
+        return []
 
     def _search_one(
         self,

@@ -77,7 +77,7 @@ class StoreStats:
     events: int
     sessions_by_status: dict[str, int]
     events_by_agent: dict[str, dict[str, int]]  # agent -> kind -> count
-    vectors: int
+    vectors: int  # stored vectors: one per event, or one per passage of a long event
     pending_embeddings: int
     embedder_name: str | None  # the embedder that made the stored vectors, if any
     embedder_dim: int | None

@@ -95,8 +95,69 @@ def _wait_past(moment: datetime) -> None:
         time.sleep(left + 0.05)
 
 
+_PLANTED = "The failover runbook says to promote replica db-7 before draining the queue."
+
+
+def _essay(planted: str, topic: str = "office plants", paragraphs: int = 60) -> str:
+    """A long message whose ``planted`` sentence sits two thirds of the way in, far past
+    what an embedder reads of a text whole."""
+    body = [f"Paragraph {i} is about {topic} and the lunch menu." for i in range(paragraphs)]
+    body.insert(paragraphs * 2 // 3, planted)
+    return "\n\n".join(body)
+
+
 class LongEventConformance:
     """Events past every size threshold on one backend (a mixin of ``BackendConformance``)."""
+
+    def test_long_events_are_found_by_their_passages(
+        self, make: ManagerFactory, backend: Any
+    ) -> None:
+        """A long event is indexed as passages on every backend: found by its passage (which
+        the hit names), once; its passages are rebuilt by a reindex, invisible to another
+        agent, and gone with the event and with its user's erasure."""
+        mgr = make()
+        session = mgr.start_session("passages", user_id="u-passages")
+        essay = mgr.add_message(session.id, "assistant", _essay(_PLANTED))
+        others = [
+            mgr.add_message(session.id, "user", _essay(f"{topic} fact.", topic))
+            for topic in ("gardens", "invoices", "roadmaps")
+        ]
+        mgr.flush()
+        admin = backend.admin()
+        try:
+            with_passages = admin.stats().vectors
+            # several vectors per long event (the goal has one)
+            assert with_passages > 3 * (len(others) + 1), with_passages
+
+            def found(manager: SessionManager, mode: SearchMode) -> list[Any]:
+                return list(manager.search(_PLANTED, k=4, mode=mode))
+
+            for mode in ("semantic", "hybrid"):
+                hits = found(mgr, mode)  # type: ignore[arg-type]
+                assert hits[0].event.id == essay.id, mode
+                assert [h.event.id for h in hits].count(essay.id) == 1, mode
+                passage = hits[0].passage
+                assert passage is not None and _PLANTED in passage.text, (mode, passage)
+                assert essay.content[passage.start : passage.stop] == passage.text
+                assert passage.start > 1_000  # (not the event's opening)
+            assert essay.id not in {h.event.id for h in found(make("someone-else"), "semantic")}
+
+            admin.reindex()
+            mgr.flush()
+            assert admin.stats().vectors == with_passages
+            hit = found(mgr, "semantic")[0]
+            assert hit.event.id == essay.id and hit.passage is not None
+            assert _PLANTED in hit.passage.text
+
+            deleted = mgr.delete_event(others[0].id)
+            assert deleted.id == others[0].id
+            after_delete = admin.stats().vectors
+            assert after_delete < with_passages - 2  # its passages went with it
+            admin.erase_user("u-passages")
+            assert admin.stats().vectors == 0
+            assert found(mgr, "semantic") == []
+        finally:
+            admin.close()
 
     def test_long_events_and_their_neighbours_record_delete_expire_and_search(
         self, make: ManagerFactory, backend: Any
