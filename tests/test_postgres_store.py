@@ -638,7 +638,9 @@ def test_a_store_from_before_the_fix_is_migrated(
     url = store_url(postgres_url)
     fixed = [name for name, _ in _pg_migrations.MIGRATIONS].index("0010_whole_text_never_null")
     with monkeypatch.context() as patch:
-        patch.setattr(postgres, "MIGRATIONS", _pg_migrations.MIGRATIONS[:fixed])
+        # (with the vectors' passage columns: this version's indexer writes them)
+        passages = _pg_migrations.MIGRATIONS[-1]
+        patch.setattr(postgres, "MIGRATIONS", (*_pg_migrations.MIGRATIONS[:fixed], passages))
         with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as old:
             session = old.start_session("goal")
             old.add_message(session.id, "user", "word " * 1000)

@@ -311,11 +311,11 @@ class ChromaIndex:
         for partition, owner_only in partitions:
             scoped = flt.scope.chroma_where(owner_only)  # isolation inside the collection
             where = [scoped, *clauses] if scoped else clauses
-            found.extend(
-                self._in_collection(
-                    partition, lambda c, w=where: self._search_one(c, query, w, k, allowed)
-                )
-            )
+
+            def search(collection: Any, where: list[dict[str, Any]] = where) -> list[VectorMatch]:
+                return self._search_one(collection, query, where, k, allowed)
+
+            found.extend(self._in_collection(partition, search))
         found.sort(key=lambda match: (-match.score, match.seq))
         return found[:k]
 

@@ -132,8 +132,9 @@ class LongEventConformance:
             def found(manager: SessionManager, mode: SearchMode) -> list[Any]:
                 return list(manager.search(_PLANTED, k=4, mode=mode))
 
-            for mode in ("semantic", "hybrid"):
-                hits = found(mgr, mode)  # type: ignore[arg-type]
+            modes: tuple[SearchMode, ...] = ("semantic", "hybrid")
+            for mode in modes:
+                hits = found(mgr, mode)
                 assert hits[0].event.id == essay.id, mode
                 assert [h.event.id for h in hits].count(essay.id) == 1, mode
                 passage = hits[0].passage

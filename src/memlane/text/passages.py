@@ -55,12 +55,14 @@ def passage_spans(
     count_tokens: Callable[[str], int] = estimate_tokens,
     window: int = DEFAULT_WINDOW,
     *,
-    size: int = PASSAGE_TOKENS,
-    limit: int = MAX_PASSAGES,
+    size: int | None = None,
+    limit: int | None = None,
 ) -> list[tuple[int, int]]:
     """The ``(start, stop)`` spans of ``text``'s passages, in order; ``[]`` when the text fits
     the embedder's window whole (``window`` word pieces, two of them special; counted with
-    ``count_tokens``) and needs none. At most ``limit`` passages, from the beginning.
+    ``count_tokens``) and needs none. Passages of at most ``size`` word pieces (default
+    :data:`PASSAGE_TOKENS`), at most ``limit`` of them (:data:`MAX_PASSAGES`), from the
+    beginning.
 
     >>> text = "\\n\\n".join(f"Paragraph {i} says something about topic {i}." for i in range(60))
     >>> spans = passage_spans(text, window=64, size=40)
@@ -72,7 +74,9 @@ def passage_spans(
     room = window - SPECIAL_TOKENS
     if room < 16:
         raise ValueError(f"a window of {window} tokens is too small to cut passages for")
-    size = max(8, min(size, room))
+    # (the module's constants read at each call: a benchmark may try other sizes)
+    size = max(8, min(PASSAGE_TOKENS if size is None else size, room))
+    limit = MAX_PASSAGES if limit is None else limit
     # (a word piece is at least one character: a text this short fits; a text over twelve
     # characters a piece of the window is not counted whole, it cannot fit)
     if len(text) <= room or (len(text) <= room * 12 and count_tokens(text) <= room):
