@@ -220,5 +220,6 @@ def test_demo_quotes_exactly_what_it_runs_into_the_named_store(
     assert any("payload:" in line for line in quoted)  # the long JSON line wrapped inside
     _, quoted = _quoted_after(lines, " search ")
     search = ["search", "did we turn off 2FA anywhere?", "--mode", "semantic", "--k", "3"]
-    assert len(quoted) == 7 and _same_text(quoted, inside.invoke(cli, ["--db", str(db), *search]))
+    # (a header, then two lines a hit and a third for the long tool output's passage)
+    assert len(quoted) == 10 and _same_text(quoted, inside.invoke(cli, ["--db", str(db), *search]))
     assert f"memlane --db {db} delete {session['id']}" in out  # how to take it out again
