@@ -52,15 +52,19 @@ SAY_AFTER = 1.0
 #: ~300 ms, p99 up to 1.8 s with MiniLM). Events beyond are found by the keyword ranking
 #: until a worker embeds them.
 CATCH_UP_LIMIT = 256
-#: ... and a backlog this small whoever wrote it (another manager's latest events: ~80 ms of
-#: MiniLM on this machine).
+#: ... then, of a backlog this small, whoever wrote it (another manager's latest events)...
 SMALL_BACKLOG = 16
 #: ... but never for longer than this (after an ingest of a 900-line file, a search
-#: embedded ~250 chunks first and sat silent for 17 s). Past it the search answers with what
-#: is embedded, the rest found by keyword, and says how many wait (``Hits.waiting``).
+#: embedded ~250 chunks first and sat silent for 17 s; with long events cut into passages,
+#: 16 pending messages of ~2,000 characters held a search 3.2 s). Past it the search answers
+#: with what is embedded, the rest found by keyword, and says how many wait
+#: (``Hits.waiting``). The first step is always taken: the newest events are found by
+#: meaning at once.
 CATCH_UP_SECONDS = 0.2
-#: ... this many at a time, newest first, so that the clock is looked at between steps
-CATCH_UP_STEP = 16
+#: ... this many events at a time, newest first, so that the clock is looked at between
+#: steps (a long event is several passages: one message of ~2,000 characters is ~0.1 s of
+#: MiniLM, four were 0.75 s on a loaded machine)
+CATCH_UP_STEP = 1
 
 _REINDEX_HINT = (
     "Rebuild the vectors with the new embedder: `memlane reindex --db {path}` or "
@@ -225,8 +229,10 @@ class Indexer:
         *,
         force: bool = False,
         seqs: Sequence[int] | None = None,
+        limit: int | None = None,
     ) -> int:
-        with self.store.claim_outbox(self.batch_size, partitions, force=force, seqs=seqs) as batch:
+        size = self.batch_size if limit is None else limit
+        with self.store.claim_outbox(size, partitions, force=force, seqs=seqs) as batch:
             if not batch.rows:
                 return 0
             rows = self._passages(batch.rows)
@@ -286,14 +292,15 @@ class Indexer:
         """Embed what a search of ``partitions`` needs first (read-your-writes); return how
         many events there still wait for their vectors (the search finds them by keyword).
 
-        Without a running worker, everything pending there (nobody else would). With one, a
-        backlog of at most :data:`SMALL_BACKLOG` events (another manager's latest writes),
-        else this process's newest recorded events (at most :data:`CATCH_UP_LIMIT`, newest
-        first, :data:`CATCH_UP_STEP` at a time) for at most :data:`CATCH_UP_SECONDS`: the
-        workers embed the rest, and the keyword ranking finds it meanwhile. Either is
-        embedded beside the worker's batch, not after it (the worker's lock is not taken: a
-        batch of MiniLM takes seconds when eight processes share two cores); an event in both
-        is embedded twice, harmlessly (vectors are keyed by event).
+        Without a running worker, everything pending there (nobody else would). With one,
+        for at most :data:`CATCH_UP_SECONDS` (its first step always), :data:`CATCH_UP_STEP`
+        events at a time: this process's newest recorded events (at most
+        :data:`CATCH_UP_LIMIT`, newest first), then, when at most :data:`SMALL_BACKLOG`
+        events wait, anyone's (another manager's latest writes). The workers embed the rest,
+        and the keyword ranking finds it meanwhile. This is done beside the worker's batch,
+        not after it (the worker's lock is not taken: a batch of MiniLM takes seconds when
+        eight processes share two cores); the outbox leases keep the two from embedding an
+        event twice.
         """
         pending = self.store.pending_count(partitions)
         if not pending:
@@ -301,9 +308,6 @@ class Indexer:
         if not self.running:
             while self.embed_batch(partitions) and self.store.pending_count(partitions):
                 pass
-            return self.store.pending_count(partitions)
-        if pending <= SMALL_BACKLOG:
-            self._embed(partitions)
             return self.store.pending_count(partitions)
         deadline = time.monotonic() + CATCH_UP_SECONDS
         with self._recent_lock:
@@ -314,6 +318,9 @@ class Indexer:
             with self._recent_lock:  # embedded now, or gone: a later search need not ask
                 for seq in step:
                     self._recent.pop(seq, None)
+        if self.store.pending_count(partitions) <= SMALL_BACKLOG:
+            while time.monotonic() < deadline and self._embed(partitions, limit=CATCH_UP_STEP):
+                pass
         return self.store.pending_count(partitions)
 
     def flush(self) -> None:
