@@ -41,7 +41,12 @@ runs it):
   (``search(question, k=60, session_id=...)``, events whole in rank order, each that fits
   added, counted with o200k_base) and **buffer** (the newest events that fit, whole);
 - the issue's **loose** rule beside it: an answering event counts when its opening (first 200
-  characters) or any 200-character window of it that contains the span is in the text;
+  characters) or any 200-character window of it that contains the span is in the text (not a
+  superset of the strict rule: a span whose surroundings were cut away, a line just after an
+  omission mark, passes the strict rule alone);
+- what restore's report says of the answering event (the best of them): ``included`` whole,
+  ``summarised`` (restore's head-and-tail or JSON summary), ``dropped``, or ``absent``, and
+  how many events a restore includes whole and summarised;
 - spans and windows are compared with runs of whitespace collapsed (restore indents an
   event's continuation lines); JSON payloads are read compact with sorted keys;
 - restore and search wall time, p50 / p95; every text recounted with o200k_base against its
@@ -78,6 +83,8 @@ SEARCH_PACK_K = 60
 SHOWN_CHARS = 1000  # a hit without a passage shows this much of its event
 LOOSE_CHARS = 200  # the loose rule's opening and window
 METHODS = ("restore", "search-pack", "buffer")
+#: what restore's report says of a question's answering event (the best of them), best first
+FATES = ("included", "summarised", "dropped", "absent")
 DATASETS = ("joined", "generated")
 DEFAULT_LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 SEED = 31
@@ -182,6 +189,7 @@ class Outcome:
     rank: int | None  # of the first answering hit in the top 10, from 1
     passage: bool
     hits: dict[str, tuple[bool, bool]] = field(default_factory=dict)  # "method@B" -> rules
+    shown_as: dict[int, str] = field(default_factory=dict)  # B -> the answer's event in restore
 
     def row(self) -> dict[str, Any]:
         return {
@@ -194,6 +202,7 @@ class Outcome:
             "rank": self.rank,
             "passage": self.passage,
             "evidence": {key: list(value) for key, value in self.hits.items()},
+            "restore_shows_answering_event": {str(b): fate for b, fate in self.shown_as.items()},
         }
 
 
@@ -237,6 +246,9 @@ def run_dataset(
     search_ms: list[float] = []
     used: dict[str, list[int]] = {f"{m}@{b}": [] for m in METHODS for b in budgets}
     violations = dict.fromkeys(used, 0)
+    shown_events: dict[tuple[str, int], list[int]] = {
+        (fate, b): [] for fate in ("included", "summarised") for b in budgets
+    }
     with SessionManager(f"long-{name}", db, embedder=embedder, count_recalls=False) as mgr:
         started = time.perf_counter()
         recorded = [record(mgr, session) for session in sessions]
@@ -277,8 +289,18 @@ def run_dataset(
                     pack_costs.append(costs[i] if i is not None else count(hit.event.content))
                 for budget in budgets:
                     r0 = time.perf_counter()
-                    context = mgr.restore(sid, budget, query=probe.text).text
+                    restored = mgr.restore(sid, budget, query=probe.text)
                     restore_ms[budget].append((time.perf_counter() - r0) * 1000)
+                    context = restored.text
+                    actions = {item.event_id: item.action for item in restored.report.items}
+                    fates = {actions.get(ids[i], "absent") for i in spans}
+                    outcome.shown_as[budget] = next(
+                        (f for f in FATES if f in fates), FATES[-1]
+                    )  # the best an answering event got
+                    for fate in ("included", "summarised"):
+                        shown_events[(fate, budget)].append(
+                            sum(action == fate for action in actions.values())
+                        )
                     searched = pack(pack_texts, pack_costs, budget, count, skip=True)
                     contexts = {
                         "restore": (normalise(context), count(context)),
@@ -327,6 +349,9 @@ def run_dataset(
             },
         },
         "mean_tokens": {key: statistics.fmean(v) for key, v in used.items() if v},
+        "restore_events": {
+            f"{fate}@{b}": statistics.fmean(v) for (fate, b), v in shown_events.items() if v
+        },
         "violations": violations,
         "outcomes": [outcome.row() for outcome in outcomes],
     }
@@ -360,6 +385,11 @@ def scores(outcomes: Sequence[Outcome], budgets: Sequence[int]) -> dict[str, dic
                 key = f"{method}@{budget}"
                 row[key] = statistics.fmean(o.hits[key][0] for o in picked)
                 row[f"{method}-loose@{budget}"] = statistics.fmean(o.hits[key][1] for o in picked)
+        for budget in budgets:
+            for fate in FATES:
+                row[f"restore-{fate}@{budget}"] = statistics.fmean(
+                    o.shown_as[budget] == fate for o in picked
+                )
         out[name] = row
     return out
 
@@ -490,6 +520,32 @@ def markdown(result: dict[str, Any]) -> str:
                     for b in budgets
                 )
                 lines.append(f"| {label} | {method} | {cells} |")
+        lines += [
+            "",
+            "restore's report on the answering event (the best of them): "
+            + " / ".join(FATES)
+            + " (shares of questions):",
+            "",
+            "| group | " + " | ".join(f"B={b}" for b in budgets) + " |",
+            "|---|" + "---|" * len(budgets),
+        ]
+        for group in ("shallow", "deep", "overall"):
+            row = data["scores"].get(group)
+            if row is not None:
+                cells = " | ".join(
+                    " / ".join(f"{row[f'restore-{fate}@{b}']:.2f}" for fate in FATES)
+                    for b in budgets
+                )
+                lines.append(f"| {group} | {cells} |")
+        shown_events = data["restore_events"]
+        lines += [
+            "",
+            "events per restore, included whole / summarised (mean): "
+            + ", ".join(
+                f"B={b} {shown_events[f'included@{b}']:.1f} / {shown_events[f'summarised@{b}']:.1f}"
+                for b in budgets
+            ),
+        ]
         lat = data["latency_ms"]
         lines += [
             "",
