@@ -52,8 +52,9 @@ runs it):
   superset of the strict rule: a span whose surroundings were cut away, a line just after an
   omission mark, passes the strict rule alone);
 - what restore's report says of the answering event (the best of them): ``included`` whole,
-  ``summarised`` (restore's head-and-tail or JSON summary), ``dropped``, or ``absent``, and
-  how many events a restore includes whole and summarised;
+  ``passages`` (a long event shown by some of its passages), ``summarised`` (restore's
+  head-and-tail or JSON summary), ``dropped``, or ``absent``, and how many events a restore
+  includes whole, by passages and summarised;
 - spans and windows are compared with runs of whitespace collapsed (restore indents an
   event's continuation lines); JSON payloads are read compact with sorted keys;
 - restore and search wall time, p50 / p95; every text recounted with o200k_base against its
@@ -92,7 +93,8 @@ SHOWN_CHARS = 1000  # a hit without a passage shows this much of its event
 LOOSE_CHARS = 200  # the loose rule's opening and window
 METHODS = ("restore", "search-pack", "buffer")
 #: what restore's report says of a question's answering event (the best of them), best first
-FATES = ("included", "summarised", "dropped", "absent")
+FATES = ("included", "passages", "summarised", "dropped", "absent")
+SHOWN = FATES[:3]  # the fates of an event in the text
 DATASETS = ("joined", "generated")
 DEFAULT_LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 SEED = 31
@@ -255,7 +257,7 @@ def run_dataset(
     used: dict[str, list[int]] = {f"{m}@{b}": [] for m in METHODS for b in budgets}
     violations = dict.fromkeys(used, 0)
     shown_events: dict[tuple[str, int], list[int]] = {
-        (fate, b): [] for fate in ("included", "summarised") for b in budgets
+        (fate, b): [] for fate in SHOWN for b in budgets
     }
     kept = db.with_suffix(".recorded.json")  # written once the store is complete
     with SessionManager(f"long-{name}", db, embedder=embedder, count_recalls=False) as mgr:
@@ -321,7 +323,7 @@ def run_dataset(
                     outcome.shown_as[budget] = next(
                         (f for f in FATES if f in fates), FATES[-1]
                     )  # the best an answering event got
-                    for fate in ("included", "summarised"):
+                    for fate in SHOWN:
                         shown_events[(fate, budget)].append(
                             sum(action == fate for action in actions.values())
                         )
@@ -566,9 +568,9 @@ def markdown(result: dict[str, Any]) -> str:
         shown_events = data["restore_events"]
         lines += [
             "",
-            "events per restore, included whole / summarised (mean): "
+            "events per restore, included whole / by passages / summarised (mean): "
             + ", ".join(
-                f"B={b} {shown_events[f'included@{b}']:.1f} / {shown_events[f'summarised@{b}']:.1f}"
+                f"B={b} " + " / ".join(f"{shown_events[f'{fate}@{b}']:.1f}" for fate in SHOWN)
                 for b in budgets
             ),
         ]
