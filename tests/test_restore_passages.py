@@ -140,20 +140,13 @@ def test_the_answer_in_the_sixth_passage_is_shown_by_it_within_a_tight_budget() 
     assert "matches query terms weekly, snapshots" in item.reason
 
 
-def test_an_event_no_query_touches_shows_its_first_and_last_passages() -> None:
-    """Not head and tail cut mid-sentence: its first passage (what it is about) and its last
-    (where it ended up), whole, with ``…`` between."""
+def test_an_event_no_query_touches_keeps_its_head_and_tail() -> None:
+    """Its first and last passages were measured to carry no more than head and tail
+    (docs/restore.md): such an event is summarised as before."""
     event = ev(3, "message", long_text(), role="assistant")
-    ctx = pack(candidates([event], chatter(20), query=None), 1_000, TOK)
+    ctx = pack(candidates([event], chatter(20), query="lunch"), 1_000, TOK)
     check(ctx, 1_000)
-    item = item_of(ctx, event)
-    # the default query (the goal) touches no passage
-    assert item.action == "passages" and item.passages == (1, 9)
-    assert "1: opening; 9: ending" in item.reason and ANSWER not in ctx.text
-    assert re.search(r"after the release\.\n    …\n    Part 9 covers", ctx.text)
-    tight = pack(candidates([event], chatter(20), query=None), 500, TOK)
-    check(tight, 500)
-    assert item_of(tight, event).passages == (1,)
+    assert item_of(ctx, event).action == "summarised" and "chars omitted]…" in ctx.text
 
 
 def test_the_search_best_passage_is_shown_first_without_a_shared_word() -> None:
@@ -263,16 +256,16 @@ def test_an_essay_that_fits_is_shown_by_its_relevant_passage_when_others_need_ro
     assert ANSWER in ctx.text
 
 
-def test_recent_long_events_without_a_query_show_their_first_and_last_passages() -> None:
+def test_recent_long_events_are_shown_by_the_query_passages() -> None:
     newest = ev(300, "message", long_text(), role="assistant")
-    ctx = pack(candidates([], [*chatter(5), newest], query=None), 900, TOK)
-    check(ctx, 900)
+    ctx = pack(candidates([], [*chatter(5), newest]), 700, TOK)
+    check(ctx, 700)
     item = item_of(ctx, newest)
-    assert item.section == "recent" and item.action == "passages"
-    assert item.passages[0] == 1 and item.passages[-1] == 9  # (and what spare tokens add)
-    assert "Part 1 covers" in ctx.text and "Part 9 covers" in ctx.text
+    assert item.section == "recent" and item.action == "passages" and 6 in item.passages
     assert ctx.turns[-1]["content"].startswith("[assistant message, 2024-05-02 19:00")
-    assert "\n…\n" in ctx.turns[-1]["content"]
+    assert ANSWER in ctx.turns[-1]["content"] and "Part 1 covers" not in ctx.turns[-1]["content"]
+    without = pack(candidates([], [*chatter(5), newest], query=None), 700, TOK)
+    assert item_of(without, newest).action == "summarised"  # no query: head and tail
 
 
 def test_recent_long_events_that_fit_stay_whole() -> None:

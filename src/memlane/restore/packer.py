@@ -39,7 +39,6 @@ from .passages import (
     Relevance,
     Shown,
     analysed,
-    fallback,
     passage_cost,
     ranked,
     shown,
@@ -182,7 +181,7 @@ class Packer:
     count_cache: dict[str, int] = field(default_factory=dict)
     #: what makes a long event's passages relevant: the query (or the default one) and the
     #: search's best passages; ``asked``: the caller gave the query (else Recent's long
-    #: events, which no search ranked, are shown by their first and last passages)
+    #: events, which no search ranked, keep their summary)
     relevance: Relevance = field(default_factory=lambda: Relevance({}, {}))
     asked: bool = False
     sizes: dict[str, int] = field(default_factory=dict)
@@ -261,7 +260,7 @@ class Packer:
         analysis = self.analysis(event, section)
         passages = None
         if analysis is not None and section != "recent":
-            passages = self.passages(event, analysis, section, left, relevant_only=True)
+            passages = self.passages(event, analysis, section, left)
         full: int | None = None
         if need is None and (passages is None or self.may_fit_whole(event, passages, left)):
             text = render_block(event, shown_content(event), payload_json(event))
@@ -270,9 +269,8 @@ class Packer:
                 return Block(event, section, text, full, "included", reason, event.content), ""
             if full > left:
                 need = f"{full:,} tokens"
-        if passages is None and analysis is not None:
-            relevant_only = self.summarizer is not None  # (else its first and last passages)
-            passages = self.passages(event, analysis, section, left, relevant_only=relevant_only)
+        if passages is None and analysis is not None and section == "recent":
+            passages = self.passages(event, analysis, section, left)
         if passages is not None:
             if need is not None:
                 why = f"{need} > {left:,} left"
@@ -302,17 +300,14 @@ class Packer:
         block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
         return block, ""
 
-    def passages(
-        self, event: Event, analysis: Analysis, section: str, left: int, *, relevant_only: bool
-    ) -> Shown | None:
-        """``event``'s passages relevant to the query (or, unless ``relevant_only``, its first
-        and last) within half of ``left`` (restore/passages.py), or None."""
+    def passages(self, event: Event, analysis: Analysis, section: str, left: int) -> Shown | None:
+        """``event``'s passages relevant to the query within half of ``left``
+        (restore/passages.py), or None: none is relevant (the event keeps its summary, head
+        and tail: its first and last passages were measured to carry no more), or none fits."""
         allowance = int(left * SUMMARY_SHARE)
         if allowance < LEAST_PASSAGES:
             return None  # (most candidates meet a spent share: no ranking for them)
         order = ranked(event, analysis, self.relevance_in(section))
-        if not order and not relevant_only:
-            order = fallback(analysis)
         if not order:
             return None
         pricing = self.pricing(event, analysis)
@@ -328,10 +323,10 @@ class Packer:
         return recorded <= 0 or recorded <= slack * min(left, WHOLE_WITHIN * passages.tokens)
 
     def passage_block(
-        self, event: Event, section: str, chosen: Shown, basis: str, why: str
+        self, event: Event, section: str, chosen: Shown, basis: str, why: str | None
     ) -> Block:
         """The block of ``chosen`` passages; its reason: ``basis`` (why the event is shown),
-        ``why`` (why not whole) and why each passage."""
+        ``why`` (why not whole, if said) and why each passage."""
         said = ", ".join(str(n) for n in chosen.numbers)
         return Block(
             event,
@@ -339,8 +334,9 @@ class Packer:
             chosen.text,
             chosen.tokens,
             "passages",
-            f"{basis}; by passages ({why}): passage{'s' if len(chosen.numbers) > 1 else ''} "
-            f"{said} of {chosen.count} — {chosen.why}",
+            f"{basis}; by passages{f' ({why})' if why else ''}: "
+            f"passage{'s' if len(chosen.numbers) > 1 else ''} {said} of {chosen.count} — "
+            f"{chosen.why}",
             chosen.turn,
             passages=chosen.numbers,
             basis=basis,
@@ -359,8 +355,9 @@ class Packer:
             if full <= allowance:
                 why = f"{block.basis}; whole"
                 return Block(event, section, text, full, "included", why, event.content)
-        order = ranked(event, analysis, self.relevance_in(section)) or fallback(analysis)
-        order = order or [(0, "opening")]
+        order = ranked(event, analysis, self.relevance_in(section))
+        if not order:
+            return None
         picked = {i for i, _ in order}
         near = [n - 1 for n in block.passages]
         beside = sorted(
@@ -374,7 +371,7 @@ class Packer:
         chosen = shown(event, analysis, order, size, allowance, pricing, most=everything)
         if chosen is None:
             return None
-        return self.passage_block(event, section, chosen, block.basis, "more of it")
+        return self.passage_block(event, section, chosen, block.basis, None)
 
     def analysis(self, event: Event, section: str) -> Analysis | None:
         """The passages of ``event`` if it is a long text that may be shown by them (not the

@@ -17,8 +17,9 @@ Which passages (:func:`ranked`): those that match the query's words, by BM25 amo
 event's own passages (the library's keyword tokenizer: porter stems, as the keyword index
 reads them; nothing is embedded at restore time), and the search's best passage
 (:attr:`memlane.Hit.passage`, when the search found the event by one): first among them if
-it matches, else after them. An event no query touches is shown by its first and last
-passages. The packer decides between this and the whole event (restore/packer.py).
+it matches, else after them. An event no query touches keeps the summary it had (head and
+tail: its first and last passages, tried, carried no more). The packer decides between the
+passages and the whole event (restore/packer.py).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class Relevance:
 class Analysis:
     """An event's content cut into passages, with each passage's stem counts; ``whole``:
     the passages reach its end (a huge event is cut, and indexed, only from its beginning:
-    :data:`~memlane.text.passages.MAX_PASSAGES`)."""
+    :data:`~memlane.text.passages.MAX_PASSAGES`; its header then says "of the first 48")."""
 
     spans: tuple[tuple[int, int], ...]
     terms: tuple[Counter[str], ...]
@@ -195,15 +196,6 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
         order.append((i, f"best passage of the search, {terms}" if i in searched else terms))
     order += [(i, "best passage of the search") for i in searched if i not in matching]
     return order
-
-
-def fallback(analysis: Analysis) -> list[tuple[int, str]]:
-    """For an event no query touches: its first passage (what it is about) and its last
-    (where it ended up); nothing for an event cut only from its beginning (its head and
-    tail are a summary's job)."""
-    if not analysis.whole:
-        return []
-    return [(0, "opening"), (len(analysis.spans) - 1, "ending")]
 
 
 class Pricing(NamedTuple):
