@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint typecheck bench bench-libraries docs clean
+.PHONY: demo test test-fast install lint typecheck bench bench-long bench-libraries docs clean
 
 CORE   := $(VENV)/.installed-core
 
@@ -65,6 +65,13 @@ bench: $(VENV)/.installed-bench
 bench-locomo: $(VENV)/.installed-bench
 	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/locomo.py "$(LOCOMO)"; \
 	else echo "LoCoMo skipped: $(LOCOMO) not found (make bench LOCOMO=path/to/locomo_dev.json)"; fi
+
+# Long events (bench/long_events.py): LoCoMo's turns joined into long messages, when LOCOMO is
+# there, and generated agent runs with long tool outputs. Needs the core and the weights only.
+bench-long: $(CORE)
+	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/long_events.py "$(LOCOMO)"; \
+	else echo "LoCoMo not found at $(LOCOMO): generated runs only"; \
+	$(BIN)/python bench/long_events.py --dataset generated; fi
 
 # memlane's search engines against tantivy, bm25s, faiss, usearch and sqlite-vec
 # (bench/search_libraries.py), in a venv of their own so that the project's stays clean.

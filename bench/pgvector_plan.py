@@ -105,7 +105,7 @@ def timed(store: PostgresStore, queries: np.ndarray[Any, Any], flt: EventFilter)
     index.search(queries[0], flt, parts, 10, list)  # warm
     for query in queries:
         started = time.perf_counter()
-        answers.append([seq for seq, _ in index.search(query, flt, parts, 10, list)])
+        answers.append([match.seq for match in index.search(query, flt, parts, 10, list)])
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies, answers
 

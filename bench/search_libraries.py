@@ -369,7 +369,8 @@ class MemlaneEngine(Library):
         partitions = [(self.store.partition, False)]
         filters = RowQuery(session_id=scope.session_id)
         if self.kind == "vector":
-            return self.vectors.search(query.vector, partitions, self.store.agent, k, filters)
+            found = self.vectors.search(query.vector, partitions, self.store.agent, k, filters)
+            return [(hit[0], hit[1]) for hit in found]  # (a newer cache adds the vid)
         stems = self.keywords.query_stems(query.text)
         if stems is None:
             return []
