@@ -3,6 +3,13 @@
     python bench/long_events.py                       # both datasets, MiniLM
     python bench/long_events.py PATH --quick          # a subset, < 2 minutes
     python bench/long_events.py --dataset generated --embedder hash --json out.json
+    python bench/long_events.py --store /tmp/le      # ingest once; later runs reuse the store
+
+``--store DIR`` keeps each dataset's store (and the ids of what was recorded) in DIR; a later
+run with the same options finds it there and skips ingest, so that two versions of the
+library's search or restore are compared on the same index (an A/B of reading code: the
+store's schema must be one both versions open). Its ingest figures are those of the run
+that built it.
 
 Real agent sessions hold long events: assistant answers of 500-2,000 tokens with code, tool
 outputs of thousands. LoCoMo's one-sentence turns (bench/locomo.py, bench/restore_quality.py)
@@ -59,6 +66,7 @@ runs it):
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -249,12 +257,28 @@ def run_dataset(
     shown_events: dict[tuple[str, int], list[int]] = {
         (fate, b): [] for fate in ("included", "summarised") for b in budgets
     }
+    kept = db.with_suffix(".recorded.json")  # written once the store is complete
     with SessionManager(f"long-{name}", db, embedder=embedder, count_recalls=False) as mgr:
-        started = time.perf_counter()
-        recorded = [record(mgr, session) for session in sessions]
-        record_s = time.perf_counter() - started
-        mgr.flush()
-        ingest_s = time.perf_counter() - started
+        if kept.is_file():
+            saved = json.loads(kept.read_text())
+            recorded = [(sid, ids) for sid, ids in saved["recorded"]]
+            record_s, ingest_s = saved["record_seconds"], saved["ingest_seconds"]
+            if len(recorded) != len(sessions) or any(
+                len(ids) != len(s.items) for (_, ids), s in zip(recorded, sessions, strict=True)
+            ):
+                sys.exit(f"{db} holds other sessions than these options make; remove it")
+            log(f"[{name}] reusing the store {db} (ingested in {ingest_s:.1f} s)")
+        else:
+            started = time.perf_counter()
+            recorded = [record(mgr, session) for session in sessions]
+            record_s = time.perf_counter() - started
+            mgr.flush()
+            ingest_s = time.perf_counter() - started
+            kept.write_text(
+                json.dumps(
+                    {"recorded": recorded, "record_seconds": record_s, "ingest_seconds": ingest_s}
+                )
+            )
         log(f"[{name}] ingest: {sum(len(s.items) for s in sessions)} events in {ingest_s:.1f} s")
         mgr.search("warm-up", k=10, session_id=recorded[0][0])  # untimed
         mgr.restore(recorded[0][0], budgets[0], query="warm-up")
@@ -464,7 +488,9 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="long-events-") as tmp:
         for dataset in datasets:
             sessions, skipped = build(dataset, path, seed, quick, count, **options)
-            db = (workdir or Path(tmp)) / f"long-events-{dataset}.db"
+            where = workdir or Path(tmp)
+            where.mkdir(parents=True, exist_ok=True)
+            db = where / f"long-events-{dataset}.db"
             entry = run_dataset(dataset, sessions, db, model, budgets, count)
             if dataset == "joined":
                 entry["data"] = path.name
@@ -597,6 +623,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--conversations", nargs="+", help="only these LoCoMo sample ids")
     parser.add_argument("--json", type=Path, help="JSON result file (default: bench/results/)")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="keep the stores in this directory and reuse them when run again (skips ingest)",
+    )
     args = parser.parse_args(argv)
     datasets = DATASETS if args.dataset == "both" else (args.dataset,)
     if "joined" in datasets and not args.path.is_file():
@@ -614,6 +645,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sessions=args.sessions,
         events=tuple(args.events),
         conversations_only=args.conversations,
+        workdir=args.store,
     )
     name = "long-events" + ("-quick" if args.quick else "")
     report(result, args.json, name, markdown)

@@ -157,3 +157,21 @@ def test_a_tiny_run_reports_every_figure_and_finds_planted_facts(
     )
     assert result["datasets"]["joined"]["scores"]["overall"]["any@10"] == 1.0  # 2 questions
     assert "| **overall** | restore |" in bench.markdown(result)
+
+
+def test_a_kept_store_is_reused_without_ingesting_again(bench: ModuleType, tmp_path: Path) -> None:
+    """``--store``: the second run reads the first run's store and gets the same answers."""
+    options = {"sessions": 1, "events": (30, 40)}
+    store = tmp_path / "kept"
+    first = bench.evaluate(
+        ("generated",), tmp_path, BUDGETS, HashEmbedder(), 5, workdir=store, **options
+    )
+    assert (store / "long-events-generated.recorded.json").is_file()
+    again = bench.evaluate(
+        ("generated",), tmp_path, BUDGETS, HashEmbedder(), 5, workdir=store, **options
+    )
+    a, b = first["datasets"]["generated"], again["datasets"]["generated"]
+    assert a["ingest"] == b["ingest"] and a["scores"] == b["scores"]
+    other = {"sessions": 2, "events": (30, 40)}
+    with pytest.raises(SystemExit, match="holds other sessions"):
+        bench.evaluate(("generated",), tmp_path, BUDGETS, HashEmbedder(), 5, workdir=store, **other)
