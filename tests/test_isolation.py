@@ -109,6 +109,10 @@ def secrets(make_manager):  # type: ignore[no-untyped-def]
         alice.record_decision(session.id, f"{SECRET}: ship widgets in March")
         alice.record_step(session.id, f"{SECRET} step", result={"widgets": SECRET})
         alice.add_message(session.id, "user", f"{SECRET}: what about widgets?")
+        # a long answer, SECRET only in a passage deep inside: shown by passages, never leaked
+        filler = [f"Widget part {n} is documented in the catalogue. " * 12 for n in range(8)]
+        filler[5] += f"Its code name is {SECRET}."
+        alice.add_message(session.id, "assistant", "\n\n".join(filler))
         ids.append(alice.add_pending(session.id, f"{SECRET}: order widgets").id)
         ids.append(alice.record_error(session.id, f"{SECRET}: widget API down").id)
         alice.summarize(session.id, max_tokens=200)

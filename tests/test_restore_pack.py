@@ -81,7 +81,9 @@ def check_invariants(
     ids = [item.event_id for item in ctx.report.items]
     assert len(ids) == len(set(ids))
     assert set(ids) == all_ids(c)
-    assert all(i.action in ("included", "summarised", "dropped") for i in ctx.report.items)
+    actions = ("included", "passages", "summarised", "dropped")
+    assert all(i.action in actions for i in ctx.report.items)
+    assert all(bool(i.passages) == (i.action == "passages") for i in ctx.report.items)
     assert all(i.reason for i in ctx.report.items)
     check_messages(ctx, tok, budget)
     json.dumps(ctx.report.to_dict())
@@ -415,7 +417,7 @@ def test_report_helpers() -> None:
     ctx = pack(c, 1_000, tokenizer_for("gpt-4o"))
     data = ctx.report.to_dict()
     assert set(data) >= {"budget", "model", "encoding", "estimate", "note", "sections", "items"}
-    assert data["counts"] == {"included": 5, "summarised": 0, "dropped": 0}
+    assert data["counts"] == {"included": 5, "passages": 0, "summarised": 0, "dropped": 0}
     assert ctx.report.included_ids("relevant") == [events[0].id]
     assert ctx.report.sections.keys() == {"goal", "recent", "relevant"}
     assert "relevant (score 0.90)" in [i.reason for i in ctx.report.items]

@@ -189,6 +189,8 @@ def restore_session(
         for hit in hits
         if hit.event.kind != "summary" and hit.event.id not in excluded
     ]
+    # a long event found by one of its passages is shown by it first (restore/passages.py)
+    passages = {hit.event.id: hit.passage for hit in hits if hit.passage is not None}
 
     user_facts = _about_user(store, searcher, session, text[:2_000])
     asked = knowledge if knowledge is not None else query is not None
@@ -214,6 +216,7 @@ def restore_session(
             other_sessions=other_sessions,
             user_facts=user_facts,
             references=references,
+            passages=passages,
         ),
         max_tokens,
         tokenizer,

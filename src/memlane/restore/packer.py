@@ -1,11 +1,14 @@
-"""How restore() claims its budget, one event at a time: include, summarise or drop.
+"""How restore() claims its budget, one event at a time: include, show by passages,
+summarise or drop.
 
 :class:`Packer` is the running state of one :func:`~memlane.restore.pack`: the tokens
 used, the blocks claimed per section (kept in time order, to price their time marks), and a
 :class:`ReportItem` per candidate. ``fill`` claims a section's events within its share;
-``fit`` decides whether an event goes in whole, summarised (JSON stays JSON, short content
-stays whole, a user summariser is tried first) or not at all. The order of the sections and
-their shares are restore/plan.py's; the text of a block is ``_restore_text``'s.
+``fit`` decides whether an event goes in whole, by its passages relevant to the query (a
+long text: restore/passages.py; the whole only when it fits comfortably), summarised (JSON
+stays JSON, short content stays whole, a user summariser is tried first) or not at all. The
+order of the sections and their shares are restore/plan.py's; the text of a block is
+restore/text.py's.
 """
 
 from __future__ import annotations
@@ -28,6 +31,18 @@ from ..text.shrink import (
     user_summary,
 )
 from ..text.tokens import Tokenizer
+from .passages import (
+    LEAST_PASSAGES,
+    WHOLE_WITHIN,
+    Analysis,
+    Pricing,
+    Relevance,
+    Shown,
+    analysed,
+    passage_cost,
+    ranked,
+    shown,
+)
 from .text import (
     TITLES,
     payload_json,
@@ -71,6 +86,7 @@ TIMELESS = ("goal", "earlier")
 #: Sections shown without time marks: those, and the user's facts (each says since when).
 UNDATED = (*TIMELESS, "user", "reference")
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
+_NOTHING = Relevance({}, {})
 
 
 class _SummaryCache:
@@ -110,14 +126,17 @@ _SUMMARIES = _SummaryCache()
 
 @dataclass(frozen=True)
 class ReportItem:
-    """The fate of one candidate event. ``tokens`` is what its block used (0 if dropped)."""
+    """The fate of one candidate event. ``tokens`` is what its block used (0 if dropped);
+    ``passages`` the numbers (from 1) of the passages shown of a long event (action
+    ``"passages"``; the reason says why each was chosen)."""
 
     event_id: str
     kind: str
     section: str
-    action: str  # "included" | "summarised" | "dropped"
+    action: str  # "included" | "passages" | "summarised" | "dropped"
     reason: str
     tokens: int
+    passages: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +159,8 @@ class Block:
     reason: str
     turn: str | None = None  # the content it has as a chat turn (messages only)
     rank: int = 0  # claim order: the highest is trimmed first; the goal (0) never is
+    passages: tuple[int, ...] = ()  # the passages shown of a long event (from 1)
+    basis: str = ""  # why it was claimed at all (a passages block's reason says more)
 
 
 @dataclass
@@ -158,6 +179,13 @@ class Packer:
     floor: int = 1  # tokens of the smallest possible block
     user_cache: dict[tuple[str, bool], str] = field(default_factory=dict)
     count_cache: dict[str, int] = field(default_factory=dict)
+    #: what makes a long event's passages relevant: the query (or the default one) and the
+    #: search's best passages; ``asked``: the caller gave the query (else Recent's long
+    #: events, which no search ranked, keep their summary)
+    relevance: Relevance = field(default_factory=lambda: Relevance({}, {}))
+    asked: bool = False
+    sizes: dict[str, int] = field(default_factory=dict)
+    passage_costs: dict[str, dict[tuple[object, ...], int]] = field(default_factory=dict)
 
     @property
     def left(self) -> int:
@@ -220,20 +248,39 @@ class Packer:
         placed = self.by_section.setdefault(section, [])
         bisect.insort(placed, block, key=lambda b: chrono(b.event))
         self.claimed.add(event.id)
-        self.record(event, section, block.action, block.reason, block.tokens)
+        self.record(event, section, block.action, block.reason, block.tokens, block.passages)
         return True
 
     def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[Block | None, str]:
         if left <= 0:
             return None, "share spent" if self.limit is not None else "budget spent"
         need = too_big(event, left)
+        # A long text is shown by its passages relevant to the query, unless the whole fits
+        # comfortably (counted only when it may); Recent keeps the whole where it fits.
+        analysis = self.analysis(event, section)
+        passages = None
+        if analysis is not None and section != "recent":
+            passages = self.passages(event, analysis, section, left)
         full: int | None = None
-        if need is None:
+        if need is None and (passages is None or self.may_fit_whole(event, passages, left)):
             text = render_block(event, shown_content(event), payload_json(event))
             full = self.tok.count(text + "\n")
-            if full <= left:
+            if full <= left and (passages is None or full <= WHOLE_WITHIN * passages.tokens):
                 return Block(event, section, text, full, "included", reason, event.content), ""
-            need = f"{full:,} tokens"
+            if full > left:
+                need = f"{full:,} tokens"
+        if passages is None and analysis is not None and section == "recent":
+            passages = self.passages(event, analysis, section, left)
+        if passages is not None:
+            if need is not None:
+                why = f"{need} > {left:,} left"
+            else:
+                whole = f"{full:,}" if full is not None else f"~{event.token_count:,}"
+                why = (
+                    f"the whole {whole} tokens > {WHOLE_WITHIN:g}x its passages' {passages.tokens}"
+                )
+            return self.passage_block(event, section, passages, reason, why), ""
+        assert need is not None  # (a whole that fits was returned)
         least = (
             MIN_USEFUL_TOKENS
             if shown_payload(event) is None
@@ -252,6 +299,119 @@ class Packer:
             return None, f"over budget: {need} > {left:,} left, and no summary fits"
         block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
         return block, ""
+
+    def passages(self, event: Event, analysis: Analysis, section: str, left: int) -> Shown | None:
+        """``event``'s passages relevant to the query within half of ``left``
+        (restore/passages.py), or None: none is relevant (the event keeps its summary, head
+        and tail: its first and last passages were measured to carry no more), or none fits."""
+        allowance = int(left * SUMMARY_SHARE)
+        if allowance < LEAST_PASSAGES:
+            return None  # (most candidates meet a spent share: no ranking for them)
+        order = ranked(event, analysis, self.relevance_in(section))
+        if not order:
+            return None
+        pricing = self.pricing(event, analysis)
+        return shown(event, analysis, order, self.size_of(event), allowance, pricing)
+
+    @staticmethod
+    def may_fit_whole(event: Event, passages: Shown, left: int) -> bool:
+        """Whether the whole of ``event`` may fit ``left`` comfortably beside ``passages``,
+        by its recorded count (maybe another model's: a fifth of slack), before it is
+        rendered and counted."""
+        recorded = event.token_count
+        slack = 1.2
+        return recorded <= 0 or recorded <= slack * min(left, WHOLE_WITHIN * passages.tokens)
+
+    def passage_block(
+        self, event: Event, section: str, chosen: Shown, basis: str, why: str | None
+    ) -> Block:
+        """The block of ``chosen`` passages; its reason: ``basis`` (why the event is shown),
+        ``why`` (why not whole, if said) and why each passage."""
+        said = ", ".join(str(n) for n in chosen.numbers)
+        return Block(
+            event,
+            section,
+            chosen.text,
+            chosen.tokens,
+            "passages",
+            f"{basis}; by passages{f' ({why})' if why else ''}: "
+            f"passage{'s' if len(chosen.numbers) > 1 else ''} {said} of {chosen.count} — "
+            f"{chosen.why}",
+            chosen.turn,
+            passages=chosen.numbers,
+            basis=basis,
+        )
+
+    def more_passages(self, block: Block, allowance: int) -> Block | None:
+        """More of a long event shown by its passages, within ``allowance`` tokens: the whole
+        when it fits, else its relevant passages and then the passages beside them."""
+        event, section = block.event, block.section
+        analysis = self.analysis(event, section)
+        if analysis is None:
+            return None
+        if too_big(event, allowance) is None:
+            text = render_block(event, shown_content(event), payload_json(event))
+            full = self.tok.count(text + "\n")
+            if full <= allowance:
+                why = f"{block.basis}; whole"
+                return Block(event, section, text, full, "included", why, event.content)
+        order = ranked(event, analysis, self.relevance_in(section))
+        if not order:
+            return None
+        picked = {i for i, _ in order}
+        near = [n - 1 for n in block.passages]
+        beside = sorted(
+            (i for i in range(len(analysis.spans)) if i not in picked),
+            key=lambda i: (min(abs(i - j) for j in near or [0]), i),
+        )
+        order += [(i, "beside a chosen passage") for i in beside]
+        size = self.size_of(event)
+        everything = len(analysis.spans)
+        pricing = self.pricing(event, analysis)
+        chosen = shown(event, analysis, order, size, allowance, pricing, most=everything)
+        if chosen is None:
+            return None
+        return self.passage_block(event, section, chosen, block.basis, None)
+
+    def analysis(self, event: Event, section: str) -> Analysis | None:
+        """The passages of ``event`` if it is a long text that may be shown by them (not the
+        goal or the summary, which stand alone, nor a payload, which is summarised as JSON)."""
+        if section in TIMELESS or event.kind == "summary" or shown_payload(event) is not None:
+            return None
+        return analysed(event)
+
+    def relevance_in(self, section: str) -> Relevance:
+        """What makes a passage relevant in ``section``: the query, or the default one
+        (goal and pending steps) outside Recent; in Recent without a query, nothing."""
+        return self.relevance if self.asked or section != "recent" else _NOTHING
+
+    def size_of(self, event: Event) -> int:
+        """The tokens of ``event``'s content, said in a passages header: as recorded (the
+        manager's model family; counting again would cost more than the passages)."""
+        if event.token_count > 0:
+            return event.token_count
+        size = self.sizes.get(event.id)
+        if size is None:
+            content = event.content
+            size = self.tok.count(content) if len(content) <= 256 * 1024 else len(content) // 4
+            self.sizes[event.id] = size
+        return size
+
+    def pricing(self, event: Event, analysis: Analysis) -> Pricing:
+        """How ``event``'s passages are priced: each counted once, and kept with its
+        passages for the next restore unless the tokenizer is the caller's own (it may
+        not count the same twice)."""
+        tok = self.tok
+        key: tuple[object, ...] = (tok.model, tok.encoding_name, tok.margin)
+        costs = self.passage_costs.setdefault(event.id, {}) if tok.custom else analysis.costs
+
+        def passage(index: int) -> int:
+            found = costs.get((*key, index))
+            if found is None:
+                found = costs[(*key, index)] = passage_cost(event, analysis, index, tok.count)
+            return found
+
+        return Pricing(tok.count, passage, self.small_count)
 
     def summarised(self, event: Event, section: str, left: int) -> Block | None:
         """The richest summary of ``event`` whose block counts <= ``left``, or None."""
@@ -357,8 +517,18 @@ class Packer:
             self.user_cache[key] = out
         return out
 
-    def record(self, event: Event, section: str, action: str, reason: str, tokens: int) -> None:
-        self.items[event.id] = ReportItem(event.id, event.kind, section, action, reason, tokens)
+    def record(
+        self,
+        event: Event,
+        section: str,
+        action: str,
+        reason: str,
+        tokens: int,
+        passages: tuple[int, ...] = (),
+    ) -> None:
+        self.items[event.id] = ReportItem(
+            event.id, event.kind, section, action, reason, tokens, passages
+        )
 
     def unclaim(self, block: Block, reason: str) -> None:
         self.blocks.remove(block)

@@ -78,9 +78,9 @@ from .packer import (
     UNDATED,
     Block,
     Packer,
-    ReportItem,
     chrono,
 )
+from .passages import Relevance
 from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport
 from .text import (
     TITLES,
@@ -167,8 +167,18 @@ def _pack(
     *,
     with_summary: bool,
 ) -> RestoredContext:
-    p = Packer(tokenizer, summarizer, max_tokens)
     session = candidates.session
+    # (the text gather.py searched with: the caller's query, else the goal and pending steps)
+    searched = candidates.query or " ".join(
+        [session.goal, *(e.content for e in candidates.pinned if e.kind == "pending")]
+    )
+    p = Packer(
+        tokenizer,
+        summarizer,
+        max_tokens,
+        relevance=Relevance.of(searched[:2_000], candidates.passages),
+        asked=candidates.query is not None,
+    )
 
     goal_events = [e for e in candidates.pinned if e.kind == "goal"]
     goal = max(goal_events, key=chrono) if goal_events else None
@@ -305,31 +315,39 @@ def _pack(
 
 
 def _grow_summaries(p: Packer) -> None:
-    """Spend what every section left unused on the events summarised under a tight share.
+    """Spend what every section left unused on the events summarised (or shown by their
+    passages) under a tight share.
 
     A summary made within a section's share (a 1 MB report claimed as relevant history) may
-    end up beside hundreds of unused tokens; it is made again with them, in claim order.
+    end up beside hundreds of unused tokens; it is made again with them, in claim order. A
+    long event shown by its passages gets the passages beside them, or is shown whole.
     """
     for block in sorted(p.blocks, key=lambda b: b.rank):
         spare = p.budget - p.used
         if spare < MIN_PAYLOAD_SUMMARY:
             return
-        if block.action != "summarised" or block.rank <= 1 or block.section in TIMELESS:
+        if block.action not in ("summarised", "passages") or block.rank <= 1:
             continue
-        room = block.tokens + spare
-        grown = p.summarised(block.event, block.section, max(room // 2, block.tokens))
+        if block.section in TIMELESS:
+            continue
+        room = max((block.tokens + spare) // 2, block.tokens)
+        if block.action == "passages":
+            grown = p.more_passages(block, room)
+        else:
+            grown = p.summarised(block.event, block.section, room)
         if grown is None or grown.tokens <= block.tokens:
             continue
         p.used += grown.tokens - block.tokens
         block.text, block.tokens, block.turn = grown.text, grown.tokens, grown.turn
+        block.action, block.passages = grown.action, grown.passages
         item = p.items[block.event.id]
-        p.items[block.event.id] = ReportItem(
-            item.event_id,
-            item.kind,
-            item.section,
-            item.action,
-            f"{item.reason}; grown into tokens no section used",
-            block.tokens,
+        reason = item.reason if grown.action == "summarised" else grown.reason
+        p.items[block.event.id] = replace(
+            item,
+            action=block.action,
+            reason=f"{reason}; grown into tokens no section used",
+            tokens=block.tokens,
+            passages=block.passages,
         )
 
 
@@ -350,10 +368,7 @@ def _join_recent(p: Packer, newest_first: list[Event]) -> None:
         relevant.remove(block)
         block.section = "recent"
         bisect.insort(recent, block, key=lambda b: chrono(b.event))
-        item = p.items[block.event.id]
-        p.items[block.event.id] = ReportItem(
-            item.event_id, item.kind, "recent", item.action, item.reason, item.tokens
-        )
+        p.items[block.event.id] = replace(p.items[block.event.id], section="recent")
     for name in ("relevant", "recent"):
         if not p.by_section[name]:
             del p.by_section[name]
@@ -455,7 +470,7 @@ def _section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozense
         marks = day_stamps([block.event for block in shown])
     for block, (head, prefix) in zip(shown, marks, strict=True):
         text = block.text
-        if prefix:
+        if prefix and block.action != "passages":  # (a passages header says the time)
             text = f"- {prefix}{text[2:]}"
         lines.append(head + text if head else text)
     note = p.notes.get(name)

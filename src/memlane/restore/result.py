@@ -8,13 +8,14 @@ chat messages and a report of every event's fate (:class:`RestoredContext`,
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInput
 from ..errors import shown as _shown
-from ..events import Event, Session
+from ..events import Event, Passage, Session
 from .packer import ReportItem, SectionShare
 from .text import utc
 
@@ -84,6 +85,8 @@ class RestoreCandidates:
     other_sessions: bool = False  # relevant history came from other sessions too
     user_facts: list[Event] = field(default_factory=list)  # about the user, best first
     references: list[tuple[Event, float]] = field(default_factory=list)  # document chunks
+    #: the search's best passage of the long events it found (:attr:`Hit.passage`), by id
+    passages: Mapping[str, Passage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ class RestoreReport:
     message_tokens: int = 0
 
     def included_ids(self, section: str | None = None) -> list[str]:
-        """Ids of events that made it into the text (in full or summarised)."""
+        """Ids of events that made it into the text (in full, by passages or summarised)."""
         return [
             item.event_id
             for item in self.items
@@ -126,7 +129,7 @@ class RestoreReport:
         data = asdict(self)
         data["counts"] = {
             action: sum(1 for item in self.items if item.action == action)
-            for action in ("included", "summarised", "dropped")
+            for action in ("included", "passages", "summarised", "dropped")
         }
         return data
 

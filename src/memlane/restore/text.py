@@ -24,6 +24,7 @@ from ..memory import fact_label
 from ..text.shrink import dumps
 
 __all__ = [
+    "INDENT",
     "PAYLOAD_PREFIX",
     "TITLES",
     "json_fragments",
@@ -46,7 +47,7 @@ TITLES = {
     "relevant": "## Relevant history",
     "recent": "## Recent",
 }
-_INDENT = "\n    "  # continuation lines: deeper than PAYLOAD_PREFIX, so never mistaken for it
+INDENT = "\n    "  # continuation lines: deeper than PAYLOAD_PREFIX, so never mistaken for it
 _UTC = timezone.utc
 _REPEAT_MIN = 3  # a line repeated this many times in a row collapses to "line (×N)"
 
@@ -113,7 +114,7 @@ def render_block(
     label = label_of(event) + (" [summarised]" if summarised else "")
     # splitlines() knows every line break (\r, \x85, \u2028, ...): all become an indented
     # "\n    ", so no content line can start with PAYLOAD_PREFIX or look like a header.
-    body = _INDENT.join(content.splitlines()) if content else ""
+    body = INDENT.join(content.splitlines()) if content else ""
     line = f"- {label}: {body}" if body else f"- {label}"
     return line if payload is None else f"{line}\n{PAYLOAD_PREFIX}{payload}"
 

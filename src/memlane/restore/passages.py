@@ -1,0 +1,407 @@
+"""How restore() shows a long event that it cannot show whole: by its passages relevant to
+the query, not by its head and tail.
+
+A 1,700-token answer whose one relevant paragraph is its sixth was cut to its first lines,
+and a 1,000-token essay that merely shared the query's topic took room whole: restore fell
+below a plain packing of its own search results on long technical chats (issue 31). An
+event is cut into passages as the vector index cuts it (:func:`~memlane.text.passages.
+passage_spans`: spans of its content, at paragraphs, code blocks, lines and sentences), and
+shown as a one-line header and the chosen passages, in their order in the event::
+
+    - [assistant message, 2024-05-02 14:03, 1,740 tokens — passages 3 and 5 of 9]
+        <passage 3>
+        …
+        <passage 5>
+
+Which passages (:func:`ranked`): those that match the query's words, by BM25 among the
+event's own passages (the library's keyword tokenizer: porter stems, as the keyword index
+reads them; nothing is embedded at restore time), and the search's best passage
+(:attr:`memlane.Hit.passage`, when the search found the event by one): first among them if
+it matches, else after them. An event no query touches keeps the summary it had (head and
+tail: its first and last passages, tried, carried no more). The packer decides between the
+passages and the whole event (restore/packer.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+import Stemmer
+
+from ..events import Event, Passage
+from ..ranking.keyword.terms import query_words, tokens
+from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, passage_spans
+from ..text.shrink import summarize_text
+from .text import INDENT, collapse_repeats, label_of, utc
+
+__all__ = [
+    "LEAST_PASSAGES",
+    "MAX_SHOWN",
+    "RELATIVE_SCORE",
+    "WHOLE_WITHIN",
+    "Analysis",
+    "Pricing",
+    "Relevance",
+    "Shown",
+    "analysed",
+    "ranked",
+    "shown",
+]
+
+#: The whole event is shown rather than its passages when it costs at most this many times
+#: what the passages would (and fits what is left): a few tokens more for the whole context
+#: are worth it, a 1,000-token essay for its one relevant paragraph is not. Measured on the
+#: long-events benchmark (docs/restore.md, "Long events"): 1.0 to 2.0 within a point of each
+#: other; the whole whenever it fits lost 5 points at 2k tokens and 7 at 8k.
+WHOLE_WITHIN = 1.3
+#: Passages of one event shown at most while sections are filled (tokens no section used
+#: may add more at the end). Measured: 1 and 2 lose 2-8 points at 2k-4k tokens, 5 is no
+#: better than 3.
+MAX_SHOWN = 3
+#: A passage matching the query's words is shown only when it scores at least this share of
+#: the event's best-matching passage: one common word shared with the query does not make a
+#: passage relevant. Measured: 0.3 is at least as good as 0.5 everywhere, 0.8 loses 1-4
+#: points, 0.15 wins on conversations and loses on tool outputs.
+RELATIVE_SCORE = 0.3
+# BM25's constants (the usual ones; the "corpus" is one event's passages)
+_K1 = 1.2
+_B = 0.75
+_STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
+_ANALYSES_CACHED = 512  # events whose passages are kept (~10-100 KB each)
+_SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
+_ANALYSES: OrderedDict[tuple[str, int, int, str], Analysis | None] = OrderedDict()
+_REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
+_LOCK = threading.Lock()  # restores run in several threads at once
+_MISSING = object()
+#: The fewest tokens a block of passages is given: its header is ~25, and a passage cut to
+#: fewer than ~40 tells nothing.
+LEAST_PASSAGES = 64
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """What makes a passage relevant in one restore: the query's stems (each with the query
+    word it came from, for the report) and the search's best passage of each event found."""
+
+    words: Mapping[str, str]
+    best: Mapping[str, Passage]
+
+    @classmethod
+    def of(cls, query: str | None, best: Mapping[str, Passage] | None = None) -> Relevance:
+        """The relevance of ``query`` (None: no words) and the search's passages ``best``.
+
+        >>> sorted(Relevance.of("Which caches did we evict?").words.items())
+        [('cach', 'caches'), ('evict', 'evict')]
+        """
+        words: dict[str, str] = {}
+        for word in query_words(query or ""):
+            for token in tokens(word):
+                words.setdefault(_stem(token), word)
+        return cls(words, best or {})
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """An event's content cut into passages, with each passage's stem counts; ``whole``:
+    the passages reach its end (a huge event is cut, and indexed, only from its beginning:
+    :data:`~memlane.text.passages.MAX_PASSAGES`; its header then says "of the first 48")."""
+
+    spans: tuple[tuple[int, int], ...]
+    terms: tuple[Counter[str], ...]
+    lengths: tuple[int, ...]
+    whole: bool
+    #: each passage's tokens as shown, per tokenizer (kept with the event's passages)
+    costs: dict[tuple[object, ...], int] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The passages of one event chosen to show: their numbers (from 1, in order), the block's
+    text (without its time), its chat turn, and why each was chosen (for the report)."""
+
+    numbers: tuple[int, ...]
+    count: str  # "9", or "the first 48" of a huge event
+    text: str
+    turn: str
+    why: str
+    tokens: int = 0  # the block's count (its text and a line end)
+
+
+def analysed(event: Event) -> Analysis | None:
+    """``event``'s content cut into passages, or None when it needs none (it fits the
+    embedder's window whole) or has only one. Cached by event (events never change, and an
+    agent restores its session every turn; the key holds no content: an event may hold
+    megabytes)."""
+    content = event.content
+    if len(content) <= _SHORT_CHARS:
+        return None
+    if not event.id:
+        return _analyse(content)
+    # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
+    key = (event.id, len(content), hash(content[:_REACH]), content[-64:])
+    with _LOCK:
+        found = _ANALYSES.get(key, _MISSING)
+        if found is not _MISSING:
+            _ANALYSES.move_to_end(key)
+            return found  # type: ignore[return-value]
+    made = _analyse(content)  # (outside the lock: other restores go on meanwhile)
+    with _LOCK:
+        _ANALYSES[key] = made
+        while len(_ANALYSES) > _ANALYSES_CACHED:
+            _ANALYSES.popitem(last=False)
+    return made
+
+
+def _analyse(content: str) -> Analysis | None:
+    spans = passage_spans(content)
+    if len(spans) < 2:
+        return None
+    terms: list[Counter[str]] = []
+    for start, stop in spans:
+        terms.append(Counter(_stem(token) for token in tokens(content[start:stop])))
+    whole = not content[spans[-1][1] :].strip()
+    return Analysis(tuple(spans), tuple(terms), tuple(sum(t.values()) for t in terms), whole)
+
+
+def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:
+    """The relevant passages of ``event`` best first, as ``(index, why)``: those matching the
+    query's words (at least :data:`RELATIVE_SCORE` of the best match; the search's best
+    passage first among them), then the search's best passage if it matches none. Empty
+    when nothing is relevant.
+
+    Words first: the search's passage is the event's nearest *by meaning* to the whole query,
+    which on long events was the passage holding the answer less often than the one sharing
+    its words (docs/restore.md, "Long events": +1 to +3 points over the other order). It
+    still finds what shares no word with the query.
+    """
+    best = relevance.best.get(event.id)
+    searched = _covering(analysis, best) if best is not None else []
+    scores = _bm25(analysis, list(relevance.words))
+    top = max(scores, default=0.0)
+    matching = [
+        i
+        for i in sorted(range(len(scores)), key=lambda i: (i not in searched, -scores[i], i))
+        if top > 0 and scores[i] >= top * RELATIVE_SCORE
+    ]
+    order: list[tuple[int, str]] = []
+    for i in matching:
+        found = [word for stem, word in relevance.words.items() if analysis.terms[i][stem]]
+        terms = "matches query terms " + ", ".join(found)
+        order.append((i, f"best passage of the search, {terms}" if i in searched else terms))
+    order += [(i, "best passage of the search") for i in searched if i not in matching]
+    return order
+
+
+class Pricing(NamedTuple):
+    """How a block of passages is priced: ``count`` counts exactly; ``passage(i)`` is the
+    tokens of passage ``i`` as shown, and ``short`` counts a short piece (a header): both
+    may be cached by the caller, since an agent restores the same events every turn."""
+
+    count: Callable[[str], int]
+    passage: Callable[[int], int]
+    short: Callable[[str], int]
+
+    @classmethod
+    def plain(cls, event: Event, analysis: Analysis, count: Callable[[str], int]) -> Pricing:
+        return cls(count, lambda i: passage_cost(event, analysis, i, count), count)
+
+
+def shown(
+    event: Event,
+    analysis: Analysis,
+    order: Sequence[tuple[int, str]],
+    size: int,
+    allowance: int,
+    pricing: Pricing,
+    *,
+    most: int | None = None,
+) -> Shown | None:
+    """The most of ``order`` (best first, at most ``most``: default :data:`MAX_SHOWN`) that
+    fit ``allowance`` tokens; the best passage cut to fit when none fits whole; None when not
+    even that fits. ``size`` is the whole event's token count (said in the header).
+
+    A block is priced as the sum of its parts (its header, its passages, a ``…`` line
+    between those apart), which is what :attr:`Shown.tokens` says: counting every choice
+    whole doubled restore's time. The exact count of the whole text is the packer's last
+    step (restore/plan.py), and trims should the parts fall short of it.
+    """
+    most = MAX_SHOWN if most is None else most
+    why = dict(order)
+    gap = pricing.short(INDENT + "…")
+    named = _named(event, size)
+    chosen: list[int] = []
+    used = 0
+    for index, _ in order:
+        if len(chosen) >= most:
+            break
+        trial = sorted([*chosen, index])
+        numbers = [i + 1 for i in trial]
+        head = pricing.short(f"- {named}{_which(numbers, _of(analysis), cut=False)}")
+        gaps = sum(1 for a, b in itertools.pairwise(trial) if b > a + 1)
+        price = head + sum(pricing.passage(i) for i in trial) + gap * gaps + 1  # (+ "\n")
+        if price <= allowance:
+            chosen, used = trial, price
+    if chosen:
+        return replace(_block(event, analysis, chosen, size, why), tokens=used)
+    if not order or allowance < LEAST_PASSAGES:
+        return None
+    return _cut(event, analysis, order[0], size, allowance, pricing.count)
+
+
+def passage_cost(event: Event, analysis: Analysis, index: int, count: Callable[[str], int]) -> int:
+    """The tokens of passage ``index`` of ``event`` as a block shows it (indented lines)."""
+    start, stop = analysis.spans[index]
+    return count(INDENT + INDENT.join(collapse_repeats(event.content[start:stop].splitlines())))
+
+
+def header(event: Event, size: int, numbers: Sequence[int], count: str, *, cut: bool) -> str:
+    """``[assistant message, 2024-05-02 14:03, 1,740 tokens — passages 3 and 5 of 9]``
+
+    >>> from datetime import datetime, timezone
+    >>> when = datetime(2024, 5, 2, 14, 3, tzinfo=timezone.utc)
+    >>> e = Event("01J", "s", "a", "message", "...", when, metadata={"role": "assistant"})
+    >>> header(e, 1740, [3, 5], "9", cut=False)
+    '[assistant message, 2024-05-02 14:03, 1,740 tokens — passages 3 and 5 of 9]'
+    >>> header(e, 1740, [6], "9", cut=True)
+    '[assistant message, 2024-05-02 14:03, 1,740 tokens — passage 6 of 9, cut]'
+    """
+    return _named(event, size) + _which(numbers, count, cut=cut)
+
+
+def _named(event: Event, size: int) -> str:
+    """The header's first part: ``[assistant message, 2024-05-02 14:03, 1,740 tokens — ``."""
+    what = f"{label_of(event)} message" if event.kind == "message" else label_of(event)
+    return f"[{what}, {utc(event.created_at):%Y-%m-%d %H:%M}, {size:,} tokens — "
+
+
+def _which(numbers: Sequence[int], count: str, *, cut: bool) -> str:
+    """The header's second part: ``passages 3 and 5 of 9]``."""
+    plural = "s" if len(numbers) > 1 else ""
+    return f"passage{plural} {_numbers(numbers)} of {count}{', cut' if cut else ''}]"
+
+
+def _numbers(numbers: Sequence[int]) -> str:
+    """``3``, ``3 and 5``, ``1, 3 and 5``."""
+    said = [str(n) for n in numbers]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+
+
+def _block(
+    event: Event, analysis: Analysis, indexes: list[int], size: int, why: Mapping[int, str]
+) -> Shown:
+    """The block of ``event`` showing its passages ``indexes`` (ascending): adjacent ones
+    joined into one span (their overlap said once), ``…`` between the others."""
+    content = event.content
+    groups: list[tuple[int, int]] = []
+    previous = -2
+    for i in indexes:
+        start, stop = analysis.spans[i]
+        if i == previous + 1 and groups:
+            groups[-1] = (groups[-1][0], max(groups[-1][1], stop))
+        else:
+            groups.append((start, stop))
+        previous = i
+    lines: list[str] = []
+    for n, (start, stop) in enumerate(groups):
+        if n:
+            lines.append("…")
+        lines += collapse_repeats(content[start:stop].splitlines())
+    numbers = [i + 1 for i in indexes]
+    head = header(event, size, numbers, _of(analysis), cut=False)
+    reasons = "; ".join(f"{i + 1}: {why[i]}" for i in indexes)
+    return _shown(head, lines, numbers, _of(analysis), reasons)
+
+
+def _cut(
+    event: Event,
+    analysis: Analysis,
+    first: tuple[int, str],
+    size: int,
+    allowance: int,
+    count: Callable[[str], int],
+) -> Shown | None:
+    """The best passage shortened (head and tail) to fit ``allowance``, or None."""
+    index, why = first
+    head = header(event, size, [index + 1], _of(analysis), cut=True)
+    room = allowance - count("- " + head + INDENT + "\n") - 1
+    start, stop = analysis.spans[index]
+    text = summarize_text(event.content[start:stop], room, count) if room > 8 else None
+    if not text:
+        return None
+    lines = collapse_repeats(text.splitlines())
+    result = _shown(head, lines, [index + 1], _of(analysis), f"{index + 1}: {why}, cut")
+    tokens = count(result.text + "\n")
+    return replace(result, tokens=tokens) if tokens <= allowance else None
+
+
+def _of(analysis: Analysis) -> str:
+    """How many passages the event has: ``9``, or ``the first 48`` of a huge one."""
+    return str(len(analysis.spans)) if analysis.whole else f"the first {len(analysis.spans)}"
+
+
+def _shown(head: str, lines: list[str], numbers: list[int], total: str, why: str) -> Shown:
+    body = INDENT.join(line for line in lines)
+    return Shown(
+        tuple(numbers), total, f"- {head}{INDENT}{body}", head + "\n" + "\n".join(lines), why
+    )
+
+
+def _covering(analysis: Analysis, best: Passage) -> list[int]:
+    """The passages that hold the search's best passage: the one it is, or when the index
+    cut the event otherwise (another embedder's word pieces), those holding a third of it
+    or more."""
+    spans = analysis.spans
+    if best.span in spans:
+        return [spans.index(best.span)]
+    length = max(1, best.stop - best.start)
+    held = [
+        (min(stop, best.stop) - max(start, best.start), i) for i, (start, stop) in enumerate(spans)
+    ]
+    found = sorted((i for overlap, i in held if overlap * 3 >= length), key=lambda i: -held[i][0])
+    if not found:
+        overlap, i = max(held)
+        found = [i] if overlap > 0 else []
+    return found
+
+
+def _bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
+    """Each passage's BM25 score for ``stems`` among the event's own passages (a word in
+    every passage is the event's topic, not a reason to prefer one of them)."""
+    n = len(analysis.spans)
+    average = sum(analysis.lengths) / n or 1.0
+    scores = [0.0] * n
+    for stem in stems:
+        df = sum(1 for terms in analysis.terms if terms[stem])
+        if not df:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, terms in enumerate(analysis.terms):
+            tf = terms[stem]
+            if tf:
+                norm = _K1 * (1 - _B + _B * analysis.lengths[i] / average)
+                scores[i] += idf * tf * (_K1 + 1) / (tf + norm)
+    return scores
+
+
+_STEMMERS = threading.local()  # a stemmer is not thread-safe: one per thread
+_STEMS: dict[str, str] = {}
+
+
+def _stem(token: str) -> str:
+    """``token``'s porter stem, as the keyword index makes it (cached: stemming is pure)."""
+    stem = _STEMS.get(token)
+    if stem is None:
+        stemmer = getattr(_STEMMERS, "porter", None)
+        if stemmer is None:
+            stemmer = _STEMMERS.porter = Stemmer.Stemmer("porter")
+        stem = str(stemmer.stemWord(token))
+        if len(_STEMS) >= _STEMS_CACHED:
+            _STEMS.clear()
+        _STEMS[token] = stem
+    return stem

@@ -1,0 +1,413 @@
+"""restore() shows a long event by its passages relevant to the query (issue 31, item 3): a
+header naming the event, the chosen passages in their order with ``…`` between those apart,
+never head and tail, never over budget, and a report that says which passages and why."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memlane import Passage, SessionManager
+from memlane.events import Event, Session
+from memlane.restore import MESSAGE_OVERHEAD, RestoreCandidates, RestoredContext, pack
+from memlane.text.passages import passage_spans
+from memlane.text.tokens import Tokenizer, tokenizer_for
+
+T0 = datetime(2024, 5, 2, 14, 0, tzinfo=timezone.utc)
+GOAL = "Keep the billing database healthy"
+SESSION = Session("01JSESSION", "dba", GOAL, "active", T0, T0)
+TOK = tokenizer_for("gpt-4o")
+TOPICS = [
+    "connection pooling",
+    "index maintenance",
+    "query planning",
+    "vacuum tuning",
+    "replication lag",
+    "backup rotation",
+    "lock contention",
+    "schema migrations",
+    "monitoring dashboards",
+]
+ANSWER = "The weekly snapshots are copied to the cold bucket pg-archive-eu and kept a year."
+QUESTION = "Where are the weekly snapshots copied to?"
+HEADER = re.compile(
+    r"^- \[(?P<what>[^,\]]+), (?P<when>\d{4}-\d\d-\d\d \d\d:\d\d), (?P<size>[\d,]+) tokens — "
+    r"passages? (?P<numbers>\d+(?:, \d+)*(?: and \d+)?) of (?P<count>\d+|the first \d+)"
+    r"(?:, cut)?\]$",
+    re.MULTILINE,
+)
+
+
+def paragraph(n: int, topic: str) -> str:
+    """~150 word pieces on ``topic``, none of the question's words."""
+    return " ".join(
+        [
+            f"Part {n} covers {topic}.",
+            f"For {topic} the team reviewed the current settings, the alerts of last month "
+            "and the notes of the previous review, and agreed on a plan with owners.",
+            "Each step of that plan has a measurement before it and after it, so that a "
+            "change which does not help can be rolled back within the same afternoon.",
+            f"The open questions on {topic} were listed in the tracker with their owners, "
+            "and the next review is due at the end of the quarter, after the release.",
+        ]
+    )
+
+
+def long_text(answer_at: int | None = 6, *, parts: int = 9, answer: str = ANSWER) -> str:
+    paragraphs = [paragraph(n, TOPICS[(n - 1) % len(TOPICS)]) for n in range(1, parts + 1)]
+    if answer_at is not None:
+        paragraphs[answer_at - 1] += " " + answer
+    return "\n\n".join(paragraphs)
+
+
+def ev(n: int, kind: str, content: str, role: str | None = None, **kw: Any) -> Event:
+    if role is not None:
+        kw["metadata"] = {"role": role}
+    return Event(f"01J{n:010d}", SESSION.id, "dba", kind, content, T0 + timedelta(minutes=n), **kw)
+
+
+def chatter(count: int, start: int = 100) -> list[Event]:
+    return [
+        ev(start + i, "message", f"short turn {i}: lunch at noon and the weather", role="user")
+        for i in range(count)
+    ]
+
+
+def candidates(
+    relevant: list[Event],
+    recent: list[Event] | None = None,
+    *,
+    query: str | None = QUESTION,
+    passages: dict[str, Passage] | None = None,
+) -> RestoreCandidates:
+    goal = ev(0, "goal", GOAL)
+    return RestoreCandidates(
+        SESSION,
+        [goal],
+        [],
+        recent or [],
+        [(event, 0.5) for event in relevant],
+        query=query,
+        passages=passages or {},
+    )
+
+
+def check(ctx: RestoredContext, budget: int, tok: Tokenizer = TOK) -> None:
+    """The budget promise, in both views, and each passages block as documented."""
+    assert tok.count(ctx.text) == ctx.token_count <= budget
+    total = tok.count(ctx.system) + sum(
+        tok.count(turn["content"]) + MESSAGE_OVERHEAD for turn in ctx.turns
+    )
+    assert total == ctx.report.message_tokens <= budget
+    json.dumps(ctx.report.to_dict())
+    shown = [item for item in ctx.report.items if item.action == "passages"]
+    headers = HEADER.findall(ctx.text)
+    assert len(headers) == len(shown)
+    for item in shown:
+        assert item.passages == tuple(sorted(item.passages)) and item.passages[0] >= 1
+        said = ", ".join(str(n) for n in item.passages)
+        assert f"passage{'s' if len(item.passages) > 1 else ''} {said} of " in item.reason
+
+
+def item_of(ctx: RestoredContext, event: Event) -> Any:
+    return next(item for item in ctx.report.items if item.event_id == event.id)
+
+
+def test_the_fixture_cuts_where_the_tests_expect() -> None:
+    text = long_text()
+    spans = passage_spans(text)
+    assert len(spans) == 9
+    assert ANSWER in text[slice(*spans[5])]
+    assert all(f"Part {n} covers" in text[slice(*spans[n - 1])] for n in range(1, 10))
+
+
+def test_the_answer_in_the_sixth_passage_is_shown_by_it_within_a_tight_budget() -> None:
+    event = ev(3, "message", long_text(), role="assistant")
+    ctx = pack(candidates([event], chatter(20)), 500, TOK)
+    check(ctx, 500)
+    assert ANSWER in ctx.text
+    assert "Part 1 covers" not in ctx.text  # not head and tail: the passage that answers
+    assert "chars omitted" not in ctx.text
+    item = item_of(ctx, event)
+    assert item.action == "passages" and item.passages == (6,)
+    assert "passage 6 of 9" in item.reason
+    assert "matches query terms weekly, snapshots" in item.reason
+
+
+def test_an_event_no_query_touches_keeps_its_head_and_tail() -> None:
+    """Its first and last passages were measured to carry no more than head and tail
+    (docs/restore.md): such an event is summarised as before."""
+    event = ev(3, "message", long_text(), role="assistant")
+    ctx = pack(candidates([event], chatter(20), query="lunch"), 1_000, TOK)
+    check(ctx, 1_000)
+    assert item_of(ctx, event).action == "summarised" and "chars omitted]…" in ctx.text
+
+
+def test_the_search_best_passage_is_shown_first_without_a_shared_word() -> None:
+    """Hit.passage (the semantic best passage) counts even when no query word is in it."""
+    text = long_text()
+    event = ev(3, "message", text, role="assistant")
+    start, stop = passage_spans(text)[5]
+    best = {event.id: Passage(text[start:stop], start, stop)}
+    query = "the archive location for the older copies"
+    assert not {"archive", "location", "older", "copies"} & set(text.lower().split())
+    ctx = pack(candidates([event], chatter(20), query=query, passages=best), 500, TOK)
+    check(ctx, 500)
+    assert ANSWER in ctx.text
+    item = item_of(ctx, event)
+    assert item.passages == (6,) and "6: best passage of the search" in item.reason
+
+
+def test_a_search_passage_cut_another_way_is_found_by_its_overlap() -> None:
+    """The index cuts with the embedder's word pieces, restore with an estimate: a span that
+    is none of restore's passages still names the ones that hold it."""
+    text = long_text()
+    event = ev(3, "message", text, role="assistant")
+    start, stop = passage_spans(text)[5]
+    best = {event.id: Passage(text[start + 40 : stop - 40], start + 40, stop - 40)}
+    ctx = pack(candidates([event], chatter(20), query="nothing", passages=best), 500, TOK)
+    assert item_of(ctx, event).passages == (6,) and ANSWER in ctx.text
+
+
+def test_through_a_store_with_and_without_the_hit_passage(mgr: SessionManager) -> None:
+    session = mgr.start_session(GOAL)
+    mgr.add_message(session.id, "user", "Give me the whole maintenance rundown", created_at=T0)
+    long = mgr.add_message(
+        session.id, "assistant", long_text(), created_at=T0 + timedelta(minutes=3)
+    )
+    for n in range(40):
+        mgr.add_message(
+            session.id,
+            ("user", "assistant")[n % 2],
+            f"turn {n}: lunch plans, the weather and the train timetable",
+            created_at=T0 + timedelta(minutes=10 + n),
+        )
+    mgr.flush()
+    hit = next(h for h in mgr.search(QUESTION, k=5) if h.event.id == long.id)
+    assert hit.passage is not None and ANSWER in hit.passage.text  # the index's passage
+    ctx = mgr.restore(session.id, 600, query=QUESTION)
+    check(ctx, 600)
+    assert ANSWER in ctx.text and "Part 1 covers" not in ctx.text
+    item = item_of(ctx, long)
+    assert item.action == "passages" and 6 in item.passages
+    assert "best passage of the search" in item.reason
+
+
+def test_the_header_names_the_event() -> None:
+    event = ev(3, "message", long_text(), role="assistant", token_count=1_740)
+    ctx = pack(candidates([event], chatter(20)), 500, TOK)
+    line = next(line for line in ctx.text.splitlines() if "passage" in line)
+    assert line == "- [assistant message, 2024-05-02 14:03, 1,740 tokens — passage 6 of 9]"
+    fact = ev(4, "fact", long_text(answer_at=2))
+    ctx = pack(candidates([fact], chatter(20)), 500, TOK)
+    match = HEADER.search(ctx.text)
+    assert match is not None and match["what"] == "fact" and match["numbers"] == "2"
+    assert int(match["size"].replace(",", "")) == TOK.count(fact.content)
+
+
+def test_passages_apart_have_an_ellipsis_between_them_and_adjacent_ones_none() -> None:
+    text = long_text(answer_at=None)
+    paragraphs = text.split("\n\n")
+    paragraphs[2] += " The pager rota changed: Dana owns the weekly snapshots now."
+    paragraphs[4] += " Snapshots of the weekly kind were moved off the primary."
+    apart = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
+    ctx = pack(candidates([apart], chatter(20)), 1_200, TOK)
+    check(ctx, 1_200)
+    assert item_of(ctx, apart).passages == (3, 5)
+    block = ctx.text[ctx.text.index("passages 3 and 5 of 9") :]
+    assert re.search(r"Dana owns the weekly snapshots now\.\n    …\n    Part 5 covers", block)
+    paragraphs = text.split("\n\n")
+    paragraphs[2] += " The pager rota changed: Dana owns the weekly snapshots now."
+    paragraphs[3] += " Snapshots of the weekly kind were moved off the primary."
+    adjacent = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
+    ctx = pack(candidates([adjacent], chatter(20)), 1_200, TOK)
+    assert item_of(ctx, adjacent).passages == (3, 4)
+    block = ctx.text[ctx.text.index("passages 3 and 4 of 9") :]
+    assert "…" not in block.split("Part 5 covers")[0]
+    assert block.count("Part 4 covers") == 1  # the two passages joined: nothing said twice
+
+
+def test_a_whole_event_that_fits_comfortably_is_shown_whole() -> None:
+    """Every passage matches: the passages would cost what the whole does."""
+    text = "\n\n".join(p + " " + ANSWER for p in long_text(answer_at=None, parts=3).split("\n\n"))
+    event = ev(3, "message", text, role="assistant")
+    ctx = pack(candidates([event], chatter(5)), 2_000, TOK)
+    assert item_of(ctx, event).action == "included" and text.split("\n")[0] in ctx.text
+
+
+def test_an_essay_that_fits_is_shown_by_its_relevant_passage_when_others_need_room() -> None:
+    """The issue's first finding: a 1,000-token essay sharing the query's topic took room
+    whole, and the message that answered was cut. Now the essay shows its relevant passage
+    and the answer has room."""
+    essay_text = long_text(answer_at=4, answer="Weekly snapshots: see the runbook.")
+    essay = ev(2, "message", essay_text, role="assistant")
+    answer = ev(3, "message", long_text(), role="assistant")
+    budget = 1_300
+    ctx = pack(candidates([essay, answer], chatter(30)), budget, TOK)
+    check(ctx, budget)
+    assert TOK.count(essay.content) < budget  # it would have fitted whole
+    assert item_of(ctx, essay).action == "passages" and item_of(ctx, essay).passages == (4,)
+    assert ANSWER in ctx.text
+
+
+def test_recent_long_events_are_shown_by_the_query_passages() -> None:
+    newest = ev(300, "message", long_text(), role="assistant")
+    ctx = pack(candidates([], [*chatter(5), newest]), 700, TOK)
+    check(ctx, 700)
+    item = item_of(ctx, newest)
+    assert item.section == "recent" and item.action == "passages" and 6 in item.passages
+    assert ctx.turns[-1]["content"].startswith("[assistant message, 2024-05-02 19:00")
+    assert ANSWER in ctx.turns[-1]["content"] and "Part 1 covers" not in ctx.turns[-1]["content"]
+    without = pack(candidates([], [*chatter(5), newest], query=None), 700, TOK)
+    assert item_of(without, newest).action == "summarised"  # no query: head and tail
+
+
+def test_recent_long_events_that_fit_stay_whole() -> None:
+    newest = ev(300, "message", long_text(), role="assistant")
+    ctx = pack(candidates([], [*chatter(5), newest]), 4_000, TOK)
+    assert item_of(ctx, newest).action == "included" and ctx.turns[-1]["content"] == newest.content
+
+
+def test_a_callers_summariser_still_shortens_what_no_query_touches() -> None:
+    newest = ev(300, "message", long_text(), role="assistant")
+    asked: list[int] = []
+
+    def summarizer(text: str, max_tokens: int) -> str:
+        asked.append(max_tokens)
+        return "The rundown covered nine maintenance areas."
+
+    ctx = pack(candidates([], [*chatter(5), newest], query=None), 400, TOK, summarizer)
+    assert asked and item_of(ctx, newest).action == "summarised"
+    assert "nine maintenance areas" in ctx.text
+
+
+def test_spare_tokens_grow_a_passages_block() -> None:
+    event = ev(3, "message", long_text(), role="assistant")
+    tight = pack(candidates([event], chatter(2)), 700, TOK)
+    roomy = pack(candidates([event], chatter(2)), 1_400, TOK)
+    check(tight, 700)
+    check(roomy, 1_400)
+    small, large = item_of(tight, event), item_of(roomy, event)
+    assert 6 in small.passages and ANSWER in tight.text
+    assert large.action == "included" or set(large.passages) > set(small.passages)
+    assert "grown into tokens no section used" in large.reason
+
+
+def test_a_huge_event_is_summarised_unless_a_passage_is_relevant() -> None:
+    """Past MAX_PASSAGES an event is cut (and indexed) from its beginning only: its last
+    passage is not its end, so without a query it keeps head and tail."""
+    text = long_text(answer_at=2, parts=80)
+    event = ev(300, "message", text, role="assistant")
+    ctx = pack(candidates([], [*chatter(3), event], query=None), 600, TOK)
+    check(ctx, 600)
+    assert item_of(ctx, event).action == "summarised" and "Part 80 covers" in ctx.text
+    ctx = pack(candidates([event], chatter(3)), 600, TOK)
+    check(ctx, 600)
+    assert item_of(ctx, event).passages == (2,) and "of the first 48]" in ctx.text
+
+
+def test_payloads_and_the_goal_are_never_cut_into_passages() -> None:
+    output = ev(3, "tool_output", "rows", payload={"rows": [long_text()]})
+    goal = ev(0, "goal", long_text())
+    c = RestoreCandidates(SESSION, [goal], [], [output], [], query=QUESTION)
+    ctx = pack(c, 600, TOK)
+    check(ctx, 600)
+    assert {item.action for item in ctx.report.items} <= {"included", "summarised", "dropped"}
+
+
+# ----------------------------------------------------------------------------- property
+
+VOCABULARY = """weekly snapshot bucket index vacuum replica lag pool lock schema alert owner plan
+review measure rollback release quarter tracker setting 42 ünïcode 数据 🙂"""
+words = st.sampled_from(VOCABULARY.split())
+sentence = st.lists(words, min_size=3, max_size=30).map(lambda ws: " ".join(ws) + ".")
+paragraph_text = st.lists(sentence, min_size=1, max_size=12).map(" ".join)
+long_content = st.lists(paragraph_text, min_size=2, max_size=40).map("\n\n".join)
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    contents=st.lists(long_content, min_size=1, max_size=6),
+    where=st.lists(st.sampled_from(["relevant", "recent", "important"]), min_size=6, max_size=6),
+    budget=st.integers(60, 3_000),
+    query=st.none() | st.lists(words, min_size=1, max_size=5).map(" ".join),
+    model=st.sampled_from(["gpt-4o", "gpt-4", "claude-3-5-sonnet"]),
+    best=st.lists(st.none() | st.integers(0, 60), min_size=6, max_size=6),
+    summarise=st.booleans(),
+)
+def test_long_events_never_break_the_budget(
+    contents: list[str],
+    where: list[str],
+    budget: int,
+    query: str | None,
+    model: str,
+    best: list[int | None],
+    summarise: bool,
+) -> None:
+    tok = tokenizer_for(model)
+    events = [
+        ev(n + 1, "message", text, role=("user", "assistant")[n % 2], importance=0.9)
+        for n, text in enumerate(contents)
+    ]
+    passages: dict[str, Passage] = {}
+    for event, pick in zip(events, best, strict=False):
+        spans = passage_spans(event.content)
+        if pick is not None and spans:
+            start, stop = spans[pick % len(spans)]
+            passages[event.id] = Passage(event.content[start:stop], start, stop)
+    placed = dict(zip((e.id for e in events), where, strict=False))
+    c = RestoreCandidates(
+        SESSION,
+        [ev(0, "goal", GOAL)],
+        [e for e in events if placed[e.id] == "important"],
+        [e for e in events if placed[e.id] == "recent"],
+        [(e, 0.5) for e in events if placed[e.id] == "relevant"],
+        query=query,
+        passages=passages,
+    )
+    summarizer = (lambda text, n: text[: n * 2]) if summarise else None
+    ctx = pack(c, budget, tok, summarizer)
+    check(ctx, budget, tok)
+    for item in ctx.report.items:
+        if item.action == "passages":
+            spans = passage_spans(next(e for e in events if e.id == item.event_id).content)
+            assert item.passages[-1] <= len(spans)
+
+
+@pytest.mark.parametrize("budget", [300, 1_000, 4_000])
+def test_no_passage_of_an_event_the_agent_may_not_read(make_manager: Any, budget: int) -> None:
+    """Scope: long events of another agent, private or in a pool not granted, whose deep
+    passage matches the query best, are never shown, whole or by a passage."""
+    secret = "zqx-never-shown"
+    alice = make_manager("alice")
+    owned = []
+    for pool in (None, "board"):
+        own = alice.start_session("Keep the billing database healthy", shared_pool=pool)
+        alice.add_message(own.id, "assistant", long_text(answer=f"{ANSWER} {secret}"))
+        owned.append(own)
+    team = alice.start_session("Keep the billing database healthy", shared_pool="team")
+    alice.add_message(team.id, "assistant", long_text(answer="The team pool is shared."))
+    alice.grant("team", "bob")
+    alice.flush()
+    bob = make_manager("bob", subscribe=["team"])
+    mine = bob.start_session("Keep the billing database healthy")
+    bob.add_message(mine.id, "assistant", long_text(answer="Bob keeps his own notes."))
+    bob.flush()
+    ctx = bob.restore(mine.id, budget, query=f"{QUESTION} {secret}", other_sessions=True)
+    assert secret not in repr(ctx) and ANSWER not in ctx.text
+    check(ctx, budget)
+    # positive control: its owner is shown the passage (the search's best one may differ
+    # with the hash embedder: within 300 tokens only one passage, cut, fits)
+    for own in owned:
+        context = alice.restore(own.id, budget, query=f"{QUESTION} {secret}")
+        assert budget < 1_000 or secret in context.text
