@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from memlane import Passage, SessionManager
 from memlane.events import Event, Session
 from memlane.restore import MESSAGE_OVERHEAD, RestoreCandidates, RestoredContext, pack
+from memlane.testing import HashEmbedder
 from memlane.text.passages import passage_spans
 from memlane.text.tokens import Tokenizer, tokenizer_for
 
@@ -411,3 +412,47 @@ def test_no_passage_of_an_event_the_agent_may_not_read(make_manager: Any, budget
     for own in owned:
         context = alice.restore(own.id, budget, query=f"{QUESTION} {secret}")
         assert budget < 1_000 or secret in context.text
+
+
+class _FinePieces(HashEmbedder):
+    """The hash embedder with a tokenizer of its own: a word piece every three characters
+    (paths and identifiers are many pieces to a real one), a window of 128."""
+
+    max_tokens = 128
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 3 + 1
+
+
+def traceback_output(frames: int, planted: int) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for i in range(frames):
+        lines += [
+            f'  File "/srv/app/module_{i}.py", line {100 + i}, in handler_{i}',
+            f"    step_{i}(orders, ctx)",
+        ]
+        if i == planted:
+            lines.append("KeyError: 'warehouse_id'")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("planted", [7, 13, 22, 31])
+def test_restore_cuts_passages_as_the_index_did(tmp_path: Any, planted: int) -> None:
+    """Restore cuts a long event with the index's own tokenizer and window, so the passage
+    the search found it by is one passage of restore's: the frame just above the error (the
+    answer) is shown with it. Cut by an estimate instead, restore's passages began elsewhere
+    and left that line out (bench/long_events.py, tracebacks)."""
+    with SessionManager("ops", tmp_path / "s.db", embedder=_FinePieces(), background=False) as mgr:
+        sid = mgr.start_session("Keep the checkout service up").id
+        output = traceback_output(40, planted)
+        event = mgr.record_tool_output(sid, output, tool="kubectl logs")
+        mgr.add_message(sid, "user", "Anything odd in the logs?")
+        question = "KeyError warehouse_id raised where?"
+        hit = next(h for h in mgr.search(question, k=3, session_id=sid) if h.event == event)
+        assert hit.passage is not None
+        frame = f'File "/srv/app/module_{planted}.py", line {100 + planted}, in handler_{planted}'
+        assert frame in hit.passage.text  # (the index's passage holds the answer)
+        ctx = mgr.restore(sid, 600, query=question)
+        item = next(i for i in ctx.report.items if i.event_id == event.id)
+        assert item.action == "passages"
+        assert frame in ctx.text and "KeyError: 'warehouse_id'" in ctx.text

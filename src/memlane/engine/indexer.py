@@ -24,8 +24,7 @@ from ..core.seams import OutboxRow
 from ..embed import LoadedEmbedder
 from ..embed.minilm import stop_model_runs
 from ..errors import EmbedderMismatch, ModelNotAvailable
-from ..text.chunking import window_of
-from ..text.passages import passage_spans
+from ..text.passages import Cutter
 from ..text.tokens import tokenizer_for
 from .digests import digest_deferred
 from .storage import Storage
@@ -246,14 +245,19 @@ class Indexer:
             self.storage.store_batch(batch, rows, vectors, lambda tx: self._register(tx, dim))
             return len(batch.rows)
 
+    @property
+    def cutter(self) -> Cutter:
+        """How this index cuts a long event into passages (restore cuts the same way)."""
+        return Cutter.of(self.embedder.embedder)
+
     def _passages(self, rows: Sequence[OutboxRow]) -> list[OutboxRow]:
         """The rows to embed: an event that fits the embedder's window whole as it is, a
         longer one as one row per passage (``text/passages.py``), so that what it says past
         its first ~1,000 characters is found by meaning too."""
-        count, window = window_of(self.embedder.embedder)
+        cutter = self.cutter
         expanded: list[OutboxRow] = []
         for row in rows:
-            spans = passage_spans(row.content, count, window)
+            spans = cutter.spans(row.content)
             if not spans:
                 expanded.append(row)
                 continue

@@ -217,6 +217,7 @@ def restore_session(
             user_facts=user_facts,
             references=references,
             passages=passages,
+            cutter=searcher.indexer.cutter,
         ),
         max_tokens,
         tokenizer,

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from ..events import Event
+from ..text.passages import Cutter
 from ..text.shrink import (
     bounded_text,
     json_preview,
@@ -184,6 +185,7 @@ class Packer:
     #: events, which no search ranked, keep their summary)
     relevance: Relevance = field(default_factory=lambda: Relevance({}, {}))
     asked: bool = False
+    cutter: Cutter = field(default_factory=Cutter)  # how the index cut long events
     sizes: dict[str, int] = field(default_factory=dict)
     passage_costs: dict[str, dict[tuple[object, ...], int]] = field(default_factory=dict)
 
@@ -378,7 +380,7 @@ class Packer:
         goal or the summary, which stand alone, nor a payload, which is summarised as JSON)."""
         if section in TIMELESS or event.kind == "summary" or shown_payload(event) is not None:
             return None
-        return analysed(event)
+        return analysed(event, self.cutter)
 
     def relevance_in(self, section: str) -> Relevance:
         """What makes a passage relevant in ``section``: the query, or the default one

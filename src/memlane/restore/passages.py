@@ -28,7 +28,7 @@ import itertools
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -36,7 +36,7 @@ import Stemmer
 
 from ..events import Event, Passage
 from ..ranking.keyword.terms import query_words, tokens
-from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, passage_spans
+from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
 
@@ -75,7 +75,7 @@ _B = 0.75
 _STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
 _ANALYSES_CACHED = 512  # events whose passages are kept (~10-100 KB each)
 _SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
-_ANALYSES: OrderedDict[tuple[str, int, int, str], Analysis | None] = OrderedDict()
+_ANALYSES: OrderedDict[tuple[str, int, int, str, Hashable], Analysis | None] = OrderedDict()
 _REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
 _LOCK = threading.Lock()  # restores run in several threads at once
 _MISSING = object()
@@ -133,24 +133,26 @@ class Shown:
     tokens: int = 0  # the block's count (its text and a line end)
 
 
-def analysed(event: Event) -> Analysis | None:
-    """``event``'s content cut into passages, or None when it needs none (it fits the
-    embedder's window whole) or has only one. Cached by event (events never change, and an
-    agent restores its session every turn; the key holds no content: an event may hold
-    megabytes)."""
+def analysed(event: Event, cutter: Cutter | None = None) -> Analysis | None:
+    """``event``'s content cut into passages as ``cutter`` (default: an estimate of the word
+    pieces) cuts it: the index's, so that the search's passage is one of them; None when it
+    needs none (it fits the embedder's window whole) or has only one. Cached by event
+    (events never change, and an agent restores its session every turn; the key holds no
+    content: an event may hold megabytes)."""
+    cutter = cutter or Cutter()
     content = event.content
     if len(content) <= _SHORT_CHARS:
         return None
     if not event.id:
-        return _analyse(content)
+        return _analyse(content, cutter)
     # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
-    key = (event.id, len(content), hash(content[:_REACH]), content[-64:])
+    key = (event.id, len(content), hash(content[:_REACH]), content[-64:], cutter.key)
     with _LOCK:
         found = _ANALYSES.get(key, _MISSING)
         if found is not _MISSING:
             _ANALYSES.move_to_end(key)
             return found  # type: ignore[return-value]
-    made = _analyse(content)  # (outside the lock: other restores go on meanwhile)
+    made = _analyse(content, cutter)  # (outside the lock: other restores go on meanwhile)
     with _LOCK:
         _ANALYSES[key] = made
         while len(_ANALYSES) > _ANALYSES_CACHED:
@@ -158,8 +160,8 @@ def analysed(event: Event) -> Analysis | None:
     return made
 
 
-def _analyse(content: str) -> Analysis | None:
-    spans = passage_spans(content)
+def _analyse(content: str, cutter: Cutter) -> Analysis | None:
+    spans = cutter.spans(content)
     if len(spans) < 2:
         return None
     terms: list[Counter[str]] = []

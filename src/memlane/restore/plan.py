@@ -178,6 +178,7 @@ def _pack(
         max_tokens,
         relevance=Relevance.of(searched[:2_000], candidates.passages),
         asked=candidates.query is not None,
+        cutter=candidates.cutter,
     )
 
     goal_events = [e for e in candidates.pinned if e.kind == "goal"]

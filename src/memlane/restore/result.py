@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..errors import shown as _shown
 from ..events import Event, Passage, Session
+from ..text.passages import Cutter
 from .packer import ReportItem, SectionShare
 from .text import utc
 
@@ -87,6 +88,9 @@ class RestoreCandidates:
     references: list[tuple[Event, float]] = field(default_factory=list)  # document chunks
     #: the search's best passage of the long events it found (:attr:`Hit.passage`), by id
     passages: Mapping[str, Passage] = field(default_factory=dict)
+    #: how the index cut long events into passages (its embedder's tokenizer and window):
+    #: restore shows them cut the same way
+    cutter: Cutter = field(default_factory=Cutter)
 
 
 @dataclass(frozen=True)

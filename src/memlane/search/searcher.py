@@ -39,6 +39,7 @@ from ..core.seams import VectorMatch, Vectors
 from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
 from ..events import Event, Hit, Hits, Passage, validate_kinds
 from ..store.base import EventFilter, SearchedLog
+from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
 from .recalls import RecallCounts
 from .recency import Recency
@@ -65,9 +66,13 @@ class VectorSearch(Protocol):
 
 class QueryEmbedding(Protocol):
     """What a search needs of the engine's indexer (:class:`~memlane.engine.indexer.Indexer`):
-    a query's vector, and the bounded catch-up of events still waiting for theirs."""
+    a query's vector, the bounded catch-up of events still waiting for theirs, and how it
+    cuts long events into passages."""
 
     def catch_up(self, partitions: Sequence[str]) -> int: ...
+
+    @property
+    def cutter(self) -> Cutter: ...
 
     def query_vector(self, text: str) -> Vectors: ...
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 
-from .chunking import DEFAULT_WINDOW, SPECIAL_TOKENS, estimate_tokens
+from .chunking import DEFAULT_WINDOW, SPECIAL_TOKENS, estimate_tokens, window_of
 
 __all__ = [
     "MAX_PASSAGES",
     "PASSAGE_TOKENS",
+    "Cutter",
     "passage_spans",
 ]
 
@@ -42,6 +44,39 @@ PASSAGE_TOKENS = 200
 #: prose) is found by keyword only. It bounds the embedding one event can cost the worker
 #: and a search's catch-up.
 MAX_PASSAGES = 48
+
+
+@dataclass(frozen=True)
+class Cutter:
+    """How one embedder's index cuts long texts into passages: its tokenizer's count and its
+    window. The indexer cuts with it, and restore cuts the same way, so that the passage a
+    search found an event by is one restore can show (an estimate of the word pieces cut a
+    traceback elsewhere: the answer's line fell outside the passage shown).
+
+    >>> Cutter().spans("short enough")
+    []
+    """
+
+    count: Callable[[str], int] = estimate_tokens
+    window: int = DEFAULT_WINDOW
+
+    @classmethod
+    def of(cls, embedder: object) -> Cutter:
+        """The cutter of ``embedder`` (:func:`~memlane.text.chunking.window_of`)."""
+        return cls(*window_of(embedder))
+
+    @property
+    def key(self) -> Hashable:
+        """What tells two cutters apart in a cache (a bound method is made anew each time
+        it is read, so not the count itself)."""
+        count = self.count
+        owner = getattr(count, "__self__", None)
+        return (getattr(count, "__qualname__", repr(count)), id(owner), self.window)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """:func:`passage_spans` of ``text`` with this count and window."""
+        return passage_spans(text, self.count, self.window)
+
 
 _FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 _BLANK = re.compile(r"\n[ \t]*\n\s*")
