@@ -100,6 +100,9 @@ class StoreAdmin(PoolAdministration):
         embedder: used only by :meth:`search` and :meth:`reindex`; ``None`` for the default
             all-MiniLM-L6-v2, loaded on first use.
         batch_size: texts per embedding batch in :meth:`reindex`.
+        read_only: open the store for reading only (``memlane ui`` without
+            ``--allow-write``): anything that would write raises
+            :class:`~memlane.errors.StoreReadOnly`, and a search embeds nothing pending.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class StoreAdmin(PoolAdministration):
         index: str | None = None,
         embedder: Embedder | LoadedEmbedder | None = None,
         batch_size: int = 64,
+        read_only: bool = False,
     ) -> None:
         # The embedder's identity is checked on first use, not at open: an operator may
         # list and export a store whatever embedder made its vectors.
@@ -119,7 +123,9 @@ class StoreAdmin(PoolAdministration):
             embedder=embedder,
             batch_size=batch_size,
             check_embedder=False,
+            read_only=read_only,
         )
+        self.read_only = read_only
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
         self._storage = self._engine.storage  # the log and its vector index
@@ -203,17 +209,24 @@ class StoreAdmin(PoolAdministration):
         limit: int | None = None,
         *,
         internal: bool = False,
+        text: str | None = None,
+        offset: int = 0,
     ) -> list[SessionInfo]:
         """Sessions of every agent (or of ``agent``), most recently active first.
 
         ``since`` keeps sessions active since then: a timestamp or an age ("7d"). The
         sessions the library keeps for itself (users' facts, knowledge documents, pool logs)
-        are left out unless ``internal=True``.
+        are left out unless ``internal=True``. ``text`` keeps the sessions whose goal, id or
+        key contains it (ignoring case); ``offset`` skips that many first (pages).
 
         >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput(f"limit must be an integer, got {limit!r}.")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be a non-negative integer, got {offset!r}.")
+        if text is not None and not isinstance(text, str):
+            raise InvalidInput(f"text must be a string, got {type(text).__name__}.")
         flt = SessionFilter(
             None,
             agent_id=agent,
@@ -221,11 +234,14 @@ class StoreAdmin(PoolAdministration):
             user_id=user,
             since_us=None if since is None else parse_cutoff(since, "since"),
             unmarked=not internal,
+            text=text or None,
         )
-        return self._infos(flt, limit=limit)
+        return self._infos(flt, limit=limit, offset=offset)
 
-    def _infos(self, flt: SessionFilter, *, limit: int | None = None) -> list[SessionInfo]:
-        found = self._store.sessions(flt, limit=limit)
+    def _infos(
+        self, flt: SessionFilter, *, limit: int | None = None, offset: int = 0
+    ) -> list[SessionInfo]:
+        found = self._store.sessions(flt, limit=limit, offset=offset)
         sizes = self._store.session_sizes([session.id for session in found])
         return [SessionInfo(session, *sizes[session.id]) for session in found]
 
@@ -246,6 +262,32 @@ class StoreAdmin(PoolAdministration):
         if limit is None:
             return self._store.events(flt)
         return self._store.events(flt, newest_first=True, limit=max(0, limit))[::-1]
+
+    def events_page(
+        self,
+        session_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        kinds: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """One page of a session's events in log order: ``limit`` events after the first
+        ``offset`` (the inspector's timeline; a 100k-event session is never read whole). A
+        large payload comes as its bounded preview (:attr:`Event.preview` is True, and
+        :attr:`Event.payload_chars` gives the full size), as restore reads it.
+
+        >>> page = admin.events_page(session.id, offset=100, limit=50)  # doctest: +SKIP
+        """
+        for name, value in (("offset", offset), ("limit", limit)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}.")
+        session_id = self.session(session_id).session.id
+        flt = EventFilter(
+            None,
+            session_id=session_id,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+        )
+        return self._store.events(flt, limit=limit, offset=offset, previews=True)
 
     def search(
         self,
