@@ -1,0 +1,172 @@
+"""What the inspector reads, and through what: :class:`Source` holds one read-only
+:class:`~memlane.admin.StoreAdmin` (sessions, timelines, search across agents) and, for
+restore and for an agent's scope (``--agent``), read-only
+:class:`~memlane.SessionManager` s opened on demand, one per agent.
+
+Everything goes through the library's public API, with the library's own scoping: with
+``agent`` set, a session is shown only if that agent's manager can read it, and search runs
+as that agent's search. Nothing here counts a recall or writes anything: both views are
+opened read-only (:attr:`SessionManager.count_recalls` is then False).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..admin import SessionInfo, StoreAdmin
+from ..errors import InvalidInput
+from ..events import Event, Hits
+from ..manager import SessionManager
+from ..protocols import Embedder
+from ..restore.result import RestoredContext
+
+__all__ = ["SessionPage", "Source"]
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    """One page of the sessions list: ``rows``, and whether a next page exists."""
+
+    rows: list[SessionInfo]
+    page: int
+    per_page: int
+    more: bool
+
+
+class Source:
+    """The inspector's read handle on one store (see the module's docstring).
+
+    ``admin`` must have been opened with ``read_only=True`` unless the caller means to let
+    the inspector write (there are no write routes yet). ``embedder`` is the one the
+    managers embed queries with; by default the admin's own, so that one model is loaded.
+    ``url`` and ``index``: the store as the admin was opened on (default: ``admin.url``,
+    which is enough for a SQLite file).
+    """
+
+    def __init__(
+        self,
+        admin: StoreAdmin,
+        *,
+        agent: str | None = None,
+        embedder: Embedder | None = None,
+        url: str | None = None,
+        index: str | None = None,
+    ) -> None:
+        self.admin = admin
+        #: the store as given (``admin.url`` hides a password: the managers need it)
+        self.url = url if url is not None else admin.url
+        self.index = index
+        self.agent = agent
+        self.embedder = embedder
+        self._managers: dict[str, SessionManager] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def read_only(self) -> bool:
+        return self.admin.read_only
+
+    def close(self) -> None:
+        with self._lock:
+            managers, self._managers = list(self._managers.values()), {}
+        for manager in managers:
+            manager.close()
+        self.admin.close()
+
+    def manager(self, agent: str) -> SessionManager:
+        """A read-only manager for ``agent`` (no worker, no recall counts), kept open."""
+        with self._lock:
+            found = self._managers.get(agent)
+            if found is None:
+                embedder = self.embedder
+                if embedder is None:  # the admin's model (loaded on its first use)
+                    embedder = self.admin.embedder.embedder
+                found = SessionManager(
+                    agent,
+                    url=self.url,
+                    index=self.index,
+                    embedder=embedder,
+                    background=False,
+                    count_recalls=False,
+                    read_only=self.read_only,
+                )
+                self._managers[agent] = found
+            return found
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def agents(self) -> list[str]:
+        return [self.agent] if self.agent is not None else self.admin.agents()
+
+    def sessions(
+        self,
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        status: str | None = None,
+        text: str | None = None,
+        page: int = 1,
+        per_page: int = 50,
+    ) -> SessionPage:
+        """A page of sessions, most recently active first. With ``--agent``, that agent's
+        own sessions only, whatever ``agent`` asks."""
+        if self.agent is not None:
+            agent = self.agent
+        rows = self.admin.sessions(
+            agent=agent,
+            status=status,
+            user=user,
+            text=text,
+            limit=per_page + 1,  # one more than shown says whether a next page exists
+            offset=(page - 1) * per_page,
+        )
+        return SessionPage(rows[:per_page], page, per_page, len(rows) > per_page)
+
+    def session(self, ref: str) -> SessionInfo:
+        """A session by id, key or id prefix, with its size; with ``--agent``, only one that
+        agent may read (its own, or in a pool it subscribes to): the library decides."""
+        info = self.admin.session(ref)
+        if self.agent is not None:
+            self.manager(self.agent).get_session(info.session.id)  # SessionNotFound if not
+        return info
+
+    def events(
+        self, session_id: str, *, page: int, per_page: int, kinds: Sequence[str] | None = None
+    ) -> list[Event]:
+        """One page of a session's timeline, in log order (never the whole session)."""
+        return self.admin.events_page(
+            session_id, offset=(page - 1) * per_page, limit=per_page, kinds=kinds
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        session: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> Hits:
+        """Search as the operator (every agent) or, with ``--agent``, as that agent would."""
+        if self.agent is not None:
+            session_id = None if session is None else self.session(session).session.id
+            return self.manager(self.agent).search(
+                query,
+                k,
+                mode=mode,  # type: ignore[arg-type]  # (checked by the library)
+                session_id=session_id,
+                kinds=kinds,
+            )
+        return self.admin.search(query, k, mode=mode, session=session, kinds=kinds)
+
+    def restore(
+        self, session: str, budget: int, *, query: str | None, model: str | None
+    ) -> RestoredContext:
+        """What ``restore()`` returns for ``session`` within ``budget`` tokens: run by the
+        agent of ``--agent``, or else by the session's owner, read-only."""
+        info = self.session(session)
+        agent = self.agent or info.session.agent_id
+        if model is not None and not model.strip():
+            raise InvalidInput("The model is empty; name one (e.g. 'gpt-4o') or leave it out.")
+        return self.manager(agent).restore(info.session.id, budget, query=query, model=model)
