@@ -3,6 +3,7 @@ token as the first line of output, then serve with uvicorn until interrupted."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable
@@ -100,4 +101,7 @@ def serve(
         )
     mode = "read-only" if source.read_only else "writable"
     echo(f"memlane ui: {source.admin.url} ({mode}); Ctrl-C stops it.")
-    inspector.run()
+    # uvicorn shuts down on Ctrl-C, then raises it again: stopping is the normal end
+    with contextlib.suppress(KeyboardInterrupt):
+        inspector.run()
+    echo("memlane ui: stopped.")
