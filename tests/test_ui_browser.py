@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -183,6 +184,9 @@ def test_hostile_content_never_runs(page: Page, server: tuple[Inspector, dict[st
         "/search?q=hostile+content&k=10",
         "/search?q=alert&mode=keyword",
         f"/restore?session={ids['hostile']}&budget=3000",
+        "/users?" + urlencode({"agent": HOSTILE[0], "user": HOSTILE[1]}),
+        "/knowledge?" + urlencode({"agent": HOSTILE[0]}),
+        "/health",
     ):
         page.goto(at + path)
         for summary in page.locator("details > summary").all():

@@ -222,6 +222,47 @@ def test_restore_preview_shows_the_library_s_budget_message(
     assert words.status_code == 400 and "Budget must be a whole number" in words.text
 
 
+def test_users_page_shows_facts_with_their_history(client: TestClient) -> None:
+    form = client.get("/users")
+    assert form.status_code == 200 and "remember(user_id" in form.text
+    page = client.get("/users", params={"agent": "researcher", "user": "u-42"})
+    assert page.status_code == 200
+    body = text_of(page.text)
+    assert "Lives in Zurich" in body and "Lives in Berlin" in body
+    assert "superseded" in body and "retracted: it was coffee" in body
+    assert "Prefers short answers" in body and "no key" in body
+    assert "2 current facts" in body  # Zurich, and the preference
+    then = client.get(
+        "/users", params={"agent": "researcher", "user": "u-42", "as_of": "2024-06-01"}
+    )
+    assert "Lives in Berlin" in then.text and "Lives in Zurich" not in then.text
+    nobody = client.get("/users", params={"agent": "researcher", "user": "u-0"})
+    assert "knows nothing about u-0" in nobody.text
+    bad_time = client.get("/users", params={"agent": "researcher", "user": "u-42", "as_of": "soon"})
+    assert bad_time.status_code == 400 and "as_of" in bad_time.text
+    which = client.get("/users", params={"user": "u-42"})  # two agents: which one?
+    assert which.status_code == 400 and "Which agent?" in which.text
+
+
+def test_the_session_links_to_its_user(client: TestClient, ids: dict[str, str]) -> None:
+    page = client.get(f"/sessions/{ids['main']}")
+    assert "/users?agent=researcher&amp;user=u-42" in page.text
+
+
+def test_knowledge_page_lists_documents(client: TestClient) -> None:
+    assert "Choose an agent" in client.get("/knowledge").text
+    page = client.get("/knowledge", params={"agent": "researcher"})
+    assert page.status_code == 200 and "queue-runbook.md" in page.text
+
+
+def test_health_page(client: TestClient) -> None:
+    page = client.get("/health")
+    assert page.status_code == 200
+    body = text_of(page.text)
+    assert "Embedding backlog" in body and "Schema" in body
+    assert "researcher" in body and "sessions" in body
+
+
 def test_static_files_are_served(client: TestClient) -> None:
     htmx = client.get("/static/htmx.min.js")
     assert htmx.status_code == 200 and "htmx" in htmx.text[:2000]
@@ -313,6 +354,9 @@ def test_hostile_content_renders_as_text_everywhere(
         "search": client.get("/search", params={"q": "hostile content", "k": 5}).text,
         "restore": client.get("/restore", params={"session": ids["hostile"], "budget": 3000}).text,
         "search by key": client.get("/search", params={"q": "alert", "mode": "keyword"}).text,
+        "users": client.get("/users", params={"agent": HOSTILE[0], "user": HOSTILE[1]}).text,
+        "knowledge": client.get("/knowledge", params={"agent": HOSTILE[0]}).text,
+        "health": client.get("/health").text,
     }
     for name, html in pages.items():
         _assert_inert(html)
@@ -322,9 +366,12 @@ def test_hostile_content_renders_as_text_everywhere(
     assert f'<span class="role">{ESCAPED[0]}</span>' in timeline  # metadata's role
     assert f'<span class="tag">{ESCAPED[2]}</span>' in timeline  # a tag
     assert f"agent <b>{ESCAPED[0]}</b>" in timeline  # the agent id
-    assert f"user <b>{ESCAPED[1]}</b>" in timeline  # the user id
+    assert f"<b>{ESCAPED[1]}</b></a>" in timeline  # the user id (a link to their facts)
+    assert "user=%22+onerror%3Dalert%281%29+x%3D%22" in timeline  # (in the link: URL-encoded)
     assert f"key <b>{ESCAPED[0]}</b>" in timeline  # the session key
     assert "&#34;html&#34;: &#34;&lt;script&gt;" in timeline  # the payload, pretty-printed
+    assert f"source: {ESCAPED[1]}" in pages["users"]  # a fact's source
+    assert ESCAPED[1] in pages["knowledge"]  # a document's name
 
 
 def test_hostile_text_in_the_query_and_the_errors_is_escaped(client: TestClient) -> None:
@@ -356,6 +403,8 @@ def test_agent_scope_shows_only_that_agent_s_memory(store: tuple[Path, dict[str,
         assert "hostile" not in text_of(hits).replace("hostile content alert", "")
         restore = c.get("/restore", params={"session": ids["hostile"], "budget": 500})
         assert restore.status_code == 404
+        facts = c.get("/users", params={"agent": HOSTILE[0], "user": HOSTILE[1]})
+        assert ESCAPED[0] not in facts.text.split("<main>", 1)[1]  # researcher's view only
 
 
 def _snapshot(db_path: Path) -> list[str]:
@@ -379,4 +428,7 @@ def test_browsing_changes_nothing_in_the_store(tmp_path: Path) -> None:
             c.get("/restore", params={"session": session, "budget": 800, "query": "Postgres"})
         for mode in ("hybrid", "semantic", "keyword"):
             c.get("/search", params={"q": "Postgres queue", "mode": mode, "k": 20})
+        c.get("/users", params={"agent": "researcher", "user": "u-42"})
+        c.get("/knowledge", params={"agent": "researcher"})
+        c.get("/health")
     assert _snapshot(db_path) == before

@@ -41,6 +41,12 @@ def build(db_path: Path) -> dict[str, str]:
         )
         mgr.record(s.id, "tool_output", LONG_TEXT, importance=0.5)
         mgr.add_pending(s.id, "Benchmark the queue under load")
+        mgr.remember("u-42", "Lives in Berlin", key="city", valid_from="2024-01-01")
+        mgr.remember("u-42", "Lives in Zurich", key="city", valid_from="2025-06-01")
+        tea = mgr.remember("u-42", "Drinks green tea", key="drink")
+        mgr.retract_fact(tea.fact.id, "it was coffee")
+        mgr.remember("u-42", "Prefers short answers", kind="preference")
+        mgr.ingest(text="The queue is drained by three workers.", name="queue-runbook.md")
         long = mgr.start_session("A long run", key="long-run")
         ids["long"] = long.id
         mgr.record_many(
@@ -60,6 +66,8 @@ def build(db_path: Path) -> dict[str, str]:
                 metadata={"role": text, text: text, "link": text},
                 payload={"html": text, text: [text]},
             )
+        mgr.remember(user, HOSTILE[0], key=HOSTILE[2], source=HOSTILE[1])
+        mgr.ingest(text=f"hostile document {HOSTILE[0]}", name=HOSTILE[1])
         mgr.search("hostile", k=3)  # embeds what waits
     with SessionManager("researcher", db_path=db_path, embedder=HashEmbedder()) as mgr:
         mgr.search("Postgres", k=1)

@@ -24,10 +24,13 @@ from ..errors import SessionManagerError, SessionNotFound
 from .security import Guard
 from .source import Source
 from .views.errors import http_error, library_error, not_found, unexpected_error
+from .views.health import health_page
+from .views.knowledge import knowledge_page
 from .views.restore import restore_page
 from .views.search import search_page
 from .views.sessions import sessions_page
 from .views.timeline import timeline_page
+from .views.users import users_page
 
 __all__ = ["STATIC", "create_app"]
 
@@ -61,6 +64,9 @@ def create_app(
         Route("/sessions/{session:path}", timeline_page, methods=["GET"], name="timeline"),
         Route("/search", search_page, methods=["GET"], name="search"),
         Route("/restore", restore_page, methods=["GET"], name="restore"),
+        Route("/users", users_page, methods=["GET"], name="users"),
+        Route("/knowledge", knowledge_page, methods=["GET"], name="knowledge"),
+        Route("/health", health_page, methods=["GET"], name="health"),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(

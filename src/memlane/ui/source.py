@@ -15,10 +15,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..admin import SessionInfo, StoreAdmin
+from ..admin import SessionInfo, StoreAdmin, StoreStats
+from ..engine.engine import Health
 from ..errors import InvalidInput
 from ..events import Event, Hits
+from ..longterm.knowledge import DocumentInfo
 from ..manager import SessionManager
+from ..memory import Fact
 from ..protocols import Embedder
 from ..restore.result import RestoredContext
 
@@ -170,3 +173,34 @@ class Source:
         if model is not None and not model.strip():
             raise InvalidInput("The model is empty; name one (e.g. 'gpt-4o') or leave it out.")
         return self.manager(agent).restore(info.session.id, budget, query=query, model=model)
+
+    def agent_for(self, agent: str | None) -> str:
+        """The agent a page about one agent's memory is about: ``--agent``'s, else the one
+        asked for, else the store's only agent."""
+        if self.agent is not None:
+            return self.agent
+        if agent is not None:
+            return agent
+        agents = self.admin.agents()
+        if len(agents) == 1:
+            return agents[0]
+        raise InvalidInput(
+            "Which agent? This store holds "
+            + (", ".join(map(repr, agents)) if agents else "no agent yet")
+            + ": choose one."
+        )
+
+    def fact_history(self, agent: str | None, user: str) -> list[Fact]:
+        """Every fact the agent ever remembered about ``user`` (current, superseded and
+        retracted), in the order recorded: ``SessionManager.fact_history``."""
+        return self.manager(self.agent_for(agent)).fact_history(user)
+
+    def documents(self, agent: str | None) -> list[DocumentInfo]:
+        """The documents in the agent's knowledge (and its subscribed pools')."""
+        return self.manager(self.agent_for(agent)).documents()
+
+    def health(self) -> Health:
+        return self.admin.health()
+
+    def stats(self) -> StoreStats:
+        return self.admin.stats()
