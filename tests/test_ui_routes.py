@@ -183,6 +183,23 @@ def test_search_in_one_session_and_bad_values(client: TestClient, ids: dict[str,
     assert bad_k.status_code == 400 and "k (how many hits) must be between" in bad_k.text
 
 
+def test_search_filters_on_metadata_and_time(client: TestClient) -> None:
+    tool = client.get("/search", params={"q": "rows table", "where": '{"tool": "psql"}'})
+    assert tool.status_code == 200
+    assert "kind-tool_output" in tool.text
+    assert "Postgres 16" not in tool.text and "1 hit for" in tool.text
+    later = client.get("/search", params={"q": "Postgres", "since": "2999-01-01"})
+    assert later.status_code == 200 and "No hits" in later.text
+    earlier = client.get("/search", params={"q": "Postgres", "until": "2999-01-01"})
+    assert "Postgres 16" in earlier.text
+    not_json = client.get("/search", params={"q": "x", "where": "tool=psql"})
+    assert not_json.status_code == 400 and "not JSON" in not_json.text
+    bad_operator = client.get("/search", params={"q": "x", "where": '{"n": {"$near": 1}}'})
+    assert bad_operator.status_code == 400 and "$near" in bad_operator.text
+    bad_time = client.get("/search", params={"q": "x", "since": "last blue moon"})
+    assert bad_time.status_code == 400 and "since" in bad_time.text
+
+
 def test_restore_preview_shows_text_sections_and_report(
     client: TestClient, ids: dict[str, str]
 ) -> None:

@@ -300,9 +300,12 @@ class StoreAdmin(PoolAdministration):
         kinds: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         current_only: bool = True,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> Hits:
         """Search one agent's memory (``agent``), one session, or every agent's.
-        Superseded and retracted facts are left out unless ``current_only=False``.
+        Superseded and retracted facts are left out unless ``current_only=False``;
+        ``since`` / ``until`` keep events recorded in that time, as ``SessionManager.search``.
 
         Each agent's own sessions are searched as that agent would search them; across
         agents the best ``k`` hits are kept by score (cosine and BM25 scores compare across
@@ -334,6 +337,8 @@ class StoreAdmin(PoolAdministration):
                 session_id=session,
                 kinds=kinds,
                 where=where,
+                since=since,
+                until=until,
                 count_recall=False,
                 current_only=current_only,
             )

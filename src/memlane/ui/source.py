@@ -12,8 +12,9 @@ opened read-only (:attr:`SessionManager.count_recalls` is then False).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..admin import SessionInfo, StoreAdmin, StoreStats
 from ..engine.engine import Health
@@ -150,8 +151,12 @@ class Source:
         mode: str,
         session: str | None = None,
         kinds: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Hits:
-        """Search as the operator (every agent) or, with ``--agent``, as that agent would."""
+        """Search as the operator (every agent) or, with ``--agent``, as that agent would.
+        ``since`` / ``until``: ISO-8601 times; ``where``: a metadata filter."""
         if self.agent is not None:
             session_id = None if session is None else self.session(session).session.id
             return self.manager(self.agent).search(
@@ -160,8 +165,20 @@ class Source:
                 mode=mode,  # type: ignore[arg-type]  # (checked by the library)
                 session_id=session_id,
                 kinds=kinds,
+                where=where,
+                since=since,
+                until=until,
             )
-        return self.admin.search(query, k, mode=mode, session=session, kinds=kinds)
+        return self.admin.search(
+            query,
+            k,
+            mode=mode,
+            session=session,
+            kinds=kinds,
+            where=where,
+            since=since,
+            until=until,
+        )
 
     def restore(
         self, session: str, budget: int, *, query: str | None, model: str | None
