@@ -281,7 +281,10 @@ class StoreAdmin(PoolAdministration):
         for name, value in (("offset", offset), ("limit", limit)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}.")
-        session_id = self.session(session_id).session.id
+        # an id is looked up alone: session() would also count the session's events, which
+        # costs more than the page itself on a long session
+        found = self._store.session(session_id, None) if isinstance(session_id, str) else None
+        session_id = found.id if found is not None else self.session(session_id).session.id
         flt = EventFilter(
             None,
             session_id=session_id,

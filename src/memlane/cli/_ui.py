@@ -31,19 +31,26 @@ from ._app import Env, agent_option, cli, db_option
     help="The address to listen on. Anything but this machine's loopback lets other "
     "machines reach the page (with the token): a warning is printed.",
 )
+@click.option(
+    "--allow-write",
+    is_flag=True,
+    help="Open the store writable and offer, each behind a confirmation page and a CSRF "
+    "token: delete a session or an event, retract a user's fact, erase a user.",
+)
 @db_option
 @click.pass_obj
-def ui(env: Env, port: int, host: str) -> None:
+def ui(env: Env, port: int, host: str, allow_write: bool) -> None:
     """Open a local web inspector of the store: sessions, timelines, search, restore preview.
 
     Prints the page's address first, with a random token that every request needs (the
-    page keeps it in a cookie), then serves until Ctrl-C. The store is opened read-only:
-    browsing changes nothing, not even recall counts. Pages: the sessions (filter by agent,
-    user, status, text), a session's timeline (paged, long contents and payloads folded),
-    search (each hit with its score and its keyword and semantic ranks), and the restore
-    preview (the text and messages restore() returns for a budget, each section's tokens,
-    every event's fate; two budgets side by side). docs/ui.md describes it. Needs the
-    extra: pip install 'memlane[ui]'.
+    page keeps it in a cookie), then serves until Ctrl-C. The store is opened read-only
+    unless --allow-write: browsing changes nothing, not even recall counts. Pages: the
+    sessions (filter by agent, user, status, text), a session's timeline (paged, long
+    contents and payloads folded), search (each hit with its score and its keyword and
+    semantic ranks), the restore preview (the text and messages restore() returns for a
+    budget, each section's tokens, every event's fate; two budgets side by side), what an
+    agent knows about a user, knowledge documents and health. docs/ui.md describes it.
+    Needs the extra: pip install 'memlane[ui]'.
     """
     try:
         from ..ui import Source, serve
@@ -52,7 +59,7 @@ def ui(env: Env, port: int, host: str) -> None:
             f"memlane ui needs the [ui] extra ({exc.name} is not installed): "
             "pip install 'memlane[ui]'."
         ) from None
-    admin = env.admin(read_only=True)
+    admin = env.admin(read_only=not allow_write)
     source = Source(admin, agent=env.agent, url=env.db, index=env.index)
     try:
         serve(source, host=host, port=port, echo=click.echo)

@@ -1,13 +1,15 @@
 """The inspector's web application: its routes, the guard in front of them, and the pages
 for errors. :func:`create_app` builds it on a :class:`~memlane.ui.source.Source`.
 
-Read-only by construction: every route answers GET (HEAD) only, and no route writes — the
-store is opened read-only besides (``memlane ui`` without ``--allow-write``, the only mode
-built so far).
+Read-only unless asked: on a source opened read-only (``memlane ui`` without
+``--allow-write``) every route answers GET (HEAD) only and none writes. On a writable source
+two more routes exist: ``/confirm`` (a GET page that asks) and ``/act`` (the POST that does,
+with a CSRF token): :mod:`.views.write`.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import SessionManagerError, SessionNotFound
+from ..errors import EventNotFound, SessionManagerError, SessionNotFound
 from .security import Guard
 from .source import Source
 from .views.errors import http_error, library_error, not_found, unexpected_error
@@ -31,6 +33,7 @@ from .views.search import search_page
 from .views.sessions import sessions_page
 from .views.timeline import timeline_page
 from .views.users import users_page
+from .views.write import act, confirm_page
 
 __all__ = ["STATIC", "create_app"]
 
@@ -69,11 +72,17 @@ def create_app(
         Route("/health", health_page, methods=["GET"], name="health"),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+    if not source.read_only:  # memlane ui --allow-write
+        routes += [
+            Route("/confirm", confirm_page, methods=["GET"], name="confirm"),
+            Route("/act", act, methods=["POST"], name="act"),
+        ]
     app = Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, hosts=list(hosts))],
         exception_handlers={
             SessionNotFound: not_found,
+            EventNotFound: not_found,
             SessionManagerError: library_error,
             HTTPException: http_error,
             Exception: unexpected_error,
@@ -81,4 +90,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.source = source
+    app.state.csrf = secrets.token_urlsafe(32)  # what the write forms carry (no cookie)
     return app

@@ -99,7 +99,7 @@ def serve(
             f"Warning: listening on {host}, not only on this machine: anyone who can reach "
             "this address and has the token can read every session of the store."
         )
-    mode = "read-only" if source.read_only else "writable"
+    mode = "read-only" if source.read_only else "writable: its pages can delete and erase"
     echo(f"memlane ui: {source.admin.url} ({mode}); Ctrl-C stops it.")
     # uvicorn shuts down on Ctrl-C, then raises it again: stopping is the normal end
     with contextlib.suppress(KeyboardInterrupt):

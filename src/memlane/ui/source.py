@@ -23,6 +23,7 @@ from ..events import Event, Hits
 from ..longterm.knowledge import DocumentInfo
 from ..manager import SessionManager
 from ..memory import Fact
+from ..privacy.erasure import ErasureReceipt
 from ..protocols import Embedder
 from ..restore.result import RestoredContext
 
@@ -221,3 +222,40 @@ class Source:
 
     def stats(self) -> StoreStats:
         return self.admin.stats()
+
+    # -- writes (memlane ui --allow-write only: a read-only store refuses each) -------------
+
+    def delete_session(self, ref: str) -> int:
+        """Delete a session with its events (from every index); how many events went. With
+        ``--agent``, only one that agent owns (the library checks)."""
+        info = self.session(ref)
+        if self.agent is not None:
+            return self.manager(self.agent).delete_session(info.session.id)
+        return self.admin.delete_session(info.session.id)
+
+    def delete_event(self, session: str, event_id: str) -> Event:
+        """Delete one event of ``session`` (by the agent of ``--agent``, else the session's
+        owner, as the library allows); returns it as it was."""
+        info = self.session(session)
+        return self.manager(self.agent or info.session.agent_id).delete_event(event_id)
+
+    def retract_fact(self, agent: str | None, fact_id: str, reason: str) -> Fact:
+        """Retract a user fact of ``agent``, with the reason kept for audit."""
+        return self.manager(self.agent_for(agent)).retract_fact(fact_id, reason)
+
+    def erase_user(self, user: str, agent: str | None = None) -> ErasureReceipt:
+        """Erase a user from one agent's memory (``--agent``'s, else ``agent``), or with
+        neither from every agent's. The receipt."""
+        agent = self.agent or agent
+        if agent is not None:
+            return self.manager(agent).erase_user(user)
+        return self.admin.erase_user(user)
+
+    def event(self, session: str, event_id: str) -> Event:
+        """One event of ``session``, as the agent of ``--agent`` (else the session's owner)
+        reads it."""
+        info = self.session(session)
+        event = self.manager(self.agent or info.session.agent_id).get_event(event_id)
+        if event.session_id != info.session.id:
+            raise InvalidInput(f"Event {event_id!r} is not in session {info.session.id}.")
+        return event

@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import SessionNotFound
+from ...errors import EventNotFound, SessionNotFound
 from ..templates import templates
 
 __all__ = ["http_error", "library_error", "not_found", "unexpected_error"]
@@ -25,8 +25,8 @@ def _page(request: Request, status: int, title: str, message: str) -> Response:
 
 
 def not_found(request: Request, exc: Exception) -> Response:
-    """An unknown session (or event): 404, with the library's "did you mean"."""
-    assert isinstance(exc, SessionNotFound)
+    """An unknown session, event or fact: 404, with the library's "did you mean"."""
+    assert isinstance(exc, SessionNotFound | EventNotFound)
     return _page(request, 404, "Not found", str(exc))
 
 
