@@ -187,6 +187,7 @@ def test_hostile_content_never_runs(page: Page, server: tuple[Inspector, dict[st
         "/users?" + urlencode({"agent": HOSTILE[0], "user": HOSTILE[1]}),
         "/knowledge?" + urlencode({"agent": HOSTILE[0]}),
         "/health",
+        "/pools?" + urlencode({"pool": HOSTILE[2]}),
     ):
         page.goto(at + path)
         for summary in page.locator("details > summary").all():

@@ -136,6 +136,17 @@ def test_timeline_pages_a_long_session(client: TestClient, ids: dict[str, str]) 
     assert "Keep SQLite" in by_kind.text and "Postgres 16" not in by_kind.text
 
 
+def test_timeline_links_pending_steps_and_shows_what_a_summary_covers(
+    client: TestClient, ids: dict[str, str]
+) -> None:
+    main = client.get(f"/sessions/{ids['main']}").text
+    done_by = re.search(r'completed by <a href="#e-(\w+)">', main)
+    assert done_by and f'id="e-{done_by.group(1)}"' in main  # the step that completed it
+    assert "completes the pending step" in main
+    last = client.get(f"/sessions/{ids['long']}", params={"page": "last"}).text
+    assert re.search(r"covers \d+ events, from <a href=\"#e-", last)
+
+
 def test_an_unknown_session_is_a_404_page(client: TestClient) -> None:
     page = client.get("/sessions/01NOSUCHSESSION00000000000")
     assert page.status_code == 404
@@ -272,6 +283,15 @@ def test_knowledge_page_lists_documents(client: TestClient) -> None:
     assert page.status_code == 200 and "queue-runbook.md" in page.text
 
 
+def test_pools_page_lists_grants_and_a_pool_s_log(client: TestClient) -> None:
+    page = client.get("/pools")
+    assert page.status_code == 200
+    body = text_of(page.text)
+    assert "ops" in body and "auditor" in body and "owner" in body
+    log = client.get("/pools", params={"pool": "ops"})
+    assert "The log of ops" in log.text and "auditor" in text_of(log.text.split("The log of")[1])
+
+
 def test_health_page(client: TestClient) -> None:
     page = client.get("/health")
     assert page.status_code == 200
@@ -374,6 +394,7 @@ def test_hostile_content_renders_as_text_everywhere(
         "users": client.get("/users", params={"agent": HOSTILE[0], "user": HOSTILE[1]}).text,
         "knowledge": client.get("/knowledge", params={"agent": HOSTILE[0]}).text,
         "health": client.get("/health").text,
+        "pools": client.get("/pools", params={"pool": HOSTILE[2]}).text,
     }
     for name, html in pages.items():
         _assert_inert(html)
@@ -448,4 +469,5 @@ def test_browsing_changes_nothing_in_the_store(tmp_path: Path) -> None:
         c.get("/users", params={"agent": "researcher", "user": "u-42"})
         c.get("/knowledge", params={"agent": "researcher"})
         c.get("/health")
+        c.get("/pools", params={"pool": "ops"})
     assert _snapshot(db_path) == before

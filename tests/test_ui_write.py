@@ -81,7 +81,7 @@ def test_deleting_a_session_asks_then_needs_the_csrf_token(
     assert "Delete session…" in timeline.text
     confirm = writer.get("/confirm", params={"action": "delete-session", "session": ids["long"]})
     assert confirm.status_code == 200
-    assert "Delete this session?" in confirm.text and "231 events" in confirm.text
+    assert "Delete this session?" in confirm.text and "232 events" in confirm.text
     assert session_exists(db_path, ids["long"])  # asking changed nothing
     form = {"action": "delete-session", "session": ids["long"]}
     assert writer.post("/act", data=form).status_code == 403  # no token
@@ -94,7 +94,7 @@ def test_deleting_a_session_asks_then_needs_the_csrf_token(
     assert other_site.status_code == 403
     assert session_exists(db_path, ids["long"])
     done = writer.post("/act", data={**form, "csrf": csrf_of(confirm.text)})
-    assert done.status_code == 200 and "and its 231 events" in done.text
+    assert done.status_code == 200 and "and its 232 events" in done.text
     assert not session_exists(db_path, ids["long"])
     assert writer.get(f"/sessions/{ids['long']}").status_code == 404
 

@@ -41,18 +41,23 @@ def build(db_path: Path) -> dict[str, str]:
         )
         mgr.record(s.id, "tool_output", LONG_TEXT, importance=0.5)
         mgr.add_pending(s.id, "Benchmark the queue under load")
+        done = mgr.add_pending(s.id, "Read the queue's runbook")
+        mgr.complete_pending(done.id, result={"read": True})
         mgr.remember("u-42", "Lives in Berlin", key="city", valid_from="2024-01-01")
         mgr.remember("u-42", "Lives in Zurich", key="city", valid_from="2025-06-01")
         tea = mgr.remember("u-42", "Drinks green tea", key="drink")
         mgr.retract_fact(tea.fact.id, "it was coffee")
         mgr.remember("u-42", "Prefers short answers", kind="preference")
         mgr.ingest(text="The queue is drained by three workers.", name="queue-runbook.md")
+        mgr.create_pool("ops")
+        mgr.grant("ops", "auditor", "read")
         long = mgr.start_session("A long run", key="long-run")
         ids["long"] = long.id
         mgr.record_many(
             long.id,
             [{"kind": "step", "content": f"step number {i}"} for i in range(LONG_SESSION_EVENTS)],
         )
+        mgr.summarize(long.id, max_tokens=200)
     agent, user, tag, key = HOSTILE[0], HOSTILE[1], HOSTILE[2], HOSTILE[0]
     with SessionManager(agent, db_path=db_path, embedder=HashEmbedder()) as mgr:
         bad = mgr.start_session(" ".join(HOSTILE), user_id=user, key=key)
@@ -68,6 +73,8 @@ def build(db_path: Path) -> dict[str, str]:
             )
         mgr.remember(user, HOSTILE[0], key=HOSTILE[2], source=HOSTILE[1])
         mgr.ingest(text=f"hostile document {HOSTILE[0]}", name=HOSTILE[1])
+        mgr.create_pool(HOSTILE[2])
+        mgr.grant(HOSTILE[2], HOSTILE[1], "write")
         mgr.search("hostile", k=3)  # embeds what waits
     with SessionManager("researcher", db_path=db_path, embedder=HashEmbedder()) as mgr:
         mgr.search("Postgres", k=1)

@@ -28,6 +28,7 @@ from .source import Source
 from .views.errors import http_error, library_error, not_found, unexpected_error
 from .views.health import health_page
 from .views.knowledge import knowledge_page
+from .views.pools import pools_page
 from .views.restore import restore_page
 from .views.search import search_page
 from .views.sessions import sessions_page
@@ -69,6 +70,7 @@ def create_app(
         Route("/restore", restore_page, methods=["GET"], name="restore"),
         Route("/users", users_page, methods=["GET"], name="users"),
         Route("/knowledge", knowledge_page, methods=["GET"], name="knowledge"),
+        Route("/pools", pools_page, methods=["GET"], name="pools"),
         Route("/health", health_page, methods=["GET"], name="health"),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]

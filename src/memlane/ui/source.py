@@ -19,7 +19,7 @@ from typing import Any
 from ..admin import SessionInfo, StoreAdmin, StoreStats
 from ..engine.engine import Health
 from ..errors import InvalidInput
-from ..events import Event, Hits
+from ..events import Event, Hits, PoolGrant
 from ..longterm.knowledge import DocumentInfo
 from ..manager import SessionManager
 from ..memory import Fact
@@ -216,6 +216,19 @@ class Source:
     def documents(self, agent: str | None) -> list[DocumentInfo]:
         """The documents in the agent's knowledge (and its subscribed pools')."""
         return self.manager(self.agent_for(agent)).documents()
+
+    def pools(self) -> list[PoolGrant]:
+        """The grants: every one in the store, or with ``--agent`` that agent's own."""
+        if self.agent is not None:
+            return self.manager(self.agent).pools()
+        return self.admin.pools()
+
+    def pool_log(self, pool: str) -> list[Event]:
+        """The grants, revocations and changes of owner of ``pool``: all of them, or with
+        ``--agent`` those recorded while that agent owned it."""
+        if self.agent is not None:
+            return self.manager(self.agent).pool_log(pool)
+        return self.admin.pool_log(pool)
 
     def health(self) -> Health:
         return self.admin.health()
