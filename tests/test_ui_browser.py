@@ -132,6 +132,14 @@ def test_typing_a_query_shows_hits_in_place(
     screenshot(page, "ui-search.png", tmp_path)
 
 
+def test_slash_jumps_to_the_query(page: Page, server: tuple[Inspector, dict[str, str]]) -> None:
+    page.goto(f"{base(server)}/search?q=Postgres")
+    page.locator("input[name=q]").blur()
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.name") == "q"
+    assert page.locator("input[name=q]").input_value() == "Postgres"  # not typed into
+
+
 def test_restore_preview_follows_the_budget(
     page: Page, server: tuple[Inspector, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -204,3 +212,33 @@ def test_hostile_content_never_runs(page: Page, server: tuple[Inspector, dict[st
     page.locator(".tag").first.hover()
     page.locator(".event .content").first.click()
     page.wait_for_timeout(200)
+
+
+def test_a_write_asks_first_then_happens(browser: Browser, tmp_path: Path) -> None:
+    """With --allow-write: the timeline's "Delete session…" leads to a page that asks, and
+    only its button deletes."""
+    db_path = tmp_path / "sessions.db"
+    ids = build(db_path)
+    source = Source(StoreAdmin(db_path, embedder=HashEmbedder()))  # writable
+    inspector = Inspector(source, port=0)
+    inspector.start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(inspector.url)
+        page.goto(inspector.url.split("/?", 1)[0] + f"/sessions/{ids['long']}")
+        page.click("text=Delete session…")
+        page.wait_for_selector("h1 >> text=Delete this session?")
+        with StoreAdmin(db_path) as admin:
+            assert admin.session(ids["long"]).events == 232  # asking deleted nothing
+        page.click("button.danger")
+        page.wait_for_selector("h1 >> text=Done")
+        assert "and its 232 events" in page.locator("main").inner_text()
+        page.goto(inspector.url.split("/?", 1)[0] + f"/sessions/{ids['long']}")
+        assert "Not found" in page.locator("h1").inner_text()
+        assert dialogs == []
+        context.close()
+    finally:
+        inspector.stop()

@@ -354,7 +354,7 @@ def test_every_answer_carries_the_security_headers(client: TestClient) -> None:
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert response.headers["x-frame-options"] == "DENY"
-    assert response.headers["referrer-policy"] == "no-referrer"
+    assert response.headers["referrer-policy"] == "same-origin"
 
 
 def test_no_route_writes(client: TestClient, ids: dict[str, str]) -> None:

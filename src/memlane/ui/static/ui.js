@@ -15,6 +15,13 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+  // "/" jumps to the page's query field (search), as on many sites; Escape leaves it
+  document.addEventListener("keydown", function (event) {
+    var field = document.querySelector("input[name=q]");
+    var typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
+    if (event.key === "/" && field && !typing) { event.preventDefault(); field.focus(); field.select(); }
+    if (event.key === "Escape" && document.activeElement === field) { field.blur(); }
+  });
   // htmx swapped new content in: its times too
   document.addEventListener("htmx:afterSettle", function (event) { localTimes(event.target); });
 })();
