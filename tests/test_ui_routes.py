@@ -336,6 +336,32 @@ def test_the_token_becomes_a_strict_http_only_cookie(
         assert visitor.get("/sessions?q=queue").status_code == 200  # the cookie is enough
 
 
+def test_the_token_redirect_stays_on_this_server(store: tuple[Path, dict[str, str]]) -> None:
+    app = create_app(open_source(store[0]), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as visitor:
+        response = visitor.get("http://testserver//evil.example/x", params={"token": TOKEN})
+        assert response.status_code == 303
+        assert response.headers["location"] == "/evil.example/x"
+
+
+def test_an_unexpected_error_is_a_page_without_a_traceback(
+    store: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = open_source(store[0])
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(source, "sessions", broken)
+    app = create_app(source, token=TOKEN, hosts=["testserver"])
+    with TestClient(app, raise_server_exceptions=False) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        page = c.get("/sessions")
+    assert page.status_code == 500
+    assert "Unexpected RuntimeError" in page.text
+    assert "secret internals" not in page.text and "Traceback" not in page.text
+
+
 def test_a_wrong_host_is_refused(store: tuple[Path, dict[str, str]]) -> None:
     app = create_app(open_source(store[0]), token=TOKEN, hosts=["127.0.0.1:8760"])
     with TestClient(app, base_url="http://evil.example:8760", follow_redirects=False) as c:

@@ -105,7 +105,8 @@ class Guard:
                 return
             # a first visit: the token becomes a cookie, and leaves the address bar
             rest = urlencode([(key, value) for key, value in query if key != "token"])
-            location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+            path = "/" + scope["path"].lstrip("/")  # ("//host/x" would leave this server)
+            location = scope.get("root_path", "") + path + (f"?{rest}" if rest else "")
             cookie = (
                 f"{self.cookie}={self.token}; Path=/; HttpOnly; SameSite=Strict"
                 # (no Secure: the server speaks plain HTTP on this machine)
