@@ -27,10 +27,12 @@ LONG_TEXT = "\n\n".join(
 )
 
 
-def build(db_path: Path) -> dict[str, str]:
-    """Fill ``db_path``; returns the ids the tests look for."""
+def build(db_path: Path | str) -> dict[str, str]:
+    """Fill ``db_path`` (a SQLite file, or a PostgreSQL URL); returns the ids the tests look
+    for."""
     ids: dict[str, str] = {}
-    with SessionManager("researcher", db_path=db_path, embedder=HashEmbedder()) as mgr:
+    where = {"url": db_path} if isinstance(db_path, str) else {"db_path": db_path}
+    with SessionManager("researcher", **where, embedder=HashEmbedder()) as mgr:
         s = mgr.start_session("Compare Postgres and SQLite for the job queue", user_id="u-42")
         ids["main"] = s.id
         mgr.record_fact(s.id, "The job queue runs on Postgres 16 in production.", tags=["infra"])
@@ -59,7 +61,7 @@ def build(db_path: Path) -> dict[str, str]:
         )
         mgr.summarize(long.id, max_tokens=200)
     agent, user, tag, key = HOSTILE[0], HOSTILE[1], HOSTILE[2], HOSTILE[0]
-    with SessionManager(agent, db_path=db_path, embedder=HashEmbedder()) as mgr:
+    with SessionManager(agent, **where, embedder=HashEmbedder()) as mgr:
         bad = mgr.start_session(" ".join(HOSTILE), user_id=user, key=key)
         ids["hostile"] = bad.id
         for text in HOSTILE:
@@ -76,6 +78,6 @@ def build(db_path: Path) -> dict[str, str]:
         mgr.create_pool(HOSTILE[2])
         mgr.grant(HOSTILE[2], HOSTILE[1], "write")
         mgr.search("hostile", k=3)  # embeds what waits
-    with SessionManager("researcher", db_path=db_path, embedder=HashEmbedder()) as mgr:
+    with SessionManager("researcher", **where, embedder=HashEmbedder()) as mgr:
         mgr.search("Postgres", k=1)
     return ids
