@@ -277,10 +277,18 @@ def test_the_session_links_to_its_user(client: TestClient, ids: dict[str, str]) 
     assert "/users?agent=researcher&amp;user=u-42" in page.text
 
 
-def test_knowledge_page_lists_documents(client: TestClient) -> None:
+def test_knowledge_page_lists_documents_and_their_chunks(
+    client: TestClient, ids: dict[str, str]
+) -> None:
     assert "Choose an agent" in client.get("/knowledge").text
     page = client.get("/knowledge", params={"agent": "researcher"})
     assert page.status_code == 200 and "queue-runbook.md" in page.text
+    doc = client.get("/knowledge", params={"agent": "researcher", "document": ids["runbook"]})
+    body = text_of(doc.text)
+    assert "queue-runbook.md · version 2" in body
+    assert "drained by four workers" in body and "written in version 2" in body
+    unknown = client.get("/knowledge", params={"agent": "researcher", "document": "nope"})
+    assert unknown.status_code == 400 and "has no document" in unknown.text
 
 
 def test_pools_page_lists_grants_and_a_pool_s_log(client: TestClient) -> None:

@@ -50,7 +50,11 @@ def build(db_path: Path | str) -> dict[str, str]:
         tea = mgr.remember("u-42", "Drinks green tea", key="drink")
         mgr.retract_fact(tea.fact.id, "it was coffee")
         mgr.remember("u-42", "Prefers short answers", kind="preference")
-        mgr.ingest(text="The queue is drained by three workers.", name="queue-runbook.md")
+        runbook = "The queue is drained by three workers.\n\nPage the on-call after 5 failures."
+        mgr.ingest(text=runbook, name="queue-runbook.md")
+        ids["runbook"] = mgr.ingest(
+            text=runbook.replace("three", "four"), name="queue-runbook.md"
+        ).document_id
         mgr.create_pool("ops")
         mgr.grant("ops", "auditor", "read")
         long = mgr.start_session("A long run", key="long-run")

@@ -230,6 +230,14 @@ class Source:
             return self.manager(self.agent).pool_log(pool)
         return self.admin.pool_log(pool)
 
+    def chunks(self, agent: str | None, document_id: str, limit: int = 500) -> list[Event]:
+        """A document's chunks as the agent reads them (at most ``limit``), in chunk order:
+        its ``knowledge`` events with that ``doc_id``."""
+        found = self.manager(self.agent_for(agent)).events(
+            None, kinds="knowledge", where={"doc_id": document_id}, limit=limit
+        )
+        return sorted(found, key=lambda e: (_number(e.metadata.get("chunk")), e.created_at))
+
     def health(self) -> Health:
         return self.admin.health()
 
@@ -272,3 +280,7 @@ class Source:
         if event.session_id != info.session.id:
             raise InvalidInput(f"Event {event_id!r} is not in session {info.session.id}.")
         return event
+
+
+def _number(value: object) -> int:
+    return value if isinstance(value, int) else 0
