@@ -10,7 +10,7 @@ import pytest
 
 from memlane import SessionManager
 from memlane.admin import StoreAdmin
-from memlane.errors import InvalidInput, StoreReadOnly
+from memlane.errors import EventNotFound, InvalidInput, StoreReadOnly
 from memlane.testing import HashEmbedder
 
 
@@ -78,6 +78,21 @@ def test_events_page_reads_one_page_in_log_order(store: Path) -> None:
         assert admin.events_page(session.id, offset=50) == []
         with pytest.raises(InvalidInput, match="limit"):
             admin.events_page(session.id, limit=-3)
+
+
+def test_event_position_says_where_an_event_is(store: Path) -> None:
+    with StoreAdmin(store) as admin:
+        session = admin.sessions(text="queue")[0].session
+        whole = admin.events(session.id)
+        for index, event in enumerate(whole):
+            position = admin.event_position(session.id, event.id)
+            assert position <= index  # (events of one microsecond count from the first)
+            assert whole[position].created_at == event.created_at
+        with pytest.raises(EventNotFound, match="holds no event"):
+            admin.event_position(session.id, "01NOSUCHEVENT0000000000000")
+        other = admin.sessions(text="Other task 0")[0].session
+        with pytest.raises(EventNotFound):
+            admin.event_position(other.id, whole[1].id)  # not this session's
 
 
 def test_a_read_only_admin_reads_and_never_writes(store: Path) -> None:

@@ -140,11 +140,31 @@ def test_timeline_links_pending_steps_and_shows_what_a_summary_covers(
     client: TestClient, ids: dict[str, str]
 ) -> None:
     main = client.get(f"/sessions/{ids['main']}").text
-    done_by = re.search(r'completed by <a href="#e-(\w+)">', main)
+    done_by = re.search(r'completed by <a href="[^"?]+\?event=(\w+)">', main)
     assert done_by and f'id="e-{done_by.group(1)}"' in main  # the step that completed it
     assert "completes the pending step" in main
     last = client.get(f"/sessions/{ids['long']}", params={"page": "last"}).text
-    assert re.search(r"covers \d+ events, from <a href=\"#e-", last)
+    covers = re.search(r'covers \d+ events, from <a href="[^"?]+\?event=(\w+)">', last)
+    assert covers  # the first covered event: on page 1
+    jump = client.get(f"/sessions/{ids['long']}", params={"event": covers.group(1)})
+    assert jump.status_code == 303
+    assert jump.headers["location"].endswith(f"?page=1#e-{covers.group(1)}")
+
+
+def test_a_link_to_an_event_opens_the_page_that_shows_it(
+    client: TestClient, ids: dict[str, str]
+) -> None:
+    with StoreAdmin(client.app.state.source.admin.url) as admin:  # type: ignore[attr-defined]
+        steps = admin.events(ids["long"], kinds=["step"])
+    for number in (0, 98, 99, 150, 229):  # the goal is event 0: step 99 is the 101st event
+        event = steps[number]
+        jump = client.get(f"/sessions/{ids['long']}", params={"event": event.id})
+        page = 1 + (number + 1) // 100
+        assert jump.headers["location"].endswith(f"?page={page}#e-{event.id}"), number
+        shown = client.get(jump.headers["location"].split("#")[0])
+        assert f'id="e-{event.id}"' in shown.text
+    unknown = client.get(f"/sessions/{ids['long']}", params={"event": "01NOSUCHEVENT0000000000000"})
+    assert unknown.status_code == 404 and "holds no event" in unknown.text
 
 
 def test_an_unknown_session_is_a_404_page(client: TestClient) -> None:

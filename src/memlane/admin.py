@@ -38,7 +38,7 @@ from .core.progress import Progress
 from .core.scope import Scope
 from .embed import LoadedEmbedder
 from .engine.engine import Engine, Health, resolve_target, session_not_found
-from .errors import InvalidInput, SessionNotFound
+from .errors import EventNotFound, InvalidInput, SessionNotFound
 from .events import Event, Hits, validate_kind
 from .operators.pruning import StorePruning
 from .operators.results import PruneResult, SessionInfo, StoreStats, parse_cutoff
@@ -291,6 +291,32 @@ class StoreAdmin(PoolAdministration):
             kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
         )
         return self._store.events(flt, limit=limit, offset=offset, previews=True)
+
+    def event_position(self, session_id: str, event_id: str) -> int:
+        """How many of the session's events were recorded before ``event_id`` (at an earlier
+        time): the event is at that index of the session's log order, or a little after it
+        when others share its microsecond. Where a page of :meth:`events_page` finds it.
+
+        Raises :class:`~memlane.errors.EventNotFound` if the session holds no such event.
+
+        >>> first = admin.event_position(sid, eid) // 100 * 100  # doctest: +SKIP
+        >>> eid in [e.id for e in admin.events_page(sid, offset=first)]  # doctest: +SKIP
+        """
+        session_id = self.session(session_id).session.id
+        found = (
+            self._store.events(EventFilter(None, session_id=session_id, event_id=event_id))
+            if isinstance(event_id, str)
+            else []
+        )
+        if not found:
+            raise EventNotFound(
+                f"Session {session_id!r} holds no event {event_id!r}. List its events with "
+                f"`memlane show {session_id}`."
+            )
+        created_us = to_us(found[0].created_at, "created_at")
+        return self._store.count_events(
+            EventFilter(None, session_id=session_id, until_us=created_us)
+        )
 
     def search(
         self,

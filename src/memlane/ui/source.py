@@ -144,6 +144,16 @@ class Source:
             session_id, offset=(page - 1) * per_page, limit=per_page, kinds=kinds
         )
 
+    def event_page(self, session_id: str, event_id: str, per_page: int) -> int:
+        """The timeline page (from 1) that shows ``event_id``."""
+        position = self.admin.event_position(session_id, event_id)
+        page = position // per_page + 1
+        for _ in range(8):  # events that share its microsecond may push it a page or more on
+            if any(e.id == event_id for e in self.events(session_id, page=page, per_page=per_page)):
+                return page
+            page += 1
+        return position // per_page + 1
+
     def search(
         self,
         query: str,

@@ -5,7 +5,7 @@ recall count, tags and metadata; long contents and payloads folded with their si
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from ..templates import templates
 from .forms import integer, source, text
@@ -19,6 +19,11 @@ PER_PAGE = 100
 def timeline_page(request: Request) -> Response:
     src = source(request)
     info = src.session(request.path_params["session"])
+    event = text(request, "event")
+    if event is not None:  # a link to one event: the page that shows it, scrolled to it
+        page = src.event_page(info.session.id, event, PER_PAGE)
+        path = request.app.url_path_for("timeline", session=info.session.id)
+        return RedirectResponse(f"{path}?page={page}#e-{event}", status_code=303)
     kind = text(request, "kind")
     kinds = [kind] if kind else None
     pages = max(1, -(-info.events // PER_PAGE))
