@@ -84,3 +84,16 @@ def test_a_missing_store_is_one_line(tmp_path: Path) -> None:
         error = process.stderr.read()
         assert error.startswith("Error: The database") and "Traceback" not in error
         assert lines == [""]
+
+
+def test_the_token_stays_out_of_reprs(store: Path) -> None:
+    from memlane.admin import StoreAdmin
+    from memlane.ui import Inspector, Source
+
+    inspector = Inspector(Source(StoreAdmin(store, read_only=True)), port=0)
+    try:
+        assert inspector.token not in repr(inspector)
+        assert inspector.token in inspector.url
+    finally:
+        inspector.stop()
+        inspector.source.close()

@@ -38,7 +38,7 @@ class Inspector:
     source: Source
     host: str = "127.0.0.1"
     port: int = 0
-    token: str = field(default_factory=new_token)
+    token: str = field(default_factory=new_token, repr=False)  # (kept out of logs)
 
     def __post_init__(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
