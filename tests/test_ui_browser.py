@@ -129,6 +129,13 @@ def test_typing_a_query_shows_hits_in_place(
     page.select_option("select[name=mode]", "hybrid")
     query.press("Enter")
     page.wait_for_selector("p.summary >> text=hybrid")
+    page.fill("input[name=where]", "not json")
+    query.press("Enter")
+    page.wait_for_selector("#hits .error")
+    assert "not JSON" in page.locator("#hits").inner_text()
+    page.fill("input[name=where]", "")
+    query.press("Enter")
+    page.wait_for_selector("p.summary >> text=hybrid")
     screenshot(page, "ui-search.png", tmp_path)
 
 
@@ -157,6 +164,11 @@ def test_restore_preview_follows_the_budget(
     assert 0 < used <= 90
     assert "dropped" in first.inner_text()
     screenshot(page, "ui-restore.png", tmp_path)
+    budget.fill("-5")
+    budget.press("Enter")
+    page.wait_for_selector("#restore-result .error")
+    assert "max_tokens must be a positive integer" in page.locator("#restore-result").inner_text()
+    assert stayed(page)
 
 
 def test_a_folded_payload_opens(page: Page, server: tuple[Inspector, dict[str, str]]) -> None:

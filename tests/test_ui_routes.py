@@ -200,6 +200,16 @@ def test_search_answers_htmx_with_the_hits_alone(client: TestClient) -> None:
     assert "<html" not in partial.text and 'class="hits"' in partial.text
 
 
+def test_htmx_gets_errors_as_fragments_it_swaps_in(client: TestClient, ids: dict[str, str]) -> None:
+    htmx = {"HX-Request": "true"}
+    search = client.get("/search", params={"q": "x", "mode": "fuzzy"}, headers=htmx)
+    assert search.status_code == 200 and "Unknown search mode" in search.text
+    assert "<html" not in search.text
+    params = {"session": ids["main"], "budget": -5}
+    restore = client.get("/restore", params=params, headers=htmx)
+    assert restore.status_code == 200 and "max_tokens must be a positive" in restore.text
+
+
 def test_search_shows_a_long_event_s_passage(client: TestClient) -> None:
     page = client.get("/search", params={"q": "disk on db-37 full", "mode": "semantic", "k": 1})
     assert "passage, characters" in page.text

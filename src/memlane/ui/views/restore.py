@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import SessionManagerError, SessionNotFound
+from ...errors import InvalidInput, SessionManagerError, SessionNotFound
 from ...restore.result import RestoredContext
 from ..templates import templates
 from .forms import integer, is_partial, source, text
@@ -58,7 +58,7 @@ def restore_page(request: Request) -> Response:
             )
         for budget in budgets:
             if budget > _MAX_BUDGET:
-                raise SessionManagerError(
+                raise InvalidInput(
                     f"Budget {budget:,} is more than this page previews ({_MAX_BUDGET:,} tokens)."
                 )
         if session is not None:
@@ -85,5 +85,8 @@ def restore_page(request: Request) -> Response:
         "error": error,
     }
     failed = error is not None or any(column.error for column in columns)
-    name = "_restore_result.html" if is_partial(request) else "restore.html"
-    return templates.TemplateResponse(request, name, context, status_code=400 if failed else 200)
+    if is_partial(request):  # (htmx swaps in 2xx answers only: the message must be one)
+        return templates.TemplateResponse(request, "_restore_result.html", context)
+    return templates.TemplateResponse(
+        request, "restore.html", context, status_code=400 if failed else 200
+    )

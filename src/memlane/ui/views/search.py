@@ -64,8 +64,11 @@ def search_page(request: Request) -> Response:
         "hits": hits,
         "error": error,
     }
-    name = "_hits.html" if is_partial(request) else "search.html"
-    return templates.TemplateResponse(request, name, context, status_code=400 if error else 200)
+    if is_partial(request):  # (htmx swaps in 2xx answers only: the message must be one)
+        return templates.TemplateResponse(request, "_hits.html", context)
+    return templates.TemplateResponse(
+        request, "search.html", context, status_code=400 if error else 200
+    )
 
 
 def _where(written: str) -> dict[str, Any]:
