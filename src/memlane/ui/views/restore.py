@@ -15,8 +15,11 @@ from ...restore.result import RestoredContext
 from ..templates import templates
 from .forms import integer, is_partial, source, text
 
-__all__ = ["MODELS", "Column", "restore_page"]
+__all__ = ["FATES", "MODELS", "Column", "restore_page"]
 
+#: The fates restore's report gives an event, in the order the page lists them ("passages":
+#: a long event shown by its passages relevant to the query).
+FATES = ("included", "passages", "summarised", "dropped")
 #: Suggestions for the model field (any name restore() knows is accepted).
 MODELS = ("gpt-4o", "gpt-4.1", "gpt-3.5-turbo", "claude-sonnet-4", "llama-3.1-70b")
 _MAX_BUDGET = 2_000_000
@@ -32,13 +35,13 @@ class Column:
 
     @property
     def counts(self) -> dict[str, int]:
+        """How many events met each fate, in the order of :data:`FATES` (then any other the
+        report names)."""
         if self.context is None:
             return {}
-        items = self.context.report.items
-        return {
-            action: sum(1 for item in items if item.action == action)
-            for action in ("included", "summarised", "dropped")
-        }
+        found = [item.action for item in self.context.report.items]
+        order = [*FATES, *sorted(set(found) - set(FATES))]
+        return {action: found.count(action) for action in order}
 
 
 def restore_page(request: Request) -> Response:
