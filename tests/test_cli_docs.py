@@ -15,6 +15,7 @@ from memlane.cli._docs import render
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 ISSUE_COMMANDS = {
     "mcp",
+    "ui",  # issue 32
     "sessions",
     "show",
     "search",

@@ -176,6 +176,8 @@ def test_search_labels_the_score_scale(store: Store, mode: str, label: str, scal
     assert label in header and first.startswith("1. "), out
     hits = as_json(asm(store.db, "search", "staging accounts", "--mode", mode, "--json"))
     assert hits and all(hit["score_scale"] == scale for hit in hits)
+    named = {"hybrid": {"keyword", "semantic"}, "semantic": {"semantic"}, "keyword": {"keyword"}}
+    assert all(hit["ranks"] and set(hit["ranks"]) <= named[mode] for hit in hits)
     assert all(isinstance(hit["score"], float) and hit["rank"] >= 1 for hit in hits)
 
 

@@ -163,8 +163,8 @@ def test_a_store_from_before_passages_keeps_its_vectors(
     from memlane.testing import HashEmbedder
 
     db = tmp_path / "old.db"
-    before = store_sqlite.MIGRATIONS[:-1]
-    assert store_sqlite.MIGRATIONS[-1][0] == "0013_passages"
+    names = [name for name, _ in store_sqlite.MIGRATIONS]
+    before = store_sqlite.MIGRATIONS[: names.index("0013_passages")]
     with monkeypatch.context() as patch:
         patch.setattr(store_sqlite, "MIGRATIONS", before)
         with SessionManager("a", db, embedder=HashEmbedder(), background=False) as old:

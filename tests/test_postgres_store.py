@@ -636,10 +636,11 @@ def test_a_store_from_before_the_fix_is_migrated(
     from memlane.store import _pg_migrations, postgres
 
     url = store_url(postgres_url)
-    fixed = [name for name, _ in _pg_migrations.MIGRATIONS].index("0010_whole_text_never_null")
+    names = [name for name, _ in _pg_migrations.MIGRATIONS]
+    fixed = names.index("0010_whole_text_never_null")
     with monkeypatch.context() as patch:
         # (with the vectors' passage columns: this version's indexer writes them)
-        passages = _pg_migrations.MIGRATIONS[-1]
+        passages = _pg_migrations.MIGRATIONS[names.index("0014_passages")]
         patch.setattr(postgres, "MIGRATIONS", (*_pg_migrations.MIGRATIONS[:fixed], passages))
         with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as old:
             session = old.start_session("goal")
@@ -664,9 +665,10 @@ def test_a_store_from_before_passages_keeps_its_vectors(
     from memlane.store import _pg_migrations, postgres
 
     url = store_url(postgres_url)
-    assert _pg_migrations.MIGRATIONS[-1][0] == "0014_passages"
+    names = [name for name, _ in _pg_migrations.MIGRATIONS]
     with monkeypatch.context() as patch:
-        patch.setattr(postgres, "MIGRATIONS", _pg_migrations.MIGRATIONS[:-1])
+        before = _pg_migrations.MIGRATIONS[: names.index("0014_passages")]
+        patch.setattr(postgres, "MIGRATIONS", before)
         with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as old:
             session = old.start_session("legacy")
             fact = old.record_fact(session.id, "the staging database is PostgreSQL 16")
@@ -684,7 +686,7 @@ def test_a_store_from_before_passages_keeps_its_vectors(
         conn.execute("DELETE FROM outbox")
         (count,) = conn.execute("SELECT count(*) FROM vectors").fetchone()
     with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
-        assert mgr.health().schema == "0014_passages" and mgr.pending_embeddings() == 0
+        assert mgr.health().schema == names[-1] and mgr.pending_embeddings() == 0
         hit = mgr.search("staging database", k=1, mode="semantic")[0]
         assert hit.event.id == fact.id and hit.passage is None
         essay = "\n\n".join(f"Paragraph {i} on release notes and checklists." for i in range(80))

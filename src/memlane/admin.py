@@ -38,7 +38,7 @@ from .core.progress import Progress
 from .core.scope import Scope
 from .embed import LoadedEmbedder
 from .engine.engine import Engine, Health, resolve_target, session_not_found
-from .errors import InvalidInput, SessionNotFound
+from .errors import EventNotFound, InvalidInput, SessionNotFound
 from .events import Event, Hits, validate_kind
 from .operators.pruning import StorePruning
 from .operators.results import PruneResult, SessionInfo, StoreStats, parse_cutoff
@@ -100,6 +100,9 @@ class StoreAdmin(PoolAdministration):
         embedder: used only by :meth:`search` and :meth:`reindex`; ``None`` for the default
             all-MiniLM-L6-v2, loaded on first use.
         batch_size: texts per embedding batch in :meth:`reindex`.
+        read_only: open the store for reading only (``memlane ui`` without
+            ``--allow-write``): anything that would write raises
+            :class:`~memlane.errors.StoreReadOnly`, and a search embeds nothing pending.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class StoreAdmin(PoolAdministration):
         index: str | None = None,
         embedder: Embedder | LoadedEmbedder | None = None,
         batch_size: int = 64,
+        read_only: bool = False,
     ) -> None:
         # The embedder's identity is checked on first use, not at open: an operator may
         # list and export a store whatever embedder made its vectors.
@@ -119,7 +123,9 @@ class StoreAdmin(PoolAdministration):
             embedder=embedder,
             batch_size=batch_size,
             check_embedder=False,
+            read_only=read_only,
         )
+        self.read_only = read_only
         self.url, self.db_path = self._engine.url, self._engine.db_path
         self._store: Store = self._engine.store
         self._storage = self._engine.storage  # the log and its vector index
@@ -203,17 +209,24 @@ class StoreAdmin(PoolAdministration):
         limit: int | None = None,
         *,
         internal: bool = False,
+        text: str | None = None,
+        offset: int = 0,
     ) -> list[SessionInfo]:
         """Sessions of every agent (or of ``agent``), most recently active first.
 
         ``since`` keeps sessions active since then: a timestamp or an age ("7d"). The
         sessions the library keeps for itself (users' facts, knowledge documents, pool logs)
-        are left out unless ``internal=True``.
+        are left out unless ``internal=True``. ``text`` keeps the sessions whose goal, id or
+        key contains it (ignoring case); ``offset`` skips that many first (pages).
 
         >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput(f"limit must be an integer, got {limit!r}.")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be a non-negative integer, got {offset!r}.")
+        if text is not None and not isinstance(text, str):
+            raise InvalidInput(f"text must be a string, got {type(text).__name__}.")
         flt = SessionFilter(
             None,
             agent_id=agent,
@@ -221,11 +234,14 @@ class StoreAdmin(PoolAdministration):
             user_id=user,
             since_us=None if since is None else parse_cutoff(since, "since"),
             unmarked=not internal,
+            text=text or None,
         )
-        return self._infos(flt, limit=limit)
+        return self._infos(flt, limit=limit, offset=offset)
 
-    def _infos(self, flt: SessionFilter, *, limit: int | None = None) -> list[SessionInfo]:
-        found = self._store.sessions(flt, limit=limit)
+    def _infos(
+        self, flt: SessionFilter, *, limit: int | None = None, offset: int = 0
+    ) -> list[SessionInfo]:
+        found = self._store.sessions(flt, limit=limit, offset=offset)
         sizes = self._store.session_sizes([session.id for session in found])
         return [SessionInfo(session, *sizes[session.id]) for session in found]
 
@@ -247,6 +263,61 @@ class StoreAdmin(PoolAdministration):
             return self._store.events(flt)
         return self._store.events(flt, newest_first=True, limit=max(0, limit))[::-1]
 
+    def events_page(
+        self,
+        session_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        kinds: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """One page of a session's events in log order: ``limit`` events after the first
+        ``offset`` (the inspector's timeline; a 100k-event session is never read whole). A
+        large payload comes as its bounded preview (:attr:`Event.preview` is True, and
+        :attr:`Event.payload_chars` gives the full size), as restore reads it.
+
+        >>> page = admin.events_page(session.id, offset=100, limit=50)  # doctest: +SKIP
+        """
+        for name, value in (("offset", offset), ("limit", limit)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}.")
+        # an id is looked up alone: session() would also count the session's events, which
+        # costs more than the page itself on a long session
+        found = self._store.session(session_id, None) if isinstance(session_id, str) else None
+        session_id = found.id if found is not None else self.session(session_id).session.id
+        flt = EventFilter(
+            None,
+            session_id=session_id,
+            kinds=tuple(validate_kind(kind) for kind in kinds) if kinds else None,
+        )
+        return self._store.events(flt, limit=limit, offset=offset, previews=True)
+
+    def event_position(self, session_id: str, event_id: str) -> int:
+        """How many of the session's events were recorded before ``event_id`` (at an earlier
+        time): the event is at that index of the session's log order, or a little after it
+        when others share its microsecond. Where a page of :meth:`events_page` finds it.
+
+        Raises :class:`~memlane.errors.EventNotFound` if the session holds no such event.
+
+        >>> first = admin.event_position(sid, eid) // 100 * 100  # doctest: +SKIP
+        >>> eid in [e.id for e in admin.events_page(sid, offset=first)]  # doctest: +SKIP
+        """
+        session_id = self.session(session_id).session.id
+        found = (
+            self._store.events(EventFilter(None, session_id=session_id, event_id=event_id))
+            if isinstance(event_id, str)
+            else []
+        )
+        if not found:
+            raise EventNotFound(
+                f"Session {session_id!r} holds no event {event_id!r}. List its events with "
+                f"`memlane show {session_id}`."
+            )
+        created_us = to_us(found[0].created_at, "created_at")
+        return self._store.count_events(
+            EventFilter(None, session_id=session_id, until_us=created_us)
+        )
+
     def search(
         self,
         query: str,
@@ -258,9 +329,12 @@ class StoreAdmin(PoolAdministration):
         kinds: Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         current_only: bool = True,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> Hits:
         """Search one agent's memory (``agent``), one session, or every agent's.
-        Superseded and retracted facts are left out unless ``current_only=False``.
+        Superseded and retracted facts are left out unless ``current_only=False``;
+        ``since`` / ``until`` keep events recorded in that time, as ``SessionManager.search``.
 
         Each agent's own sessions are searched as that agent would search them; across
         agents the best ``k`` hits are kept by score (cosine and BM25 scores compare across
@@ -292,6 +366,8 @@ class StoreAdmin(PoolAdministration):
                 session_id=session,
                 kinds=kinds,
                 where=where,
+                since=since,
+                until=until,
                 count_recall=False,
                 current_only=current_only,
             )

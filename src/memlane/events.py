@@ -283,11 +283,25 @@ class Passage:
 @dataclass(frozen=True)
 class Hit:
     """One search result: the full event, its score (higher is better), and for a long event
-    found by one of its passages, that passage (``None`` when the event was found whole)."""
+    found by one of its passages, that passage (``None`` when the event was found whole).
+
+    ``ranks`` says what made it come up: its place (from 1) in each ranking the search ran
+    and found it in, ``"semantic"`` and ``"keyword"`` (a hybrid search's two halves; a
+    one-mode search has one). A ranking that is missing did not find it among its best
+    candidates. ``None`` when the hit was not made by a search.
+
+    >>> from datetime import timezone
+    >>> when = datetime(2026, 11, 27, tzinfo=timezone.utc)
+    >>> hit = Hit(Event("01J", "s", "a", "fact", "uses Postgres", when), 0.21,
+    ...           ranks={"semantic": 3, "keyword": 1})
+    >>> hit.ranks["keyword"]
+    1
+    """
 
     event: Event
     score: float
     passage: Passage | None = None
+    ranks: Mapping[str, int] | None = None
 
 
 class Hits(list[Hit]):

@@ -9,7 +9,18 @@ help by ``scripts/gen_cli_docs.py``.
 from __future__ import annotations
 
 # The command modules register their commands on `cli` when imported.
-from . import _delete, _demo, _mcp, _memory, _pools, _read, _restore, _stats, _write  # noqa: F401
+from . import (  # noqa: F401
+    _delete,
+    _demo,
+    _mcp,
+    _memory,
+    _pools,
+    _read,
+    _restore,
+    _stats,
+    _ui,
+    _write,
+)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

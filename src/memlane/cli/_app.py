@@ -66,6 +66,7 @@ COMMAND_ORDER = (
     "erase-user",
     "pool",
     "agent-role",
+    "ui",
     "mcp",
     "demo",
 )
@@ -116,18 +117,27 @@ class Env:
     _admin: StoreAdmin | None = field(default=None, init=False, repr=False)
     _embedder: Embedder | None = field(default=None, init=False, repr=False)
 
-    def admin(self, *, must_exist: bool = True) -> StoreAdmin:
-        """The command's :class:`StoreAdmin` on ``--db``, closed when the command ends.
+    def admin(self, *, must_exist: bool = True, read_only: bool = False) -> StoreAdmin:
+        """The command's :class:`StoreAdmin` on ``--db``, closed when the command ends
+        (``read_only``: opened for reading only, for the first call).
 
         Read commands refuse a database file that does not exist rather than creating an
         empty one: a typo in ``--db`` should not look like an empty store.
         """
         if self._admin is not None:
             return self._admin
-        admin = open_admin(self.db, self.index, must_exist=must_exist)  # loads no model
+        admin = open_admin(  # loads no model
+            self.db, self.index, must_exist=must_exist, read_only=read_only
+        )
         self._embedder = embedder_named(self.embedder_choice, admin.stored_embedder())
         if self._embedder is not None:  # the store's own embedder: open with it instead
-            admin = open_admin(self.db, self.index, must_exist=must_exist, embedder=self._embedder)
+            admin = open_admin(
+                self.db,
+                self.index,
+                must_exist=must_exist,
+                embedder=self._embedder,
+                read_only=read_only,
+            )
         self._admin = admin
         click.get_current_context().call_on_close(admin.close)
         return admin
@@ -205,6 +215,7 @@ def open_admin(
     must_exist: bool = True,
     option: str = "--db (or MEMLANE_DB)",
     embedder: Embedder | None = None,
+    read_only: bool = False,
 ) -> StoreAdmin:
     """A :class:`StoreAdmin` on a path or URL, closed when the command ends.
 
@@ -220,7 +231,7 @@ def open_admin(
                 f"The database {target!r} does not exist. Point {option} at a session "
                 "database, or run `memlane demo` to make one to explore."
             )
-    admin = StoreAdmin(url=target, index=index, embedder=embedder)
+    admin = StoreAdmin(url=target, index=index, embedder=embedder, read_only=read_only)
     click.get_current_context().call_on_close(admin.close)
     return admin
 

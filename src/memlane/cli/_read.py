@@ -355,6 +355,8 @@ def search(
                     "rank": rank,
                     "score": hit.score,
                     "score_scale": scale,
+                    # its place in the keyword and semantic rankings (Hit.ranks)
+                    "ranks": None if hit.ranks is None else dict(hit.ranks),
                     "passage": None
                     if hit.passage is None
                     else {

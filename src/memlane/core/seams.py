@@ -102,6 +102,8 @@ class SessionFilter:
     unmarked: bool = False
     since_us: int | None = None  # updated at or after
     before_us: int | None = None  # updated before (prune)
+    #: sessions whose goal, id or key contains this, ignoring case (the inspector's filter)
+    text: str | None = None
 
 
 class Cursor(Protocol):

@@ -207,6 +207,12 @@ class Searcher:
             finally:
                 rankings.append(keyword.result())
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
+        # each hit's place in each ranking (Hit.ranks): what made it come up, as ranked here
+        named = ("keyword",) if mode == "keyword" else ("semantic", "keyword")
+        places = {
+            name: {seq: place for place, (seq, _) in enumerate(ranking, start=1)}
+            for name, ranking in zip(named, rankings, strict=False)
+        }
         if recency is not None:
             ranked = self._fuse_fresh(query, rankings, k, recency, hybrid=mode == "hybrid")
         elif mode == "hybrid":
@@ -216,7 +222,12 @@ class Searcher:
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
         hits = Hits(
             (
-                Hit(events[seq], score, _passage(events[seq], spans.get(seq)))
+                Hit(
+                    events[seq],
+                    score,
+                    _passage(events[seq], spans.get(seq)),
+                    {name: found[seq] for name, found in places.items() if seq in found},
+                )
                 for seq, score in ranked
                 if seq in events
             ),

@@ -259,15 +259,19 @@ class SqlStore:
         oldest_first: bool = False,
         tx: Tx | None = None,
         lock: bool = False,
+        offset: int = 0,
     ) -> list[Session]:
         """``lock`` (inside ``atomic``): the rows stay locked until the transaction ends, so
         a decision made on them (prune) holds when it is carried out."""
         where, params = self.session_where(flt)
         order = "s.created_us, s.id" if oldest_first else "s.updated_us DESC, s.id DESC"
         sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
-        if limit is not None:
+        if limit is not None or offset:
             sql += " LIMIT ?"
-            params.append(max(0, int(limit)))
+            params.append(max(0, int(limit)) if limit is not None else 2**62)
+        if offset:
+            sql += " OFFSET ?"
+            params.append(max(0, int(offset)))
         if lock:
             sql += self.lock_suffix
         return [row_to_session(row) for row in self._read(sql, params, tx)]

@@ -122,7 +122,11 @@ class LogReader(Protocol):
         oldest_first: bool = False,
         tx: Tx | None = None,
         lock: bool = False,
-    ) -> list[Session]: ...
+        offset: int = 0,
+    ) -> list[Session]:
+        """Sessions, most recently active first (or oldest first); ``offset`` skips that
+        many first (pages)."""
+        ...
 
     def session_sizes(
         self, session_ids: Sequence[str], tx: Tx | None = None

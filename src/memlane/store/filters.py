@@ -346,6 +346,15 @@ def session_where(flt: SessionFilter, *, dialect: str, metadata: str) -> tuple[s
         escaped = flt.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         parts.append("s.id LIKE ? ESCAPE '\\'")
         params.append(escaped + "%")
+    if flt.text:
+        # lower() on both sides: PostgreSQL's LIKE is case-sensitive (SQLite's lower() folds
+        # ASCII letters only, so other scripts match as written)
+        needle = flt.text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        parts.append(
+            "(lower(s.goal) LIKE ? ESCAPE '\\' OR lower(s.id) LIKE ? ESCAPE '\\' "
+            "OR lower(coalesce(s.key, '')) LIKE ? ESCAPE '\\')"
+        )
+        params.extend([f"%{needle}%"] * 3)
     if flt.marked is not None:
         sql, marked = compile_where({"asm": flt.marked}, metadata, dialect)
         parts.append(sql)
