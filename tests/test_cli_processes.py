@@ -78,7 +78,9 @@ def test_restore_explain_json(store: Store) -> None:
     report = data["report"]
     assert report["budget"] == 250 and report["model"] == "gpt-4o"
     assert sum(report["counts"].values()) == len(report["items"]) == report["total_events"]
-    assert {"event_id", "kind", "section", "action", "reason", "tokens"} == set(report["items"][0])
+    assert {"event_id", "kind", "section", "action", "reason", "tokens", "passages"} == set(
+        report["items"][0]
+    )
 
 
 def test_errors_are_one_line_without_traceback(store: Store, tmp_path: Path) -> None:

@@ -104,14 +104,17 @@ def test_sigkill_loses_no_acknowledged_event(db_path: Path) -> None:
             env=child_env(),
         ) as child:
             assert child.stdout is not None
-            deadline = time.monotonic() + rng.uniform(0.5, 2.0)
-            started = False
+            # the kill comes 0.5-2 s into the writing, counted from the session's start: on
+            # a loaded machine the child's start-up alone took longer (10 acks in 4 runs)
+            wait = rng.uniform(0.5, 2.0)
+            deadline: float | None = None
             for line in child.stdout:
                 kind, value = line.split()
                 if kind == "ack":
                     acknowledged.append(value)
-                started = started or kind == "session"
-                if started and time.monotonic() > deadline:
+                if kind == "session":
+                    deadline = time.monotonic() + wait
+                if deadline is not None and time.monotonic() > deadline:
                     break
             os.kill(child.pid, signal.SIGKILL)
             rest = child.stdout.read()  # acks written before the kill still count

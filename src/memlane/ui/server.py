@@ -46,6 +46,9 @@ class Inspector:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((self.host, self.port))
+            # listening before the URL is printed: a browser (or a test) that opens it at
+            # once waits in the backlog until uvicorn accepts, instead of being refused
+            self._socket.listen(128)
         except OSError:
             self._socket.close()
             raise
