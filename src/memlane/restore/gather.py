@@ -27,6 +27,7 @@ from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
+from .instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, standing
 from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
@@ -171,6 +172,20 @@ def restore_session(
     summaries = store_events(replace(base, kinds=("summary",)), newest_first=True, limit=1)
     summary = summaries[0] if summaries else None
 
+    # what the user asked the agent to keep doing, whatever the query (restore/instructions.py):
+    # the messages holding an instruction's words, found by the keyword index (reading the
+    # user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
+    said = searcher.search(
+        INSTRUCTION_WORDS,
+        INSTRUCTION_CANDIDATES,
+        mode="keyword",
+        session_id=session.id,
+        kinds=("message",),
+        count_recall=False,
+    )
+    users = [hit.event for hit in said if hit.event.metadata.get("role") == "user"]
+    instructions = standing(kept(sorted(users, key=lambda e: (e.created_at, e.seq), reverse=True)))
+
     pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
     # Searched even when every event is a recent candidate: recent history is walked newest
     # first, and what the query needs may be older than what the budget reaches.
@@ -218,6 +233,7 @@ def restore_session(
             references=references,
             passages=passages,
             cutter=searcher.indexer.cutter,
+            instructions=instructions,
         ),
         max_tokens,
         tokenizer,

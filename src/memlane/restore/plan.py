@@ -221,6 +221,15 @@ def _pack(
             p.notes["pending"] = note
             p.used += cost
 
+    if candidates.instructions:
+        p.fill(
+            [_as_stated(event, said) for event, said in candidates.instructions],
+            "instructions",
+            lambda e: "the user's standing instruction or preference",
+            int(base * shares.instructions),
+            f"instructions and preferences the user stated, newest first: up to "
+            f"{shares.instructions:.0%} of {base:,}",
+        )
     if candidates.user_facts:
         p.fill(
             candidates.user_facts,
@@ -315,6 +324,15 @@ def _pack(
     return _finish(p, candidates, tokenizer, max_tokens)
 
 
+def _as_stated(event: Event, said: tuple[str, ...]) -> Event:
+    """A user's message as its instructions section shows it: whole when its statements are
+    most of it, else those sentences (the rest of it is history like any other)."""
+    stated = " … ".join(said)
+    if len(event.content) <= len(stated) * 3 // 2 + 40:
+        return event
+    return replace(event, content=stated, payload=None, token_count=0)
+
+
 def _grow_summaries(p: Packer) -> None:
     """Spend what every section left unused on the events summarised (or shown by their
     passages) under a tight share.
@@ -354,24 +372,26 @@ def _grow_summaries(p: Packer) -> None:
 
 def _join_recent(p: Packer, newest_first: list[Event]) -> None:
     """Relevant events inside the recent window belong to Recent: that is where a reader
-    (and the chat view's turns) expects them, in order with the rest. The window is the
-    newest events up to the first one shown nowhere."""
-    relevant = p.by_section.get("relevant")
-    if not relevant:
-        return
+    (and the chat view's turns) expects them, in order with the rest; so do the user's
+    instructions there, when shown whole (a turn is not to lose its other sentences). The
+    window is the newest events up to the first one shown nowhere."""
     window: set[str] = set()
     for event in newest_first:
         if event.id not in p.claimed:
             break
         window.add(event.id)
+    whole = {event.id: event.content for event in newest_first if event.id in window}
     recent = p.by_section.setdefault("recent", [])
-    for block in [b for b in relevant if b.event.id in window]:
-        relevant.remove(block)
-        block.section = "recent"
-        bisect.insort(recent, block, key=lambda b: chrono(b.event))
-        p.items[block.event.id] = replace(p.items[block.event.id], section="recent")
-    for name in ("relevant", "recent"):
-        if not p.by_section[name]:
+    for name in ("relevant", "instructions"):
+        for block in [b for b in p.by_section.get(name, []) if b.event.id in window]:
+            if name == "instructions" and block.event.content != whole[block.event.id]:
+                continue
+            p.by_section[name].remove(block)
+            block.section = "recent"
+            bisect.insort(recent, block, key=lambda b: chrono(b.event))
+            p.items[block.event.id] = replace(p.items[block.event.id], section="recent")
+    for name in ("relevant", "instructions", "recent"):
+        if name in p.by_section and not p.by_section[name]:
             del p.by_section[name]
 
 

@@ -41,6 +41,9 @@ class BudgetShares:
     """
 
     pending: float = 0.25
+    #: standing instructions and preferences the user stated in the session's messages
+    #: ("from now on, always add type hints"; restore/instructions.py)
+    instructions: float = 0.1
     #: what the agent knows about the session's user (:meth:`SessionManager.remember`)
     user: float = 0.15
     #: chunks of ingested documents relevant to the query (:meth:`SessionManager.ingest`)
@@ -91,6 +94,9 @@ class RestoreCandidates:
     #: how the index cut long events into passages (its embedder's tokenizer and window):
     #: restore shows them cut the same way
     cutter: Cutter = field(default_factory=Cutter)
+    #: the user's messages that state standing instructions or preferences, newest first,
+    #: each with those sentences (restore/instructions.py)
+    instructions: list[tuple[Event, tuple[str, ...]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

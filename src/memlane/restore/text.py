@@ -39,6 +39,7 @@ PAYLOAD_PREFIX = "  payload: "
 TITLES = {
     "about": "",
     "goal": "## Goal",
+    "instructions": "## The user's instructions and preferences",
     "user": "## About the user",
     "pending": "## Pending steps",
     "important": "## Important",

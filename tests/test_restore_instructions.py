@@ -1,0 +1,145 @@
+"""Restore pins what the user asked the agent to keep doing (restore/instructions.py):
+standing instructions and preferences from the user's messages, whatever the query, within
+their share; look-alikes, other roles, other sessions and excluded events are not pinned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memlane import BudgetShares, SessionManager
+from memlane.restore.instructions import statements
+from memlane.text.tokens import tokenizer_for
+
+TOK = tokenizer_for("gpt-4o")
+RULE = "From now on, always give me file paths relative to the repository root."
+TASTE = "I prefer answers as short numbered steps."
+ASIDE = (
+    "Now, about the trace you pasted: the importer stopped at the third batch, the one with "
+    "the new schema, and the retry did not pick it up either; what does the trace say?"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        RULE,
+        TASTE,
+        "Please never use tabs for indentation.",
+        "Always include the exact command you ran.",
+        "Keep it short, and never apologise.",
+        "You should always run the linter first.",
+        "Going forward, keep SQL compatible with PostgreSQL 13.",
+        "I'd rather you ask before deleting files.",
+        "Make sure to mention the time zone.",
+        "Whenever you quote a log line, say which host it came from.",
+        "I want you to round money to whole euros.",
+        "Remember to use metric units.",
+    ],
+)
+def test_instructions_and_preferences_are_recognised(text: str) -> None:
+    assert statements(f"Thanks, that helps. {text} Now, what did the log say?") == (text,)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We always deploy on Fridays, which is a problem.",
+        "Do you always cache the results?",
+        "Should I always use async here?",
+        "I have never seen this error before.",
+        "It was always slow on the old cluster.",
+        "My manager said I should always write the tests first.",
+        "Never mind, the build passes now.",
+        "I really like it.",
+        "What did you find in the logs?",
+        "I love working with Rust and Go.",  # likes are chat, facts for remember(): not pinned
+        "I'll make sure to keep you updated.",
+        "We'll keep going and never give up.",
+    ],
+)
+def test_look_alikes_set_no_rule(text: str) -> None:
+    assert statements(text) == ()
+
+
+def long_session(mgr: SessionManager, *, filler: int = 300) -> tuple[str, Any]:
+    sid = mgr.start_session("Debug the nightly import job").id
+    mgr.add_message(sid, "user", "The nightly import failed again.")
+    rule = mgr.add_message(sid, "user", f"Thanks. {RULE} {ASIDE}")
+    mgr.add_message(sid, "assistant", "I will always double-check the config.")  # not a user's
+    mgr.add_message(sid, "user", "Should I always restart the worker?")  # a question
+    for i in range(filler):
+        mgr.record_tool_output(
+            sid, f"import batch {i}: 5,000 rows read, 4,990 written, 10 rejected (schema v{i})"
+        )
+    mgr.add_message(sid, "user", TASTE)
+    for i in range(10):
+        mgr.add_message(sid, "assistant", f"Batch {i} looks fine: nothing rejected there.")
+    return sid, rule
+
+
+@pytest.mark.parametrize("budget", [300, 1_000, 4_000])
+def test_an_early_instruction_is_pinned_whatever_the_query(
+    mgr: SessionManager, budget: int
+) -> None:
+    sid, rule = long_session(mgr)
+    mgr.flush()
+    context = mgr.restore(sid, budget, query="how many rows did batch 7 reject?")
+    assert TOK.count(context.text) <= context.token_count <= budget
+    section = context.text.split("## The user's instructions and preferences\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    # the newest is claimed first (at 300 tokens a tenth holds it alone); near the end of
+    # the session it may be a recent turn instead, shown once either way
+    assert context.text.count(TASTE) == 1
+    if budget < 1_000:
+        return
+    assert RULE in section
+    assert "double-check" not in section and "Should I always" not in section
+    item = next(i for i in context.report.items if i.event_id == rule.id)
+    assert item.section == "instructions" and item.action in ("included", "summarised")
+    # the message's other sentences are history like any other, not pinned with it
+    assert "importer stopped" not in section
+
+
+def test_the_share_bounds_the_section(mgr: SessionManager) -> None:
+    sid = mgr.start_session("Write the migration").id
+    for i in range(40):
+        mgr.add_message(sid, "user", f"From now on, always prefix table {i} with the schema s{i}.")
+    for i in range(200):
+        mgr.add_message(
+            sid, "assistant", f"Table {i} migrated: 1,000 rows copied, indexes rebuilt."
+        )
+    mgr.flush()
+    shares = BudgetShares(instructions=0.05)
+    context = mgr.restore(sid, 2_000, shares=shares, query="which schema?")
+    share = next(s for s in context.report.shares if s.section == "instructions")
+    assert 0 < share.used <= share.offered
+    assert context.report.sections["instructions"] <= 0.05 * 2_000 + 20  # (+ the title)
+    assert "table 39" in context.text  # the newest first
+    none = mgr.restore(sid, 2_000, shares=BudgetShares(instructions=0), query="which schema?")
+    assert "instructions" not in none.report.sections
+
+
+def test_other_sessions_and_excluded_events_are_not_pinned(mgr: SessionManager) -> None:
+    other = mgr.start_session("Another task").id
+    mgr.add_message(other, "user", "Always answer in French.")
+    sid, rule = long_session(mgr, filler=5)
+    mgr.flush()
+    context = mgr.restore(sid, 2_000, query="batch 3?")
+    assert "French" not in context.text
+    left_out = mgr.restore(sid, 2_000, query="batch 3?", exclude=[rule.id])
+    assert RULE not in left_out.text
+
+
+def test_a_recent_instruction_stays_a_chat_turn(mgr: SessionManager) -> None:
+    sid = mgr.start_session("Tidy the repository").id
+    mgr.add_message(sid, "user", "Hello.")
+    mgr.add_message(sid, "assistant", "Hi, what shall we do?")
+    rule = mgr.add_message(sid, "user", RULE)
+    mgr.flush()
+    context = mgr.restore(sid, 2_000)
+    assert context.turns[-1] == {"role": "user", "content": RULE}
+    item = next(i for i in context.report.items if i.event_id == rule.id)
+    assert item.section == "recent"
+    assert context.text.count(RULE) == 1
