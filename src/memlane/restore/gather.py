@@ -182,6 +182,7 @@ def restore_session(
         session_id=session.id,
         kinds=("message",),
         count_recall=False,
+        previews=True,
     )
     users = [hit.event for hit in said if hit.event.metadata.get("role") == "user"]
     instructions = standing(kept(sorted(users, key=lambda e: (e.created_at, e.seq), reverse=True)))

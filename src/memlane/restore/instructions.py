@@ -43,7 +43,7 @@ INSTRUCTION_WORDS = (
 )
 #: The messages it reads so (each then matched against the patterns): past these, an
 #: instruction is found only by search like any event.
-INSTRUCTION_CANDIDATES = 100
+INSTRUCTION_CANDIDATES = 40
 _MAX_SENTENCE = 400  # characters of one sentence kept (a pasted paragraph is not a rule)
 _CACHED = 8_192  # events whose statements are kept (events never change)
 
