@@ -132,6 +132,31 @@ class UserMemory:
         >>> mgr.remember("u1", "Lives in Zurich", key="city").superseded[0].text  # doctest: +SKIP
         'Lives in Berlin'
         """
+        plan = self.plan(
+            user_id, text, key, kind, source, valid_from, importance, metadata,
+            valid_until=valid_until, pool=pool,
+        )  # fmt: skip
+        with self._writer.write() as tx:
+            result = self.apply(tx, plan)
+        self.applied(plan, result)
+        return result
+
+    def plan(
+        self,
+        user_id: str,
+        text: str,
+        key: str | None = None,
+        kind: str = "fact",
+        source: str | None = None,
+        valid_from: datetime | str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        valid_until: datetime | str | None = None,
+        pool: str | None = None,
+    ) -> FactPlan:
+        """:meth:`remember`'s checks and preparations, before any lock (see
+        :class:`FactPlan`); :meth:`apply` carries the plan out."""
         user_id = identifier(user_id, "user_id")
         text = _text(text, "text")
         # redacted first: what is compared, digested and stored is the redacted fact
@@ -185,14 +210,10 @@ class UserMemory:
         if self.fact_resolver is not None and similar and key is None:
             answer = self.fact_resolver(text, list(similar))
             resolution, note = resolution_of(answer, {fact.id: fact for fact in similar})
-        plan = FactPlan(
+        return FactPlan(
             user_id, key, digest, start, session.id, prepare, similar, resolution, note,
             redaction, extracted=EXTRACTED_BY in (metadata or {}),
         )  # fmt: skip
-        with self._writer.write() as tx:
-            result = self.apply(tx, plan)
-        self.applied(plan, result)
-        return result
 
     def applied(self, plan: FactPlan, result: RememberResult) -> None:
         """After the commit of :meth:`apply`: the worker woken, redactions counted."""

@@ -1,0 +1,362 @@
+"""The extraction stage (issue 33): off the write path, a watermark that survives reopening,
+one transaction per batch, faults that leave the log and the facts exactly as they were,
+the rule that an extracted fact never overrides a program's, and forget_extracted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane import InvalidInput, SessionManager
+from memlane.extraction import ExtractedFact, Extraction, ExtractionBatch
+from memlane.extraction.stage import MARK
+
+Make = Callable[..., SessionManager]
+
+
+class Scripted:
+    """An extractor that answers what a test scripts, and counts its calls."""
+
+    name = "scripted"
+    version = "7"
+
+    def __init__(self, answer: Callable[[ExtractionBatch], Any], window: int = 6) -> None:
+        self.answer = answer
+        self.window = window
+        self.calls: list[ExtractionBatch] = []
+        self.threads: list[str] = []
+
+    def __call__(self, batch: ExtractionBatch) -> Any:
+        self.calls.append(batch)
+        self.threads.append(threading.current_thread().name)
+        return self.answer(batch)
+
+
+def _city(batch: ExtractionBatch) -> Extraction:
+    """Every user turn "I live in X" → city X."""
+    facts = []
+    for turn in batch.turns:
+        if turn.role == "user" and turn.content.startswith("I live in "):
+            place = turn.content.removeprefix("I live in ").rstrip(".")
+            facts.append(ExtractedFact(f"Lives in {place}", "city", sources=(turn.id,)))
+    return Extraction(tuple(facts))
+
+
+def _snapshot(mgr: SessionManager, session_id: str) -> tuple[Any, ...]:
+    """What a fault must leave untouched: the session's events, the user's facts."""
+    events = [(e.id, e.content, e.metadata, e.status) for e in mgr.events(session_id)]
+    facts = [(f.id, f.text, f.status, f.metadata) for f in mgr.fact_history("u1")]
+    return tuple(events), tuple(facts)
+
+
+def test_record_never_calls_the_extractor(make_manager: Make) -> None:
+    extractor = Scripted(_city)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.record(session.id, "message", "I live in Lisbon.", metadata={"role": "user"})
+    mgr.record_many(session.id, [{"kind": "message", "content": "hi", "role": "user"}])
+    assert extractor.calls == []  # nothing on the write path
+    mgr.flush()
+    assert len(extractor.calls) == 1
+    assert extractor.threads == ["memlane-extractor"]  # the stage's own call, off the caller
+    assert [f.text for f in mgr.facts("u1")] == ["Lives in Lisbon"]
+    history = mgr.fact_history("u1", key="city")
+    assert [(f.text, f.status) for f in history] == [
+        ("Lives in Porto", "superseded"),
+        ("Lives in Lisbon", "current"),
+    ]
+    porto = history[0]
+    assert porto.metadata["extracted_by"] == "scripted"
+    assert porto.metadata["extractor_version"] == "7"
+    first = mgr.events(session.id, kinds=["message"])[0]
+    assert porto.source == first.id and porto.metadata["extracted_from"] == [first.id]
+    assert porto.valid_from == first.created_at  # the message's time
+
+
+def test_the_background_worker_extracts(make_manager: Make) -> None:
+    extractor = Scripted(_city, window=2)
+    mgr = make_manager(extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.add_message(session.id, "assistant", "Noted.")
+    deadline = time.monotonic() + 20
+    while not mgr.facts("u1") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [f.text for f in mgr.facts("u1")] == ["Lives in Porto"]
+    assert extractor.threads and all(name == "memlane-extractor" for name in extractor.threads)
+
+
+def test_sessions_without_a_user_are_left_alone(make_manager: Make) -> None:
+    extractor = Scripted(_city)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="no user")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    assert extractor.calls == []
+    with pytest.raises(InvalidInput, match="no user_id"):
+        mgr.extract(session.id)
+
+
+def test_windows_and_the_watermark_survive_reopening(make_manager: Make, db_path: Path) -> None:
+    extractor = Scripted(_city, window=3)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    for n in range(7):
+        mgr.add_message(session.id, "user", f"message {n}")
+    mgr.flush()
+    assert [len(b.turns) for b in extractor.calls] == [3, 3, 1]
+    seen = [t.id for b in extractor.calls for t in b.turns]
+    assert seen == [e.id for e in mgr.events(session.id, kinds=["message"])]
+    mgr.close()
+    again = Scripted(_city, window=3)
+    reopened = make_manager(background=False, extractor=again)
+    reopened.flush()
+    assert again.calls == []  # nothing processed twice
+    reopened.add_message(session.id, "user", "I live in Oslo.")
+    reopened.flush()
+    assert [[t.content for t in b.turns] for b in again.calls] == [["I live in Oslo."]]
+    assert [f.text for f in reopened.facts("u1")] == ["Lives in Oslo"]
+
+
+def test_a_window_not_full_waits_for_quiet(make_manager: Make) -> None:
+    extractor = Scripted(_city, window=4)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    stage = mgr._extraction
+    assert stage is not None
+    assert stage.run().batches == 0  # one turn of four, the session just spoke
+    assert stage.run(flush=True).batches == 1
+
+
+def test_entities_and_tags_are_metadata_where_can_filter(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "Write to ann@example.org about the $40 refund.")
+    mgr.add_message(session.id, "user", "Nothing here.")
+    mgr.flush()
+    tagged = mgr.events(session.id, where={f"{MARK}.tags.email": True})
+    assert [e.content for e in tagged] == ["Write to ann@example.org about the $40 refund."]
+    mark = tagged[0].metadata[MARK]
+    assert mark["entities"]["email"] == ["ann@example.org"]
+    assert mark["entities"]["money"] == ["$40"]
+    assert (mark["by"], mark["version"]) == ("rules", "1")
+    assert tagged[0].metadata["role"] == "user"  # the caller's metadata stays
+    hits = mgr.search("refund", where={f"{MARK}.tags.money": True})
+    assert [h.event.id for h in hits] == [tagged[0].id]
+
+
+# -- faults: each leaves the log and the facts exactly as before -------------------------------
+
+
+def _boom(batch: ExtractionBatch) -> Any:
+    raise RuntimeError("model exploded")
+
+
+def _other_user(batch: ExtractionBatch) -> Any:
+    return {"facts": [{"text": "Lives in Rome", "key": "city", "user_id": "u2"}]}
+
+
+def _delete(batch: ExtractionBatch) -> Any:
+    return {"facts": [{"text": "x", "action": "delete", "ids": ["all"]}]}
+
+
+def _not_a_fact(batch: ExtractionBatch) -> Any:
+    return {"facts": [{"text": "Lives in Rome", "kind": "summary"}]}
+
+
+def _half_good(batch: ExtractionBatch) -> Any:  # one good fact, then a broken one: none written
+    return {"facts": [{"text": "Lives in Rome", "key": "city"}, {"text": 42}]}
+
+
+def _nonsense(batch: ExtractionBatch) -> Any:
+    return "{not json"
+
+
+def _unknown_turn(batch: ExtractionBatch) -> Any:
+    return {"entities": {"not-a-turn": [{"type": "email", "text": "a@b.co"}]}}
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (_boom, "raised RuntimeError: model exploded"),
+        (_other_user, "names user 'u2'"),
+        (_delete, "unknown fields ['action', 'ids']"),
+        (_not_a_fact, "kind must be one of fact, preference"),
+        (_half_good, "a fact's text must be a non-empty string"),
+        (_nonsense, "expected an Extraction or a dict"),
+        (_unknown_turn, "not in the batch"),
+    ],
+)
+def test_a_bad_extractor_changes_nothing(
+    make_manager: Make, answer: Callable[[ExtractionBatch], Any], says: str
+) -> None:
+    mgr = make_manager(background=False, extractor=Scripted(answer))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.remember("u1", "Lives in Berlin", key="city")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    before = _snapshot(mgr, session.id)
+    mgr.flush()
+    assert _snapshot(mgr, session.id) == before
+    health = mgr.health()
+    assert not health.ok and health.extraction_failing == 1
+    assert health.extraction_error is not None and says in health.extraction_error
+    report = mgr.extract(session.id)  # tried again at once: fails the same, writes nothing
+    assert list(report.failed) == [session.id] and says in report.failed[session.id]
+    assert _snapshot(mgr, session.id) == before
+
+
+def test_a_failed_batch_is_retried_later_and_nothing_is_lost(make_manager: Make) -> None:
+    answers: list[Callable[[ExtractionBatch], Any]] = [_boom, _city]
+    extractor = Scripted(lambda batch: answers.pop(0)(batch))
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    assert mgr.health().extraction_failing == 1
+    mgr.flush()  # backing off: not tried again yet
+    assert len(extractor.calls) == 1
+    stage = mgr._extraction
+    assert stage is not None
+    stage._failing[session.id].retry_at = 0.0  # the delay has passed
+    mgr.flush()
+    assert len(extractor.calls) == 2
+    assert [t.content for t in extractor.calls[1].turns] == ["I live in Porto."]  # the same
+    assert [f.text for f in mgr.facts("u1")] == ["Lives in Porto"]
+    health = mgr.health()
+    assert health.extraction_error is None and health.extraction_failing == 0 and health.ok
+
+
+def test_a_hung_extractor_times_out(make_manager: Make) -> None:
+    release = threading.Event()
+
+    def hang(batch: ExtractionBatch) -> Any:
+        release.wait(10)
+        return _city(batch)
+
+    extractor = Scripted(hang)
+    extractor.timeout = 0.3  # type: ignore[attr-defined]
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    before = _snapshot(mgr, session.id)
+    started = time.monotonic()
+    mgr.flush()
+    assert time.monotonic() - started < 5
+    assert _snapshot(mgr, session.id) == before
+    error = mgr.health().extraction_error
+    assert error is not None and "has not answered" in error
+    mgr.flush()  # no second call beside the hung one
+    assert len(extractor.calls) == 1
+    release.set()
+    time.sleep(0.2)
+    assert _snapshot(mgr, session.id) == before  # its late answer is thrown away
+
+
+# -- conflicts ----------------------------------------------------------------------------------
+
+
+def test_an_extracted_fact_never_overrides_a_programs(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor=Scripted(_city))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.remember("u1", "Lives in Berlin", key="city", valid_from="2020-01-01")
+    mgr.add_message(session.id, "user", "I live in Porto.")  # newer, but another source kind
+    mgr.flush()
+    assert [f.text for f in mgr.facts("u1")] == ["Lives in Berlin"]
+    report = mgr.extract(session.id)
+    assert report.batches == 0  # (already done: the watermark moved on)
+    mgr.add_message(session.id, "user", "I live in Oslo.")
+    outcome = mgr.extract(session.id).facts
+    assert [(o.text, o.status) for o in outcome] == [("Lives in Oslo", "skipped")]
+    assert outcome[0].note is not None and "a program remembered" in outcome[0].note
+    assert mgr.health().extraction_error is None  # held back is no failure
+
+
+def test_a_program_overrides_an_extracted_fact(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor=Scripted(_city))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    result = mgr.remember("u1", "Lives in Lisbon", key="city")
+    assert result.status == "superseded" and result.superseded[0].text == "Lives in Porto"
+
+
+def test_forget_extracted_undoes_through_the_normal_path(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.remember("u1", "Is vegetarian", key="diet", kind="preference")
+    mgr.add_message(session.id, "user", "My name is Ana. Mail me at ana@example.org")
+    mgr.flush()
+    assert {f.text for f in mgr.facts("u1")} == {"Is vegetarian", "Name is Ana"}
+    forgotten = mgr.forget_extracted(extractor="rules")
+    assert (forgotten.facts, forgotten.messages) == (1, 1)
+    assert [f.text for f in mgr.facts("u1")] == ["Is vegetarian"]
+    retracted = [f for f in mgr.fact_history("u1") if f.status == "retracted"]
+    assert [f.text for f in retracted] == ["Name is Ana"]
+    assert retracted[0].retracted_reason is not None
+    assert all(MARK not in e.metadata for e in mgr.events(session.id))
+    assert mgr.forget_extracted() == type(forgotten)(0, 0)  # nothing left to undo
+    mgr.flush()
+    assert [f.text for f in mgr.facts("u1")] == ["Is vegetarian"]  # not extracted again
+
+
+def test_forget_extracted_since_and_by_name(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor=Scripted(_city))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    assert mgr.forget_extracted(extractor="rules").facts == 0  # another extractor's name
+    assert mgr.forget_extracted(since="2999-01-01").facts == 0
+    assert mgr.forget_extracted(since="2000-01-01", extractor="scripted").facts == 1
+
+
+def test_dry_run_writes_nothing(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I moved to Porto. Call me Ana.")
+    before = _snapshot(mgr, session.id)
+    report = mgr.extract(session.id, dry_run=True)
+    assert [(o.key, o.text, o.status) for o in report.facts] == [
+        ("city", "Lives in Porto", "planned"),
+        ("name", "Name is Ana", "planned"),
+    ]
+    assert report.dry_run and _snapshot(mgr, session.id) == before
+    assert mgr.extract(session.id).batches == 1  # the watermark had not moved
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("llm", "Unknown extractor 'llm'"),
+        (42, "extractor must be callable, got int"),
+        (Scripted(_city, window=0), "window must be 1 to 200"),
+    ],
+)
+def test_bad_extractor_values(make_manager: Make, value: Any, says: str) -> None:
+    with pytest.raises(InvalidInput, match=says) as caught:
+        make_manager(extractor=value)
+    assert '"rules"' in str(caught.value) or "window" in str(caught.value)
+
+
+def test_no_extractor_no_extract(make_manager: Make) -> None:
+    mgr = make_manager(background=False)
+    with pytest.raises(InvalidInput, match="no extractor"):
+        mgr.extract()
+    with pytest.raises(InvalidInput, match="no extractor"):
+        mgr.forget_extracted()
+
+
+def test_read_only_refuses_an_extractor(make_manager: Make) -> None:
+    make_manager(background=False).close()
+    with pytest.raises(InvalidInput, match="read_only"):
+        make_manager(read_only=True, extractor="rules")
