@@ -3,6 +3,7 @@ off the write path (``SessionManager(extractor=...)``; docs/memory.md)."""
 
 from __future__ import annotations
 
+from .llm import LLMExtractor
 from .rules import RuleExtractor
 from .stage import ExtractionReport, FactOutcome, Forgotten
 from .types import Entity, ExtractedFact, Extraction, ExtractionBatch, Extractor, Turn
@@ -16,6 +17,7 @@ __all__ = [
     "Extractor",
     "FactOutcome",
     "Forgotten",
+    "LLMExtractor",
     "RuleExtractor",
     "Turn",
 ]

@@ -277,7 +277,7 @@ _SENTENCES = re.compile(r"[^.!?\n;]+[.!?]*")
 _LEAD = (
     r"^(?:\s*(?:hi|hey|hello|well|oh|so|and|but|also|btw|actually|yeah|yes|ok|okay|"
     r"by the way|anyway|fyi|just so you know|for the record|for what it'?s worth)"
-    r"\s*[,!:\-–—]?\s*|\s*[A-Z][a-z]+\s*[,!:]\s*)*"
+    r"\s*[,!:\-–—]?\s*|\s*[A-Z][a-z]+(?: [a-z]+){0,2}\s*[,!:]\s*)*"
 )
 #: words that make a sentence a question when they open it
 _QUESTION = re.compile(
@@ -398,14 +398,27 @@ _NOT_THINGS = frozenset(
         "philosophy",
         "motto",
         "name",
+        # relations and efforts, whose "is" is an evaluation ("my family is awesome", "my
+        # team is like a second family", "my hard work is paying off"): LoCoMo's sample
+        "family",
+        "team",
+        "friends",
+        "kids",
+        "parents",
+        "work",
+        "hard",
+        "art",
     ]
 )
 #: objects of "I like" that are no preference ("I like that", "I like it when")
 _NOT_OBJECTS = re.compile(
-    r"^(?:it|that|this|them|those|these|you|him|her|us|what|how|when|where|the way|the idea|"
+    r"^(?:it|that|this|them|those|these|you|him|her|us|what|how|when|where|the|all the|"
     r"your|his|their|our|to think|to believe|to say|a lot|so much|very much|too)\b",
     re.IGNORECASE,
 )
+#: an object that points at something only the conversation shows ("seeing them eat",
+#: "making this cake", "the freedom it brings"): no fact on its own
+_POINTING = re.compile(r"\b(?:it|this|that|these|those|them|they|here|there)\b", re.IGNORECASE)
 #: a value that is not one ("my car is not red", "my name is Not Important")
 _NOT_VALUES = re.compile(r"^(?:not|no|n't|never|a bit|kind of|sort of|that|to|so|very|too)\b", re.I)
 _VERBS = {
@@ -442,7 +455,7 @@ def _fact_of(name: str, key: str | None, kind: str, match: re.Match[str]) -> Ext
         return ExtractedFact(f"Is {value.lower()}", "diet", "preference")
     if name in ("likes", "dislikes"):
         verb, thing = match.group(1).lower(), _clean(match.group(2))
-        if _NOT_OBJECTS.match(thing) or _NOT_VALUES.match(thing):
+        if _NOT_OBJECTS.match(thing) or _NOT_VALUES.match(thing) or _POINTING.search(thing):
             return None
         if name == "dislikes":
             return ExtractedFact(f"Dislikes {thing}", None, "preference")
@@ -450,7 +463,7 @@ def _fact_of(name: str, key: str | None, kind: str, match: re.Match[str]) -> Ext
     thing = match.group(1).lower()
     if any(word in _NOT_THINGS for word in thing.split()) or thing in ("favorite", "favourite"):
         return None
-    if _NOT_VALUES.match(value) or len(value.split()) > 8:
+    if _NOT_VALUES.match(value) or len(value.split()) > 6 or _POINTING.search(value):
         return None
     named = "'s name is" in match.group(0)
     slug = re.sub(r"[^a-z0-9]+", "_", thing).strip("_") + ("_name" if named else "")

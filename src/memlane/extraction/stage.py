@@ -169,7 +169,9 @@ class ExtractionStage:
         self.extractor = extractor
         self.name, self.version = extractor_identity(extractor)
         self.window = int(getattr(extractor, "window", WINDOW))
-        self.timeout = float(getattr(extractor, "timeout", TIMEOUT))
+        # (an extractor that times out its own requests says how long a whole call may take)
+        limit: Any = getattr(extractor, "call_timeout", None)
+        self.timeout = float(limit or getattr(extractor, "timeout", TIMEOUT))
         self._lock = threading.Lock()
         self._failing: dict[str, _Failing] = {}
         self._hung: threading.Thread | None = None

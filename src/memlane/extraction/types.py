@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..errors import ExtractionFailed
 from ..memory import FACT_KINDS, Fact
 
 __all__ = [
@@ -43,7 +44,7 @@ MAX_FACTS = 64
 MAX_PER_TURN = 64
 
 
-class Rejected(Exception):
+class Rejected(ExtractionFailed):
     """An extractor's answer that cannot be written: why, in a sentence (the batch is
     retried later; nothing of it is written)."""
 
