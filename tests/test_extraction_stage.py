@@ -360,3 +360,70 @@ def test_read_only_refuses_an_extractor(make_manager: Make) -> None:
     make_manager(background=False).close()
     with pytest.raises(InvalidInput, match="read_only"):
         make_manager(read_only=True, extractor="rules")
+
+
+def test_a_failure_inside_the_transaction_writes_nothing(
+    make_manager: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The facts, the annotations and the watermark commit together or not at all (what a
+    crash mid-batch leaves: the next process extracts the same window once)."""
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I moved to Porto. Mail ann@example.org")
+    before = _snapshot(mgr, session.id)
+    log = mgr._writer.log
+    real = log.set_meta
+
+    def broken(tx: Any, key: str, value: str) -> None:
+        if key.startswith("extraction_seq:"):
+            from memlane import StoreFull
+
+            raise StoreFull("disk full (simulated)")
+        real(tx, key, value)
+
+    monkeypatch.setattr(log, "set_meta", broken)
+    mgr.flush()
+    assert _snapshot(mgr, session.id) == before
+    error = mgr.health().extraction_error
+    assert error is not None and "disk full" in error
+    monkeypatch.setattr(log, "set_meta", real)
+    report = mgr.extract(session.id)
+    assert [(o.text, o.status) for o in report.facts] == [("Lives in Porto", "added")]
+    assert mgr.extract(session.id).batches == 0  # once
+
+
+def test_restore_shows_extracted_facts(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="Plan a dinner", user_id="u1")
+    mgr.add_message(session.id, "user", "I'm allergic to peanuts. I moved to Porto.")
+    mgr.flush()
+    text = mgr.restore(session.id, 2000).text
+    assert "About the user" in text
+    assert "Is allergic to peanuts" in text and "Lives in Porto" in text
+
+
+def test_memlane_extract_command(make_manager: Make, db_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memlane.cli import cli
+
+    mgr = make_manager(background=False)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "My name is Ana. Mail ana@example.org")
+    mgr.close()
+    runner = CliRunner()
+    base = ["--db", str(db_path), "extract", session.id, "--agent", "researcher"]
+    dry = runner.invoke(cli, [*base, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "Name is Ana" in dry.output and "would write" in dry.output
+    wet = runner.invoke(cli, [*base, "--json"])
+    assert wet.exit_code == 0, wet.output
+    import json
+
+    report = json.loads(wet.output)
+    assert [f["status"] for f in report["facts"]] == ["added"]
+    assert report["entities"] and not report["dry_run"]
+    again = runner.invoke(cli, [*base, "--json"])
+    assert json.loads(again.output)["batches"] == 0
+    bad = runner.invoke(cli, [*base, "--model", "m"])
+    assert bad.exit_code != 0 and "--llm" in bad.output

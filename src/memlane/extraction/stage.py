@@ -395,7 +395,7 @@ class ExtractionStage:
         for _, plan, result in done:
             self._users.applied(plan, result)
         self.batches += 1
-        report.written(batch, done, annotated, extraction.tokens)
+        report.written(batch, done, annotated, extraction)
 
     def _annotate(self, tx: Any, event_id: str, found: Sequence[Any], tags: Sequence[str]) -> None:
         (event,) = self._writer.log.events(EventFilter(None, event_id=event_id), tx=tx)
@@ -517,12 +517,13 @@ class _Report:
         batch: ExtractionBatch,
         done: list[tuple[Any, FactPlan, RememberResult]],
         annotated: int,
-        tokens: int,
+        extraction: Extraction,
     ) -> None:
         self.batches += 1
         self.messages += len(batch.turns)
         self.annotated += annotated
-        self.tokens += tokens
+        self.tokens += extraction.tokens
+        self._entities(extraction)
         for fact, _, result in done:
             self.facts.append(
                 FactOutcome(
@@ -540,11 +541,14 @@ class _Report:
         self.batches += 1
         self.messages += len(batch.turns)
         self.tokens += extraction.tokens
+        self._entities(extraction)
+        self.annotated += len(set(extraction.entities) | set(extraction.tags))
+
+    def _entities(self, extraction: Extraction) -> None:
         for turn_id, found in extraction.entities.items():
             self.entities[turn_id] = tuple(
                 {"type": e.type, "text": e.text, "value": e.value} for e in found
             )
-        self.annotated += len(set(extraction.entities) | set(extraction.tags))
 
     def done(self) -> ExtractionReport:
         return ExtractionReport(
