@@ -10,7 +10,9 @@ Three figures, each saying how it was obtained:
    never committed): every turn of every conversation is read as the speaker's own message;
    the facts found are counted and a random sample is written to ``--sample FILE`` (a
    JSON Lines file to check by hand: the turn and the fact, one a line).
-3. **Throughput of the stage** with a scripted extractor (no model: what the stage itself
+3. **``add_message`` latency** with no extractor and with ``extractor="rules"``, side by
+   side, the worker running (the issue's target: unchanged).
+4. **Throughput of the stage** with a scripted extractor (no model: what the stage itself
    costs): ``--messages`` messages through ``add_message`` and ``flush()``, messages
    extracted per second, and the tokens per message an LLMExtractor's prompt would take
    (its prompt built for each window and counted with the gpt-4o tokenizer).
@@ -167,6 +169,40 @@ def throughput(messages: int, window: int) -> dict[str, object]:
     }
 
 
+def record_latency(messages: int, rounds: int = 3) -> dict[str, object]:
+    """``add_message`` latency with no extractor and with ``extractor="rules"``, side by side
+    (the worker running, so extraction competes with the caller as in production): the
+    median and p99 of each, in ms, over ``rounds`` interleaved rounds."""
+    import statistics
+
+    text = "I moved to Porto last month; mail ana@example.org about the $40 refund."
+    times: dict[str, list[float]] = {"none": [], "rules": []}
+    for _ in range(rounds):
+        for label in ("none", "rules"):
+            with tempfile.TemporaryDirectory() as folder:
+                mgr = SessionManager(
+                    "bench", db_path=str(Path(folder) / "x.db"), embedder=HashEmbedder(),
+                    extractor=None if label == "none" else "rules",
+                )  # fmt: skip
+                session = mgr.start_session(goal="chat", user_id="u1")
+                for n in range(messages):
+                    started = time.perf_counter()
+                    mgr.add_message(session.id, "user", f"{text} ({n})")
+                    times[label].append(1000 * (time.perf_counter() - started))
+                mgr.close()
+
+    def summary(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {
+            "p50_ms": round(statistics.median(ordered), 3),
+            "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 3),
+        }
+
+    return {label: summary(values) for label, values in times.items()} | {
+        "messages": messages * rounds
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--locomo", type=Path, default=None, help="LoCoMo JSON (never committed)")
@@ -175,12 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=33)
     parser.add_argument("--messages", type=int, default=600)
     parser.add_argument("--window", type=int, default=6)
+    parser.add_argument("--latency-messages", type=int, default=400)
     parser.add_argument("--json", action="store_true", help="one JSON object, for machines")
     args = parser.parse_args(argv)
     out: dict[str, object] = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "labelled": precision_recall(),
         "throughput": throughput(args.messages, args.window),
+        "record_latency": record_latency(args.latency_messages),
     }
     if args.locomo is not None:
         out["locomo"] = locomo(args.locomo, args.sample, args.sample_size, args.seed)
@@ -195,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     for wrong in pr["wrong"]:  # type: ignore[attr-defined]
         print(f"  - {wrong['text']!r}: extra {wrong['extra']}, missed {wrong['missed']}")
     print("throughput:", json.dumps(out["throughput"]))
+    print("add_message latency, no extractor vs rules:", json.dumps(out["record_latency"]))
     if "locomo" in out:
         print("locomo:", json.dumps(out["locomo"], ensure_ascii=False))
     return 0
