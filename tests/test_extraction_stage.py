@@ -427,3 +427,123 @@ def test_memlane_extract_command(make_manager: Make, db_path: Path) -> None:
     assert json.loads(again.output)["batches"] == 0
     bad = runner.invoke(cli, [*base, "--model", "m"])
     assert bad.exit_code != 0 and "--llm" in bad.output
+
+
+def test_a_pass_looks_only_at_what_changed(make_manager: Make) -> None:
+    extractor = Scripted(_city, window=1)
+    mgr = make_manager(background=False, extractor=extractor)
+    stage = mgr._extraction
+    assert stage is not None
+    sessions = [mgr.start_session(goal=f"chat {n}", user_id=f"u{n}") for n in range(4)]
+    for session in sessions:
+        mgr.add_message(session.id, "user", "I live in Porto.")
+    looked: list[str] = []
+    real = stage._session
+
+    def spy(session: Any, report: Any, *, force: bool) -> bool:
+        looked.append(session.id)
+        return real(session, report, force=force)
+
+    stage._session = spy  # type: ignore[method-assign]
+    stage.run()
+    assert sorted(looked) == sorted(s.id for s in sessions)  # the first pass: all of them
+    from memlane.core.clock import now_us
+
+    looked.clear()
+    stage._checked_us = before = now_us()  # (as if the overlap second had passed)
+    stage.run()
+    assert looked == []  # nothing changed
+    mgr.add_message(sessions[2].id, "user", "I live in Oslo.")
+    stage._checked_us = before
+    stage.run()
+    assert looked == [sessions[2].id]
+    assert [f.text for f in mgr.facts("u2")] == ["Lives in Oslo"]
+
+
+def test_short_term_messages_are_never_extracted(make_manager: Make) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "My one-time code is 734 219.", ttl=300)
+    mgr.add_message(session.id, "user", "My name is Ana.")
+    mgr.flush()
+    assert [f.text for f in mgr.facts("u1")] == ["Name is Ana"]
+
+
+_CHILD = r"""
+import sys, time
+from pathlib import Path
+from memlane import SessionManager
+from memlane.longterm.users import UserMemory
+from memlane.testing import HashEmbedder
+
+db, marker = sys.argv[1], Path(sys.argv[2])
+real = UserMemory.apply
+
+def apply_then_hang(self, tx, plan):
+    result = real(self, tx, plan)  # the first fact is written in the open transaction...
+    marker.write_text("in the batch")
+    time.sleep(60)  # ...and the process is killed here
+    return result
+
+UserMemory.apply = apply_then_hang
+mgr = SessionManager("researcher", db_path=db, embedder=HashEmbedder(), background=False,
+                     extractor="rules")
+mgr.flush()
+"""
+
+
+def test_sigkill_mid_batch_neither_loses_nor_duplicates(
+    make_manager: Make, db_path: Path, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import child_env
+
+    mgr = make_manager(background=False)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "My name is Ana. I moved to Porto.")
+    mgr.flush()
+    mgr.close()
+    marker = tmp_path / "marker"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(db_path), str(marker)], env=child_env()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the child never reached the batch's transaction"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    after = make_manager(background=False, extractor="rules")
+    assert after.facts("u1") == []  # the killed batch left nothing behind
+    after.flush()
+    assert sorted(f.text for f in after.fact_history("u1")) == ["Lives in Porto", "Name is Ana"]
+    after.flush()
+    assert len(after.fact_history("u1")) == 2  # and nothing twice
+
+
+def test_batches_and_tokens_are_metrics(make_manager: Make) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from memlane.metrics import Metrics
+
+    answers: list[Callable[[ExtractionBatch], Any]] = [_boom, lambda b: {"tokens": 42}]
+    extractor = Scripted(lambda batch: answers.pop(0)(batch))
+    registry = CollectorRegistry()
+    mgr = make_manager(background=False, extractor=extractor, metrics=Metrics(registry))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "hello")
+    mgr.flush()
+    mgr.extract(session.id)
+    text = generate_latest(registry).decode()
+    assert 'memlane_extraction_batches_total{extractor="scripted",outcome="failed"} 1.0' in text
+    assert 'memlane_extraction_batches_total{extractor="scripted",outcome="ok"} 1.0' in text
+    assert 'memlane_extraction_batch_tokens_sum{extractor="scripted"} 42.0' in text
+    assert session.id not in text and "u1" not in text

@@ -174,6 +174,10 @@ class ExtractionStage:
         self.timeout = float(limit or getattr(extractor, "timeout", TIMEOUT))
         self._lock = threading.Lock()
         self._failing: dict[str, _Failing] = {}
+        #: sessions a pass left messages in; and when the last whole pass began (microseconds,
+        #: less a second): the next looks only at sessions active since, and these
+        self._waiting: set[str] = set()
+        self._checked_us: int | None = None
         self._hung: threading.Thread | None = None
         self.last_error: str | None = None
         self.tokens = 0
@@ -213,6 +217,7 @@ class ExtractionStage:
     def _run(
         self, session_id: str | None, *, force: bool, dry_run: bool, flush: bool
     ) -> ExtractionReport:
+        started = now_us()
         if session_id is not None:
             session = self._writer.get_session(session_id)
             if session.agent_id != self._writer.agent_id or session.user_id is None:
@@ -222,39 +227,64 @@ class ExtractionStage:
                 )
             sessions = [session]
         else:
-            sessions = [
-                s
-                for s in self._writer.log.sessions(
-                    SessionFilter(
-                        self._writer.scope,
-                        include_shared=False,
-                        agent_id=self._writer.agent_id,
-                        unmarked=True,
-                    ),
-                    limit=None,
-                )
-                if s.user_id is not None
-            ]
+            sessions = self._due_sessions()
         report = _Report(dry_run=dry_run)
+        complete = True
         for session in sessions:
             if self._hung is not None and self._hung.is_alive():
+                complete = False
                 break  # (a call still hangs: no second one beside it)
             failing = self._failing.get(session.id)
             if failing is not None and not force and time.monotonic() < failing.retry_at:
-                continue
-            self._session(session, report, force=force or flush or failing is not None)
+                continue  # (still waiting: it stays among the sessions looked at again)
+            whole = force or flush or failing is not None
+            left = self._session(session, report, force=whole)
+            if not dry_run:
+                if left:
+                    self._waiting.add(session.id)
+                else:
+                    self._waiting.discard(session.id)
+        if session_id is None and not dry_run and complete:
+            self._checked_us = started - 1_000_000  # (a second of overlap: clocks, commits)
         return report.done()
 
-    def _session(self, session: Session, report: _Report, *, force: bool) -> None:
+    def _due_sessions(self) -> list[Session]:
+        """The sessions a pass looks at: every session of this agent with a user at the
+        first pass; then those active since the last pass, and those it left something in
+        (a window not full yet, a failing batch). A pass costs what changed, not the store."""
+        since = self._checked_us
+        listed = self._writer.log.sessions(
+            SessionFilter(
+                self._writer.scope,
+                include_shared=False,
+                agent_id=self._writer.agent_id,
+                unmarked=True,
+                since_us=since,
+            ),
+            limit=None,
+        )
+        sessions = {s.id: s for s in listed if s.user_id is not None}
+        for waiting in sorted(self._waiting | set(self._failing)):
+            if waiting not in sessions:
+                found = self._writer.log.session(waiting, self._writer.scope)
+                if found is None:  # (deleted meanwhile)
+                    self._waiting.discard(waiting)
+                    self._failing.pop(waiting, None)
+                else:
+                    sessions[waiting] = found
+        return list(sessions.values())
+
+    def _session(self, session: Session, report: _Report, *, force: bool) -> bool:
+        """Extract the session's due windows; whether it has messages left to extract."""
         mark = self._watermark(session.id)
         while True:
             turns = self._turns(session.id, mark)
             if not turns:
-                return
+                return False
             window = turns[: self.window]
             quiet = (now_us() - to_us(session.updated_at, "updated_at")) / 1e6 >= QUIET_SECONDS
             if len(window) < self.window and not (force or quiet or report.dry_run):
-                return  # a window not full waits for the session to be quiet
+                return True  # a window not full waits for the session to be quiet
             assert session.user_id is not None
             batch = ExtractionBatch(
                 session.user_id,
@@ -270,18 +300,26 @@ class ExtractionStage:
                     continue
                 self._write(session, batch, extraction, mark, report)
             except _Raced:
-                return  # another process took this window: its next pass reads on
+                return True  # another process took this window: the next pass reads on
             except (Rejected, SessionManagerError, _Hung) as exc:
                 self._failed(session.id, str(exc), report)
-                return
+                self._measured(False, getattr(exc, "tokens", 0))
+                return True
+            self._measured(True, extraction.tokens)
             self._failing.pop(session.id, None)
             if not self._failing:
                 self.last_error = None
             mark = window[-1].seq
 
     def _turns(self, session_id: str, mark: int) -> list[Turn]:
+        # (lasting: a message with an expiry is short-term by its writer's intent, "my
+        # one-time code is ...": it never becomes a fact that outlives it)
         flt = EventFilter(
-            self._writer.scope, session_id=session_id, kinds=("message",), after_seq=mark
+            self._writer.scope,
+            session_id=session_id,
+            kinds=("message",),
+            after_seq=mark,
+            lasting=True,
         )
         events = sorted(self._writer.log.events(flt), key=lambda event: event.seq)
         return [
@@ -319,7 +357,9 @@ class ExtractionStage:
             tokens = getattr(exc, "tokens", 0)
             if isinstance(tokens, int):
                 self.tokens += tokens
-            raise Rejected(f"the extractor {self.name!r} raised {type(exc).__name__}: {exc}")
+            failed = Rejected(f"the extractor {self.name!r} raised {type(exc).__name__}: {exc}")
+            failed.tokens = tokens if isinstance(tokens, int) else 0  # type: ignore[attr-defined]
+            raise failed
         try:
             extraction = extraction_of(box.get("answer"), batch)
         except Rejected as exc:
@@ -327,6 +367,11 @@ class ExtractionStage:
             raise Rejected(why) from None
         self.tokens += extraction.tokens
         return extraction
+
+    def _measured(self, ok: bool, tokens: Any) -> None:
+        metrics = self._writer.observer.metrics
+        if metrics is not None:
+            metrics.extracted(self.name, ok, tokens if isinstance(tokens, int) else 0)
 
     def _failed(self, session_id: str, why: str, report: _Report) -> None:
         before = self._failing.get(session_id)
