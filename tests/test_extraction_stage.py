@@ -547,3 +547,42 @@ def test_batches_and_tokens_are_metrics(make_manager: Make) -> None:
     assert 'memlane_extraction_batches_total{extractor="scripted",outcome="ok"} 1.0' in text
     assert 'memlane_extraction_batch_tokens_sum{extractor="scripted"} 42.0' in text
     assert session.id not in text and "u1" not in text
+
+
+@pytest.mark.postgres
+def test_the_stage_on_postgresql(postgres_url: str) -> None:
+    """The same path on PostgreSQL: a watermark in its meta table, facts and annotations in
+    one transaction, forget_extracted; writers to one session are ordered by the session's
+    row lock, so seq order is commit order within a session (what the watermark relies on)."""
+    from memlane.testing import HashEmbedder
+
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "schema=extraction_stage"
+    options: dict[str, Any] = {"url": url, "embedder": HashEmbedder(), "background": False}
+    with SessionManager("researcher", extractor="rules", **options) as mgr:
+        session = mgr.start_session(goal="chat", user_id="u1")
+        mgr.add_message(session.id, "user", "My name is Ana. Mail ana@example.org")
+        mgr.flush()
+        assert [f.text for f in mgr.facts("u1")] == ["Name is Ana"]
+        tagged = mgr.events(session.id, where={f"{MARK}.tags.email": True})
+        assert len(tagged) == 1
+    extractor = Scripted(_city)
+    with SessionManager("researcher", extractor=extractor, **options) as mgr:
+        mgr.flush()
+        assert extractor.calls == []  # the watermark survived reopening
+        mgr.add_message(session.id, "user", "I live in Oslo.")
+        mgr.flush()
+        assert [f.text for f in mgr.facts("u1", key="city")] == ["Lives in Oslo"]
+        assert mgr.forget_extracted().facts == 2
+
+
+def test_memlane_mcp_takes_extract(db_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memlane.cli import cli
+
+    runner = CliRunner()
+    both = runner.invoke(
+        cli, ["--db", str(db_path), "mcp", "--agent", "a", "--extract", "rules", "--read-only"]
+    )
+    assert both.exit_code != 0 and "--read-only" in both.output
+    assert "--extract" in runner.invoke(cli, ["mcp", "--help"]).output
