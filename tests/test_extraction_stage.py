@@ -586,3 +586,41 @@ def test_memlane_mcp_takes_extract(db_path: Path) -> None:
     )
     assert both.exit_code != 0 and "--read-only" in both.output
     assert "--extract" in runner.invoke(cli, ["mcp", "--help"]).output
+
+
+def test_a_slow_extractor_never_holds_up_embedding_or_close(make_manager: Make) -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow(batch: ExtractionBatch) -> Any:
+        started.set()
+        release.wait(30)
+        return _city(batch)
+
+    extractor = Scripted(slow, window=1)
+    mgr = make_manager(extractor=extractor)  # the worker, and the stage's own thread
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    assert started.wait(20), "the stage never called the extractor"
+    mgr.add_message(session.id, "user", "Something to embed while the extractor thinks.")
+    deadline = time.monotonic() + 20
+    while mgr.health().backlog and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mgr.health().backlog == 0  # the embedding worker went on meanwhile
+    began = time.monotonic()
+    mgr.close()  # abandons the call in progress: nothing of that batch is written
+    assert time.monotonic() - began < 5
+    release.set()
+
+
+def test_a_message_deleted_meanwhile_is_skipped(make_manager: Make) -> None:
+    def delete_first(batch: ExtractionBatch) -> Any:
+        mgr.delete_event(batch.turns[0].id)  # gone before the stage writes
+        return {"entities": {batch.turns[0].id: [{"type": "email", "text": "a@b.co"}]}}
+
+    mgr = make_manager(background=False, extractor=Scripted(delete_first))
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "write to a@b.co")
+    mgr.flush()
+    assert mgr.health().extraction_error is None
+    assert mgr.events(session.id, kinds=["message"]) == []

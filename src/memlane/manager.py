@@ -115,8 +115,8 @@ class SessionManager:
         extractor: form memory from conversations, off the write path: ``"rules"`` (the
             offline :class:`~memlane.extraction.RuleExtractor`), an
             :class:`~memlane.extraction.LLMExtractor`, or any callable
-            ``batch -> Extraction``. The background worker (or :meth:`flush`) reads the new
-            messages of this agent's sessions that have a ``user_id``, a window at a time,
+            ``batch -> Extraction``. A background thread of its own (or :meth:`flush`) reads
+            the new messages of this agent's sessions that have a ``user_id``, a window at a time,
             and writes the facts it finds through :meth:`remember`'s rules and the entities
             and tags as the messages' ``memlane_extracted`` metadata
             (:mod:`memlane.extraction`); :meth:`forget_extracted` undoes it.
@@ -270,7 +270,8 @@ class SessionManager:
             None if chosen is None else ExtractionStage(self._writer, self._users, chosen)
         )
         if self._extraction is not None and background:
-            engine.indexer.idle_hooks.append(self._extraction)
+            self._extraction.start()  # (a thread of its own: an LLM never holds up embedding)
+            engine.indexer.idle_hooks.append(self._extraction.notify)
         if background:
             engine.indexer.start()
             engine.indexer.notify()  # catch up whatever a crashed process left behind
@@ -284,6 +285,8 @@ class SessionManager:
         rest of the batch stays queued for the next process. When that takes more than a
         second, a warning on the ``memlane.indexer`` logger says what it waits for.
         """
+        if self._extraction is not None:  # (first: its batches write through the engine)
+            self._extraction.stop()
         self._engine.close()
         if self._buffer is not None and self._owns_buffer:
             self._buffer.close()

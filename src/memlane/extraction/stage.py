@@ -1,8 +1,9 @@
 """The extraction stage: new messages of users' sessions → facts, entities and tags, off the
 write path.
 
-``SessionManager(extractor=...)`` adds this stage to the background worker's idle hooks
-(``engine/indexer.py``; with ``background=False``, ``flush()`` runs it). ``record()`` and
+``SessionManager(extractor=...)`` runs this stage in a thread of its own, woken by the
+background worker's idle hook (``engine/indexer.py``), so a slow extractor never holds up
+embedding; with ``background=False``, ``flush()`` runs it. ``record()`` and
 ``add_message()`` never call it. A pass looks at this agent's own sessions that have a
 ``user_id``; for each, it reads the messages stored after the session's **watermark** (the
 ``seq`` of the last message extracted, kept in the store's ``meta`` table, so a restart
@@ -21,9 +22,11 @@ Not part of the public API (``SessionManager.extract`` and ``forget_extracted`` 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -78,6 +81,22 @@ TIMEOUT = 60.0
 QUIET_SECONDS = 30.0
 #: seconds before a failed batch is tried again: after the 1st, 2nd, 3rd, ... failure
 BACKOFF = (30.0, 120.0, 600.0, 3600.0)
+
+#: how often the stage's thread looks for due windows when nothing wakes it (seconds)
+POLL_SECONDS = 1.0
+#: how long close() waits for a pass to stop (between batches, or abandoning a call)
+STOP_SECONDS = 10.0
+
+#: stages whose thread runs; stopped at interpreter exit (a daemon thread inside SQLite while
+#: the interpreter tears itself down can crash it: engine/indexer.py)
+_RUNNING: weakref.WeakSet[ExtractionStage] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_stages_at_exit() -> None:
+    for stage in list(_RUNNING):
+        stage.stop(timeout=STOP_SECONDS)
+
 
 _ACCEPTED = (
     'None, "rules" (the offline RuleExtractor), an LLMExtractor, or any callable '
@@ -182,12 +201,51 @@ class ExtractionStage:
         self.last_error: str | None = None
         self.tokens = 0
         self.batches = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    # -- the worker's hook -------------------------------------------------------------------
+    # -- its own thread ------------------------------------------------------------------------
 
-    def __call__(self) -> None:
-        """The background worker's idle hook: one pass, windows that are due."""
-        self.run()
+    def start(self) -> None:
+        """Run passes in a thread of its own (``background=True``): a slow extractor (an LLM
+        call of seconds) never holds up the embedding worker, nor any caller."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._loop, name="memlane-extraction", daemon=True
+            )
+            _RUNNING.add(self)
+            self._thread.start()
+
+    def notify(self) -> None:
+        """Look for due windows now (the embedding worker's idle hook calls it)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """Stop the thread: after the batch it is writing, or abandoning a call in progress
+        (nothing of that batch is written; the next process extracts it)."""
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        _RUNNING.discard(self)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.run()
+            except Exception as exc:  # (kept alive; health() says it)
+                if self._stop.is_set():
+                    return
+                self.last_error = f"extraction pass: {type(exc).__name__}: {exc}"
+                log.warning("extraction: %s", self.last_error)
+                self._stop.wait(POLL_SECONDS)
 
     def health(self) -> tuple[str | None, int, int]:
         """``(last error, sessions whose batch is failing now, tokens used)``."""
@@ -231,9 +289,9 @@ class ExtractionStage:
         report = _Report(dry_run=dry_run)
         complete = True
         for session in sessions:
-            if self._hung is not None and self._hung.is_alive():
+            if (self._hung is not None and self._hung.is_alive()) or self._stop.is_set():
                 complete = False
-                break  # (a call still hangs: no second one beside it)
+                break  # (a call still hangs: no second one beside it; or closing)
             failing = self._failing.get(session.id)
             if failing is not None and not force and time.monotonic() < failing.retry_at:
                 continue  # (still waiting: it stays among the sessions looked at again)
@@ -301,9 +359,16 @@ class ExtractionStage:
                 self._write(session, batch, extraction, mark, report)
             except _Raced:
                 return True  # another process took this window: the next pass reads on
+            except _Stopping:
+                return True
             except (Rejected, SessionManagerError, _Hung) as exc:
                 self._failed(session.id, str(exc), report)
                 self._measured(False, getattr(exc, "tokens", 0))
+                return True
+            except Exception as exc:  # (a bug, or a driver's: rolled back, reported, kept)
+                log.exception("extraction of session %s failed", session.id)
+                self._failed(session.id, f"{type(exc).__name__}: {exc}", report)
+                self._measured(False, 0)
                 return True
             self._measured(True, extraction.tokens)
             self._failing.pop(session.id, None)
@@ -348,7 +413,11 @@ class ExtractionStage:
 
         thread = threading.Thread(target=call, name="memlane-extractor", daemon=True)
         thread.start()
-        thread.join(self.timeout)
+        deadline = time.monotonic() + self.timeout
+        while thread.is_alive() and time.monotonic() < deadline and not self._stop.is_set():
+            thread.join(min(0.1, max(0.0, deadline - time.monotonic())))
+        if thread.is_alive() and self._stop.is_set():
+            raise _Stopping
         if thread.is_alive():
             self._hung = thread  # no other call until it ends (a thread cannot be stopped)
             raise _Hung(f"the extractor {self.name!r} did not answer within {self.timeout:g} s")
@@ -431,8 +500,7 @@ class ExtractionStage:
             for turn in batch.turns:
                 found = extraction.entities.get(turn.id, ())
                 tags = extraction.tags.get(turn.id, ())
-                if found or tags:
-                    self._annotate(tx, turn.id, found, tags)
+                if (found or tags) and self._annotate(tx, turn.id, found, tags):
                     annotated += 1
             self._writer.log.set_meta(tx, self._key(session.id), str(last))
             if annotated:
@@ -442,8 +510,11 @@ class ExtractionStage:
         self.batches += 1
         report.written(batch, done, annotated, extraction)
 
-    def _annotate(self, tx: Any, event_id: str, found: Sequence[Any], tags: Sequence[str]) -> None:
-        (event,) = self._writer.log.events(EventFilter(None, event_id=event_id), tx=tx)
+    def _annotate(self, tx: Any, event_id: str, found: Sequence[Any], tags: Sequence[str]) -> bool:
+        found_now = self._writer.log.events(EventFilter(None, event_id=event_id), tx=tx)
+        if not found_now:
+            return False  # (deleted or expired since it was read: nothing to note)
+        event = found_now[0]
         entities: dict[str, list[str]] = {}
         for entity in found:
             entities.setdefault(entity.type, []).append(entity.value or entity.text)
@@ -456,6 +527,7 @@ class ExtractionStage:
         }
         metadata = {**event.metadata, MARK: mark}
         self._writer.log.set_event_metadata(tx, event.id, canonical_json.dumps(metadata))
+        return True
 
     # -- undoing -------------------------------------------------------------------------------
 
@@ -512,13 +584,20 @@ class ExtractionStage:
             with self._writer.write() as tx:
                 self._writer.owned(tx, session_id, allow_closed=True, adds=False)
                 for event in events:
-                    (fresh,) = self._writer.log.events(EventFilter(None, event_id=event.id), tx=tx)
+                    now = self._writer.log.events(EventFilter(None, event_id=event.id), tx=tx)
+                    if not now:
+                        continue  # (deleted or expired meanwhile)
+                    fresh = now[0]
                     metadata = {k: v for k, v in fresh.metadata.items() if k != MARK}
                     self._writer.log.set_event_metadata(
                         tx, fresh.id, canonical_json.dumps(metadata)
                     )
                 self._writer.unbuffer(tx, session_id)
         return len(found)
+
+
+class _Stopping(Exception):
+    """The manager closes: the batch in progress is abandoned (nothing written)."""
 
 
 class _Hung(Exception):
