@@ -133,6 +133,12 @@ def test_a_window_not_full_waits_for_quiet(make_manager: Make) -> None:
     assert stage is not None
     assert stage.run().batches == 0  # one turn of four, the session just spoke
     assert stage.run(flush=True).batches == 1
+    eager = Scripted(_city, window=4)
+    eager.quiet_seconds = 0  # type: ignore[attr-defined]
+    other = make_manager("other", background=False, extractor=eager)
+    chat = other.start_session(goal="chat", user_id="u1")
+    other.add_message(chat.id, "user", "I live in Oslo.")
+    assert other._extraction is not None and other._extraction.run().batches == 1
 
 
 def test_entities_and_tags_are_metadata_where_can_filter(make_manager: Make) -> None:
@@ -340,12 +346,14 @@ def test_dry_run_writes_nothing(make_manager: Make) -> None:
         ("llm", "Unknown extractor 'llm'"),
         (42, "extractor must be callable, got int"),
         (Scripted(_city, window=0), "window must be 1 to 200"),
+        (type("Q", (Scripted,), {"quiet_seconds": -1})(_city), "quiet_seconds must be"),
     ],
 )
 def test_bad_extractor_values(make_manager: Make, value: Any, says: str) -> None:
     with pytest.raises(InvalidInput, match=says) as caught:
         make_manager(extractor=value)
-    assert '"rules"' in str(caught.value) or "window" in str(caught.value)
+    message = str(caught.value)
+    assert '"rules"' in message or "window" in message or "seconds" in message
 
 
 def test_no_extractor_no_extract(make_manager: Make) -> None:

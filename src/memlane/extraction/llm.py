@@ -227,6 +227,7 @@ class LLMExtractor:
         max_tokens_per_batch: int = 4000,
         answer_tokens: int = 1000,
         window: int = 6,
+        quiet_seconds: float = 30.0,
         timeout: float = 60.0,
         temperature: float = 0.0,
         json_mode: bool = True,
@@ -244,6 +245,7 @@ class LLMExtractor:
             )
         self.model = model
         self.window = window
+        self.quiet_seconds = quiet_seconds
         self.timeout = float(timeout)
         #: how long one batch may take in all (two requests, and slack): the stage's limit
         self.call_timeout = 2 * self.timeout + 5.0

@@ -512,7 +512,8 @@ def statements(text: str) -> list[ExtractedFact]:
 
 class RuleExtractor:
     """The offline extractor (``SessionManager(extractor="rules")``): see the module
-    docstring for what it reads. ``window``: turns per batch.
+    docstring for what it reads. ``window``: turns per batch; ``quiet_seconds``: how long a
+    session must be quiet before a window that is not full is read.
 
     >>> from datetime import datetime, timezone
     >>> turn = Turn("m1", "user", "I'm allergic to peanuts. Mail me at ann@example.org",
@@ -525,8 +526,9 @@ class RuleExtractor:
     name = "rules"
     version = "1"
 
-    def __init__(self, *, window: int = 6) -> None:
+    def __init__(self, *, window: int = 6, quiet_seconds: float = 30.0) -> None:
         self.window = window
+        self.quiet_seconds = quiet_seconds
 
     def __call__(self, batch: ExtractionBatch) -> Extraction:
         facts: list[ExtractedFact] = []

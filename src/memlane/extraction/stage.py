@@ -120,9 +120,12 @@ def extractor_of(value: Any) -> Callable[[ExtractionBatch], Any] | None:
     window = getattr(value, "window", WINDOW)
     if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 200:
         raise InvalidInput(f"The extractor's window must be 1 to 200 turns, got {shown(window)}.")
-    timeout = getattr(value, "timeout", TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise InvalidInput(f"The extractor's timeout must be seconds > 0, got {shown(timeout)}.")
+    for name, default in (("timeout", TIMEOUT), ("quiet_seconds", QUIET_SECONDS)):
+        seconds = getattr(value, name, default)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise InvalidInput(f"The extractor's {name} must be seconds, got {shown(seconds)}.")
+        if name == "timeout" and not seconds > 0:
+            raise InvalidInput("The extractor's timeout must be more than 0 seconds.")
     return value  # type: ignore[no-any-return]
 
 
@@ -188,6 +191,7 @@ class ExtractionStage:
         self.extractor = extractor
         self.name, self.version = extractor_identity(extractor)
         self.window = int(getattr(extractor, "window", WINDOW))
+        self.quiet_seconds = float(getattr(extractor, "quiet_seconds", QUIET_SECONDS))
         # (an extractor that times out its own requests says how long a whole call may take)
         limit: Any = getattr(extractor, "call_timeout", None)
         self.timeout = float(limit or getattr(extractor, "timeout", TIMEOUT))
@@ -340,7 +344,8 @@ class ExtractionStage:
             if not turns:
                 return False
             window = turns[: self.window]
-            quiet = (now_us() - to_us(session.updated_at, "updated_at")) / 1e6 >= QUIET_SECONDS
+            idle = (now_us() - to_us(session.updated_at, "updated_at")) / 1e6
+            quiet = idle >= self.quiet_seconds
             if len(window) < self.window and not (force or quiet or report.dry_run):
                 return True  # a window not full waits for the session to be quiet
             assert session.user_id is not None

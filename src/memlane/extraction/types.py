@@ -113,8 +113,9 @@ class Extractor(Protocol):
     """What ``SessionManager(extractor=...)`` takes besides ``"rules"``: a callable
     ``batch -> Extraction`` (or a dict of its shape). Optional attributes: ``name`` and
     ``version`` (marked on everything it writes; default: the callable's name and "0"),
-    ``window`` (turns per batch, default 6), ``timeout`` (seconds before a call counts as
-    hung, default 60)."""
+    ``window`` (turns per batch, default 6), ``quiet_seconds`` (a window not full is read
+    once its session was quiet this long, default 30), ``timeout`` (seconds before a call
+    counts as hung, default 60)."""
 
     def __call__(self, batch: ExtractionBatch) -> Extraction | Mapping[str, Any]: ...
 
