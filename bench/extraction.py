@@ -8,8 +8,10 @@ Three figures, each saying how it was obtained:
    counts as found when its key and its text (normalised: case, spaces) equal a labelled one.
 2. **What it draws from LoCoMo** (``--locomo FILE``: the repository's dev half, CC BY-NC,
    never committed): every turn of every conversation is read as the speaker's own message;
-   the facts found are counted and a random sample is written to ``--sample FILE`` (a
-   JSON Lines file to check by hand: the turn and the fact, one a line).
+   the facts found are counted, a random sample is written to ``--sample FILE`` (a JSON
+   Lines file to check by hand: the turn and the fact, one a line), and the turns read are
+   compared with those LoCoMo's ``observation`` annotations cite (recall and precision
+   proxies, see :func:`locomo`).
 3. **``add_message`` latency** with no extractor and with ``extractor="rules"``, side by
    side, the worker running (the issue's target: unchanged).
 4. **Throughput of the stage** with a scripted extractor (no model: what the stage itself
@@ -84,12 +86,25 @@ def precision_recall(path: Path = LABELLED) -> dict[str, object]:
 
 
 def locomo(path: Path, sample: Path | None, size: int, seed: int) -> dict[str, object]:
-    """The rule extractor over every LoCoMo turn: how many facts, and a sample to check."""
+    """The rule extractor over every LoCoMo turn: how many facts, a sample to check by hand,
+    and two proxies against LoCoMo's own ``observation`` annotations (facts about each
+    speaker, each citing the turn it comes from): the share of cited turns the rules read a
+    fact from (a recall proxy), and the share of turns the rules read a fact from that some
+    observation cites (a precision proxy: observations are selective, so a correct fact may
+    go uncited)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     turns = found = 0
     rows: list[dict[str, str | None]] = []
     kinds: dict[str, int] = {}
+    cited: set[tuple[str, str]] = set()
+    read: set[tuple[str, str]] = set()
     for conversation in data:
+        name_of = str(conversation.get("sample_id"))
+        for facts in (conversation.get("observation") or {}).values():
+            for items in facts.values():
+                for _, evidence in items:
+                    for one in evidence if isinstance(evidence, list) else [evidence]:
+                        cited.add((name_of, str(one)))
         talk = conversation["conversation"]
         for name, value in talk.items():
             if not name.startswith("session_") or not isinstance(value, list):
@@ -98,6 +113,7 @@ def locomo(path: Path, sample: Path | None, size: int, seed: int) -> dict[str, o
                 turns += 1
                 for fact in statements(turn.get("text", "")):
                     found += 1
+                    read.add((name_of, str(turn.get("dia_id"))))
                     kinds[fact.key or fact.kind] = kinds.get(fact.key or fact.kind, 0) + 1
                     rows.append(
                         {"speaker": turn.get("speaker"), "turn": turn.get("text"),
@@ -108,8 +124,17 @@ def locomo(path: Path, sample: Path | None, size: int, seed: int) -> dict[str, o
         with sample.open("w", encoding="utf-8") as out:
             for row in rows[:size]:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return {"turns": turns, "facts": found, "per_1000_turns": round(1000 * found / turns, 1),
-            "by_key": dict(sorted(kinds.items(), key=lambda kv: -kv[1]))}  # fmt: skip
+    return {
+        "turns": turns,
+        "facts": found,
+        "per_1000_turns": round(1000 * found / turns, 1),
+        "by_key": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        "observation_turns": len(cited),
+        "observation_turns_read": len(cited & read),
+        "recall_proxy": round(len(cited & read) / len(cited), 3) if cited else None,
+        "turns_read": len(read),
+        "precision_proxy": round(len(cited & read) / len(read), 3) if read else None,
+    }
 
 
 def throughput(messages: int, window: int) -> dict[str, object]:
