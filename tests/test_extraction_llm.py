@@ -22,7 +22,7 @@ Make = Callable[..., SessionManager]
 GOOD = {
     "facts": [{"text": "Lives in Porto", "key": "city", "kind": "fact", "turns": [1]}],
     "entities": [{"turn": 1, "type": "Place", "text": "Porto"}],
-    "tags": [{"turn": 1, "tags": ["moving"]}],
+    "tags": [{"turn": 1, "tags": ["moving", "New City!"]}],
 }
 
 
@@ -111,7 +111,8 @@ def test_a_good_answer_round_trip(make_manager: Make, stub: Stub) -> None:
     assert city.metadata["extractor_version"] == "1:stub-model"
     (message,) = mgr.events(session_id, kinds=["message"])
     mark = message.metadata["memlane_extracted"]
-    assert mark["entities"] == {"place": ["Porto"]} and mark["tags"] == {"moving": True}
+    assert mark["entities"] == {"place": ["Porto"]}
+    assert mark["tags"] == {"moving": True, "new-city": True}  # (made filter keys)
     (request,) = stub.requests
     assert request["path"] == "/v1/chat/completions"
     assert request["auth"] == "Bearer k-123"

@@ -196,9 +196,11 @@ def _answer_of(text: str, batch: ExtractionBatch) -> dict[str, Any]:
         if extra:
             raise Rejected(f"a tags entry has unknown fields {extra}")
         words = tagged.get("tags")
-        if not isinstance(words, list):
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise Rejected(f"tags must be a list of words, got {words!r:.40}")
-        tags.setdefault(turn_id(tagged.get("turn"), "tags"), []).extend(words)
+        # ("Machine Learning" is "machine-learning": a tag is a filter key, so ours in form)
+        shaped = [re.sub(r"[^a-z0-9_\-]+", "-", w.strip().lower()).strip("-")[:40] for w in words]
+        tags.setdefault(turn_id(tagged.get("turn"), "tags"), []).extend(w for w in shaped if w)
     return {"facts": facts, "entities": entities, "tags": tags}
 
 
