@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint typecheck bench bench-long bench-libraries docs clean
+.PHONY: demo test test-fast install lint typecheck bench bench-long bench-extraction bench-libraries docs clean
 
 CORE   := $(VENV)/.installed-core
 
@@ -73,6 +73,13 @@ bench-long: $(CORE)
 	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/long_events.py "$(LOCOMO)"; \
 	else echo "LoCoMo not found at $(LOCOMO): generated runs only"; \
 	$(BIN)/python bench/long_events.py --dataset generated; fi
+
+# Memory that forms itself (bench/extraction.py): the rule extractor's precision and recall on
+# the hand-labelled set, add_message latency with and without an extractor, the stage's
+# throughput, and what the rules read from LoCoMo when LOCOMO is there.
+bench-extraction: $(CORE)
+	@if [ -f "$(LOCOMO)" ]; then $(BIN)/python bench/extraction.py --locomo "$(LOCOMO)"; \
+	else $(BIN)/python bench/extraction.py; fi
 
 # memlane's search engines against tantivy, bm25s, faiss, usearch and sqlite-vec
 # (bench/search_libraries.py), in a venv of their own so that the project's stays clean.

@@ -224,7 +224,12 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     monkeypatch.chdir(tmp_path)  # relative paths the fuzzer makes up stay in here
     db = tmp_path / "fuzz.db"
     mgr = SessionManager(
-        "fuzzer", db, embedder=HashEmbedder(), background=False, count_recalls=False
+        "fuzzer",
+        db,
+        embedder=HashEmbedder(),
+        background=False,
+        count_recalls=False,
+        extractor="rules",  # (extract, forget_extracted and flush's extraction are fuzzed too)
     )
     try:
         yield Store(mgr, db, tmp_path)

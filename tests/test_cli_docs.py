@@ -24,6 +24,7 @@ ISSUE_COMMANDS = {
     "export",
     "export-md",
     "facts",
+    "extract",  # issue 33: memory formed from a session's messages
     "ingest",
     "import",
     "reindex",

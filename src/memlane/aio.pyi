@@ -11,6 +11,8 @@ from memlane.buffer import RedisBuffer
 from memlane.core.scope import Scope
 from memlane.engine.engine import Health
 from memlane.events import Event, Hits, PoolGrant, Session
+from memlane.extraction.stage import ExtractionReport, Forgotten
+from memlane.extraction.types import Extractor
 from memlane.longterm.knowledge import Chunker, DocumentInfo, IngestResult
 from memlane.manager import SessionManager
 from memlane.memory import Fact, FactResolver, RememberResult
@@ -64,6 +66,7 @@ class AsyncSessionManager:
         retention: RetentionPolicy | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        extractor: Extractor | Literal["rules"] | None = None,
         max_threads: int = 4,
     ) -> None: ...
     async def close(self) -> None: ...
@@ -508,6 +511,28 @@ class AsyncSessionManager:
         """Block until every pending event in the store has its embedding, and write the
         recall counts searches made since the last batch (written at most once a second
         otherwise)."""
+    async def extract(
+        self, session_id: str | None = None, *, dry_run: bool = False
+    ) -> ExtractionReport:
+        """Run this manager's extractor now over the new messages of ``session_id`` (or of
+        every session of this agent that has a user), full windows or not, batches that
+        failed before included; ``dry_run``: say what it would write, writing nothing (the
+        watermark does not move). Returns an :class:`~memlane.extraction.ExtractionReport`.
+
+        >>> mgr = SessionManager("assistant", db_path="a.db", extractor="rules")  # doctest: +SKIP
+        >>> [f.text for f in mgr.extract(session.id, dry_run=True).facts]  # doctest: +SKIP
+        ['Lives in Porto']"""
+    async def forget_extracted(
+        self, since: datetime | str | None = None, extractor: str | None = None
+    ) -> Forgotten:
+        """Undo what extraction wrote (of ``extractor``, by name; recorded ``since``): each
+        extracted fact is retracted (:meth:`retract_fact`: kept for audit, never current
+        again; the value it superseded does not come back) and the ``memlane_extracted``
+        metadata of messages is removed. The watermarks stay: those messages are not
+        extracted again.
+
+        >>> mgr.forget_extracted(since="2026-11-27")  # doctest: +SKIP
+        Forgotten(facts=3, messages=5)"""
     async def pending_embeddings(self) -> int:
         """How many events still wait for their embedding (all agents)."""
     async def reindex(self) -> int:

@@ -18,6 +18,7 @@ it too, so code written against builtins keeps working::
     ├── PermissionDenied (PermissionError)  writing into a session another agent owns
     │   └── PoolAccessDenied                a pool this agent was not granted (or not its owner)
     ├── RedactionFailed                     the redactor raised or answered nonsense: nothing stored
+    ├── ExtractionFailed                    an extractor failed or answered nonsense: none written
     ├── EmbedderMismatch                    the store's vectors came from another embedder
     ├── ModelNotAvailable                   the embedding model's weights cannot be found
     ├── StoreError                          the store failed; each subclass says how to fix it
@@ -42,6 +43,7 @@ __all__ = [
     "DocumentNotFound",
     "EmbedderMismatch",
     "EventNotFound",
+    "ExtractionFailed",
     "FactNotFound",
     "InvalidFilter",
     "InvalidInput",
@@ -130,6 +132,12 @@ class PoolAccessDenied(PermissionDenied):
 class RedactionFailed(SessionManagerError):
     """The manager's redactor raised or returned spans that do not fit the text: the write
     was refused, and nothing of it was stored (redaction fails closed)."""
+
+
+class ExtractionFailed(SessionManagerError):
+    """An extractor (``SessionManager(extractor=...)``) raised, could not reach its model, or
+    answered something that cannot be written: nothing of the batch was written, and the
+    extraction stage tries it again later (``health().extraction_error`` says why)."""
 
 
 class EmbedderMismatch(SessionManagerError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import datetime
 from typing import Literal
 
 from .buffer import RedisBuffer, open_buffer
@@ -19,6 +20,8 @@ from .core.observed import Observer
 from .core.scope import Scope
 from .engine.engine import Engine, Health, resolve_target
 from .errors import InvalidInput, shown
+from .extraction.stage import ExtractionReport, ExtractionStage, Forgotten, extractor_of
+from .extraction.types import Extractor
 from .longterm.knowledge import KnowledgeMemory
 from .longterm.users import UserMemory
 from .memory import FactResolver
@@ -109,6 +112,14 @@ class SessionManager:
             newest messages of active sessions for :meth:`recent_messages`, shared by every
             host; the log stays the truth and answers whenever Redis cannot
             (:mod:`memlane.buffer`).
+        extractor: form memory from conversations, off the write path: ``"rules"`` (the
+            offline :class:`~memlane.extraction.RuleExtractor`), an
+            :class:`~memlane.extraction.LLMExtractor`, or any callable
+            ``batch -> Extraction``. A background thread of its own (or :meth:`flush`) reads
+            the new messages of this agent's sessions that have a ``user_id``, a window at a time,
+            and writes the facts it finds through :meth:`remember`'s rules and the entities
+            and tags as the messages' ``memlane_extracted`` metadata
+            (:mod:`memlane.extraction`); :meth:`forget_extracted` undoes it.
     """
 
     #: the configuration, as given and checked (read them; changing them changes nothing)
@@ -145,8 +156,15 @@ class SessionManager:
         retention: RetentionPolicy | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        extractor: Extractor | Literal["rules"] | None = None,
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
+        chosen = extractor_of(extractor)
+        if chosen is not None and read_only:
+            raise InvalidInput(
+                "extractor= writes what it extracts, which read_only=True cannot; open the "
+                "manager without read_only, or without an extractor."
+            )
         self._redactor = redactor_of(redactor)
         if fact_resolver is not None and not callable(fact_resolver):
             raise InvalidInput(
@@ -248,6 +266,12 @@ class SessionManager:
             )
         if auto_summary is not None:
             engine.indexer.idle_hooks.append(AutoSummary(self, self._writer.searcher, auto_summary))
+        self._extraction = (
+            None if chosen is None else ExtractionStage(self._writer, self._users, chosen)
+        )
+        if self._extraction is not None and background:
+            self._extraction.start()  # (a thread of its own: an LLM never holds up embedding)
+            engine.indexer.idle_hooks.append(self._extraction.notify)
         if background:
             engine.indexer.start()
             engine.indexer.notify()  # catch up whatever a crashed process left behind
@@ -261,6 +285,8 @@ class SessionManager:
         rest of the batch stays queued for the next process. When that takes more than a
         second, a warning on the ``memlane.indexer`` logger says what it waits for.
         """
+        if self._extraction is not None:  # (first: its batches write through the engine)
+            self._extraction.stop()
         self._engine.close()
         if self._buffer is not None and self._owns_buffer:
             self._buffer.close()
@@ -296,6 +322,14 @@ class SessionManager:
         health = self._engine.health()
         if self._buffer is not None and self._buffer.error is not None:
             health = replace(health, buffer_error=self._buffer.error)
+        if self._extraction is not None:
+            error, failing, tokens = self._extraction.health()
+            health = replace(
+                health,
+                extraction_error=error,
+                extraction_failing=failing,
+                extraction_tokens=tokens,
+            )
         return health
 
     # -- the parts' methods, each carried by one part -------------------------------------
@@ -354,6 +388,43 @@ class SessionManager:
         if not self.read_only:  # vectors cannot be stored: nothing to wait for
             self._engine.indexer.flush()
             self._engine.recalls.flush()
+        if self._extraction is not None:  # every window, full or not (failing ones wait)
+            self._extraction.run(force=False, dry_run=False, flush=True)
+            self._engine.indexer.flush()  # (the facts it wrote are embedded too)
+
+    def extract(self, session_id: str | None = None, *, dry_run: bool = False) -> ExtractionReport:
+        """Run this manager's extractor now over the new messages of ``session_id`` (or of
+        every session of this agent that has a user), full windows or not, batches that
+        failed before included; ``dry_run``: say what it would write, writing nothing (the
+        watermark does not move). Returns an :class:`~memlane.extraction.ExtractionReport`.
+
+        >>> mgr = SessionManager("assistant", db_path="a.db", extractor="rules")  # doctest: +SKIP
+        >>> [f.text for f in mgr.extract(session.id, dry_run=True).facts]  # doctest: +SKIP
+        ['Lives in Porto']
+        """
+        return self._stage().run(session_id, force=True, dry_run=dry_run)
+
+    def forget_extracted(
+        self, since: datetime | str | None = None, extractor: str | None = None
+    ) -> Forgotten:
+        """Undo what extraction wrote (of ``extractor``, by name; recorded ``since``): each
+        extracted fact is retracted (:meth:`retract_fact`: kept for audit, never current
+        again; the value it superseded does not come back) and the ``memlane_extracted``
+        metadata of messages is removed. The watermarks stay: those messages are not
+        extracted again.
+
+        >>> mgr.forget_extracted(since="2026-11-27")  # doctest: +SKIP
+        Forgotten(facts=3, messages=5)
+        """
+        return self._stage().forget(since, extractor)
+
+    def _stage(self) -> ExtractionStage:
+        if self._extraction is None:
+            raise InvalidInput(
+                'This SessionManager has no extractor; open it with extractor="rules", an '
+                "LLMExtractor or a callable (memlane.extraction)."
+            )
+        return self._extraction
 
     def pending_embeddings(self) -> int:
         """How many events still wait for their embedding (all agents)."""

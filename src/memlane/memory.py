@@ -70,6 +70,12 @@ VALID_UNTIL = "valid_until"
 SUPERSEDED_BY = "superseded_by"
 RETRACTED_AT = "retracted_at"
 RETRACTED_REASON = "retracted_reason"
+#: the metadata of a fact an extractor drew from a conversation (``SessionManager(extractor=)``):
+#: its name, its version and the message ids it came from; a fact without ``extracted_by`` was
+#: written by a program (``remember``), which an extracted fact never overrides
+EXTRACTED_BY = "extracted_by"
+EXTRACTOR_VERSION = "extractor_version"
+EXTRACTED_FROM = "extracted_from"
 RESERVED = frozenset(
     {
         USER,

@@ -9,12 +9,16 @@ pass; several managers may share one :class:`Metrics`.
 - ``memlane_restore_budget_used_ratio`` (histogram): tokens restored ÷ ``max_tokens``;
 - ``memlane_redactions_total`` (counter): ``kind`` (EMAIL, CARD, ...);
 - ``memlane_store_lock_retries_total`` (counter): ``backend`` (SQLite's busy retries);
+- ``memlane_extraction_batches_total`` (counter): ``extractor`` (its name: "rules", "llm",
+  ...), ``outcome`` (ok / failed); ``memlane_extraction_batch_tokens`` (histogram):
+  ``extractor``, the tokens an extractor reported per batch (``SessionManager(extractor=)``);
 - ``memlane_embedding_backlog``, ``memlane_store_bytes`` (gauges): ``backend``, read from the stores
   when Prometheus scrapes.
 
 No label ever carries an agent id, a user id, a session id or text: labels are operation
-names, backend names, section names and redaction kinds, a small fixed set. The gauges sum
-the distinct stores of the managers attached (several managers on one store count it once).
+names, backend names, section names, redaction kinds and extractor names, a small fixed set.
+The gauges sum the distinct stores of the managers attached (several managers on one store
+count it once).
 """
 
 from __future__ import annotations
@@ -84,6 +88,19 @@ class Metrics:
             ["backend"],
             registry=registry,
         )
+        self.extraction_batches = Counter(
+            f"{namespace}_extraction_batches",
+            "Batches of messages the extraction stage ran, by extractor and outcome.",
+            ["extractor", "outcome"],
+            registry=registry,
+        )
+        self.extraction_tokens = Histogram(
+            f"{namespace}_extraction_batch_tokens",
+            "Tokens an extractor reported per batch (an LLM's usage; 0 for the rules).",
+            ["extractor"],
+            buckets=_TOKEN_BUCKETS,
+            registry=registry,
+        )
         #: the attached stores: their backend and what tells one store from another
         self._stores: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -110,6 +127,11 @@ class Metrics:
     def redacted(self, counts: Mapping[str, int]) -> None:
         for kind, count in counts.items():
             self.redactions.labels(kind).inc(count)
+
+    def extracted(self, extractor: str, ok: bool, tokens: int) -> None:
+        """One batch of the extraction stage: its outcome and the tokens it cost."""
+        self.extraction_batches.labels(extractor, "ok" if ok else "failed").inc()
+        self.extraction_tokens.labels(extractor).observe(tokens)
 
     def stores(self) -> list[tuple[Any, str]]:
         """One open store per identity, with its backend."""

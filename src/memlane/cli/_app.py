@@ -54,6 +54,7 @@ COMMAND_ORDER = (
     "stats",
     "health",
     "facts",
+    "extract",
     "ingest",
     "export",
     "export-md",

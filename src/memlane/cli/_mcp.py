@@ -36,9 +36,16 @@ from ._app import Env, agent_option, cli, db_option, embedder_from_env
     show_default=True,
     help="What the server logs, on stderr (stdout carries only MCP messages).",
 )
+@click.option(
+    "--extract",
+    type=click.Choice(["rules"]),
+    default=None,
+    help="Form user memory from the sessions' messages in the background (facts, entities, "
+    "tags; docs/memory.md): the offline rule extractor.",
+)
 @db_option
 @click.pass_obj
-def mcp(env: Env, read_only: bool, max_chars: int, log_level: str) -> None:
+def mcp(env: Env, read_only: bool, max_chars: int, log_level: str, extract: str | None) -> None:
     """Serve one agent's memory to MCP clients (Claude Desktop, IDEs, agent frameworks).
 
     Speaks MCP over stdin/stdout until the client closes stdin; an MCP client starts it
@@ -51,6 +58,8 @@ def mcp(env: Env, read_only: bool, max_chars: int, log_level: str) -> None:
         raise click.UsageError(
             "memlane mcp needs --agent AGENT (or MEMLANE_AGENT): the agent whose memory it serves."
         )
+    if extract is not None and read_only:
+        raise click.UsageError("--extract writes what it finds; it cannot go with --read-only.")
     # Imported here: the SDK must not load unless this command runs (memlane --help, and every
     # other command, work without the [mcp] extra). Raises InvalidInput naming the extra.
     from ..aio import AsyncSessionManager
@@ -60,7 +69,12 @@ def mcp(env: Env, read_only: bool, max_chars: int, log_level: str) -> None:
 
     def open_manager() -> AsyncSessionManager:
         return AsyncSessionManager(
-            agent, url=db, index=index, embedder=embedder_from_env(), read_only=read_only
+            agent,
+            url=db,
+            index=index,
+            embedder=embedder_from_env(),
+            read_only=read_only,
+            extractor="rules" if extract == "rules" else None,
         )
 
     server.run_stdio(

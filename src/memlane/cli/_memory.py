@@ -119,3 +119,87 @@ def ingest(env: Env, file: str, name: str | None, pool: str | None, user: str | 
         f"{result.removed:,} removed."
     )
     env.embed_backlog()  # now, with a progress bar, rather than in the next search
+
+
+@cli.command()
+@click.argument("session_id", metavar="SESSION")
+@agent_option("The agent whose session it is (required when the store holds several).")
+@click.option(
+    "--dry-run", is_flag=True, help="Show what would be written; write nothing (no watermark)."
+)
+@click.option(
+    "--llm",
+    "llm_url",
+    metavar="URL",
+    help="An OpenAI-compatible API's base URL (http://host:port/v1) instead of the rules.",
+)
+@click.option("--model", metavar="MODEL", help="The model to ask, with --llm.")
+@json_option
+@db_option
+@click.pass_obj
+def extract(
+    env: Env,
+    session_id: str,
+    dry_run: bool,
+    llm_url: str | None,
+    model: str | None,
+    as_json: bool,
+) -> None:
+    """Form memory from a session's new messages: facts about its user, entities and tags.
+
+    Reads the messages after the session's watermark (all of them the first time), with
+    the offline rule extractor unless --llm names a chat endpoint. Facts go through
+    remember()'s rules (an extracted fact never overrides one a program wrote); entities
+    and tags become the messages' memlane_extracted metadata. --dry-run only shows it.
+
+    \b
+    memlane extract 01J9... --agent assistant --dry-run
+    memlane extract 01J9... --agent assistant --llm http://localhost:11434/v1 --model qwen2.5
+    """
+    from ..extraction import LLMExtractor
+
+    extractor: Any = "rules"
+    if llm_url is not None:
+        extractor = LLMExtractor(llm_url, model=model)
+    elif model is not None:
+        raise click.UsageError("--model names the model of --llm; give --llm URL too.")
+    mgr = env.manager(env.the_agent("extract"), extractor=extractor)
+    report = mgr.extract(session_id, dry_run=dry_run)
+    if as_json:
+        emit_json(
+            {
+                "dry_run": report.dry_run,
+                "batches": report.batches,
+                "messages": report.messages,
+                "facts": [
+                    {
+                        "text": f.text,
+                        "key": f.key,
+                        "kind": f.kind,
+                        "status": f.status,
+                        "note": f.note,
+                        "sources": list(f.sources),
+                        "fact_id": f.fact_id,
+                    }
+                    for f in report.facts
+                ],
+                "annotated": report.annotated,
+                "entities": {k: list(v) for k, v in report.entities.items()},
+                "failed": dict(report.failed),
+                "tokens": report.tokens,
+            }
+        )
+        return
+    verb = "would write" if report.dry_run else "wrote"
+    env.out.print(
+        f"{report.messages:,} new message(s) in {report.batches:,} batch(es); "
+        f"{len(report.facts):,} fact(s), {report.annotated:,} message(s) with entities or tags "
+        f"({verb})."
+    )
+    if report.facts:
+        table = table_of("key", "fact", "kind", "status", "note")
+        for fact in report.facts:
+            table.add_row(fact.key or "", fact.text, fact.kind, fact.status, fact.note or "")
+        env.out.print(table)
+    for session, why in report.failed.items():
+        env.out.print(f"[red]Failed[/red] for session {session}: {why} (nothing written).")

@@ -58,6 +58,8 @@ class EventFilter:
     expired_by_us: int | None = None
     #: only events that never expire (summaries do not carry short-term memory on)
     lasting: bool = False
+    #: only events stored after this ``seq`` (the extraction stage's watermark)
+    after_seq: int | None = None
 
     @property
     def needs_log(self) -> bool:
@@ -79,6 +81,7 @@ class EventFilter:
             or self.session_before_us is not None
             or self.expired_by_us is not None
             or self.lasting
+            or self.after_seq is not None
         )
 
 

@@ -94,6 +94,12 @@ class Health:
     store_bytes: int | None = None
     wal_bytes: int | None = None
     schema: str | None = None
+    #: the extraction stage (``SessionManager(extractor=...)``): its last failure (None once
+    #: its batches succeed again), how many sessions' batches fail now (each retried later,
+    #: nothing of it written), and the tokens its extractor reported in this process
+    extraction_error: str | None = None
+    extraction_failing: int = 0
+    extraction_tokens: int = 0
 
     @property
     def stalled(self) -> bool:
@@ -108,12 +114,13 @@ class Health:
 
     @property
     def ok(self) -> bool:
-        """No worker, index or buffer error, and no stalled backlog (a backlog alone is
+        """No worker, index, buffer or extraction error, and no stalled backlog (a backlog alone is
         normal: it drains in the background)."""
         return (
             self.last_error is None
             and self.index_error is None
             and self.buffer_error is None
+            and self.extraction_error is None
             and not self.stalled
         )
 

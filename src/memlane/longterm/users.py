@@ -24,6 +24,7 @@ from ..core.observed import observed
 from ..errors import FactNotFound, InvalidInput, StoreError, shown
 from ..events import Event, Session
 from ..memory import (
+    EXTRACTED_BY,
     FACT_KINDS,
     KEY,
     KIND,
@@ -45,19 +46,41 @@ from ..memory import (
     fact_digest,
     resolution_of,
 )
+from ..records.redacting import RecordRedaction
 from ..records.validate import PreparedEvent, identifier, prepare_event, storable_key
 from ..records.validate import text as _text
 from ..store.base import EventFilter, SessionFilter
 from ..write.path import Writer
 from ..write.sessions import Sessions
 
-__all__ = ["UserMemory"]
+__all__ = ["FactPlan", "UserMemory"]
 
 #: cosine similarity from which a current fact is reported as ``similar`` (MiniLM: a
 #: restatement scores ~0.8-0.95; "lives in Paris" / "lives in Berlin" ~0.7)
 SIMILAR_COSINE = 0.7
 #: at most this many similar facts are reported (and shown to a resolver)
 SIMILAR_LIMIT = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class FactPlan:
+    """A ``remember`` checked and prepared before any lock (validation, the memory session,
+    the similar facts and the resolver's answer), for :meth:`UserMemory.apply` to carry out
+    in a transaction: ``remember`` alone, or several with what else a caller writes
+    atomically beside them (the extraction stage: its facts, annotations and watermark)."""
+
+    user_id: str
+    key: str | None
+    digest: str
+    start: int
+    session_id: str
+    prepare: Callable[[Mapping[str, Any]], PreparedEvent]
+    similar: list[Fact]
+    resolution: Resolution
+    note: str | None
+    redaction: RecordRedaction | None
+    #: the fact's metadata names the extractor that drew it (``extracted_by``)
+    extracted: bool = False
 
 
 def _start(event: Event) -> int:
@@ -109,6 +132,31 @@ class UserMemory:
         >>> mgr.remember("u1", "Lives in Zurich", key="city").superseded[0].text  # doctest: +SKIP
         'Lives in Berlin'
         """
+        plan = self.plan(
+            user_id, text, key, kind, source, valid_from, importance, metadata,
+            valid_until=valid_until, pool=pool,
+        )  # fmt: skip
+        with self._writer.write() as tx:
+            result = self.apply(tx, plan)
+        self.applied(plan, result)
+        return result
+
+    def plan(
+        self,
+        user_id: str,
+        text: str,
+        key: str | None = None,
+        kind: str = "fact",
+        source: str | None = None,
+        valid_from: datetime | str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        valid_until: datetime | str | None = None,
+        pool: str | None = None,
+    ) -> FactPlan:
+        """:meth:`remember`'s checks and preparations, before any lock (see
+        :class:`FactPlan`); :meth:`apply` carries the plan out."""
         user_id = identifier(user_id, "user_id")
         text = _text(text, "text")
         # redacted first: what is compared, digested and stored is the redacted fact
@@ -162,56 +210,73 @@ class UserMemory:
         if self.fact_resolver is not None and similar and key is None:
             answer = self.fact_resolver(text, list(similar))
             resolution, note = resolution_of(answer, {fact.id: fact for fact in similar})
-        with self._writer.write() as tx:
-            session_id, _, shared = self._writer.owned(tx, session.id)
-            current = [
-                event
-                for event in self._writer.log.events(
-                    EventFilter(None, session_id=session_id, kinds=("fact",), status="current"),
-                    tx=tx,
-                )
-                if event.metadata.get(USER) == user_id
+        return FactPlan(
+            user_id, key, digest, start, session.id, prepare, similar, resolution, note,
+            redaction, extracted=EXTRACTED_BY in (metadata or {}),
+        )  # fmt: skip
+
+    def applied(self, plan: FactPlan, result: RememberResult) -> None:
+        """After the commit of :meth:`apply`: the worker woken, redactions counted."""
+        if result.status in ("added", "superseded"):
+            self._writer.indexer.notify()
+            self._writer.count_redactions(plan.redaction)
+
+    def apply(self, tx: Any, plan: FactPlan) -> RememberResult:
+        """Carry out a planned ``remember`` in ``tx`` (the memory session is locked first).
+
+        An extracted fact (``plan.extracted``) of a key whose values a program wrote is
+        skipped: an extractor never overrides what code remembered (docs/memory.md)."""
+        user_id, key, digest, start = plan.user_id, plan.key, plan.digest, plan.start
+        similar, resolution, note, prepare = plan.similar, plan.resolution, plan.note, plan.prepare
+        session_id, _, shared = self._writer.owned(tx, plan.session_id)
+        current = [
+            event
+            for event in self._writer.log.events(
+                EventFilter(None, session_id=session_id, kinds=("fact",), status="current"),
+                tx=tx,
+            )
+            if event.metadata.get(USER) == user_id
+        ]
+        same = [
+            e
+            for e in current
+            if e.metadata.get(NORMALIZED) == digest and e.metadata.get(KEY) == key
+        ]
+        if same:
+            seen = {**same[0].metadata, SEEN: int(same[0].metadata.get(SEEN, 1)) + 1}
+            self._writer.log.set_event_metadata(
+                tx, same[0].id, canonical_json.dumps(seen, "metadata")
+            )
+            fact = Fact.from_event(dataclasses.replace(same[0], metadata=seen))
+            return RememberResult("unchanged", fact, similar=similar, note=note)
+        if resolution.action == "skip":
+            return RememberResult("skipped", None, similar=similar, note=note)
+        if key is not None:
+            values = self._writer.log.events(
+                EventFilter(None, session_id=session_id, kinds=("fact",), where={KEY: key}),
+                tx=tx,
+            )
+            values = [
+                e for e in values if e.metadata.get(USER) == user_id and e.status != "retracted"
             ]
-            same = [
-                e
-                for e in current
-                if e.metadata.get(NORMALIZED) == digest and e.metadata.get(KEY) == key
-            ]
-            if same:
-                seen = {**same[0].metadata, SEEN: int(same[0].metadata.get(SEEN, 1)) + 1}
-                self._writer.log.set_event_metadata(
-                    tx, same[0].id, canonical_json.dumps(seen, "metadata")
+            if plan.extracted and any(EXTRACTED_BY not in e.metadata for e in values):
+                held = (
+                    f"key {key!r} has a value a program remembered: an extracted fact never "
+                    "overrides it"
                 )
-                fact = Fact.from_event(dataclasses.replace(same[0], metadata=seen))
-                return RememberResult("unchanged", fact, similar=similar, note=note)
-            if resolution.action == "skip":
-                return RememberResult("skipped", None, similar=similar, note=note)
-            if key is not None:
-                values = self._writer.log.events(
-                    EventFilter(None, session_id=session_id, kinds=("fact",), where={KEY: key}),
-                    tx=tx,
-                )
-                values = [
-                    e for e in values if e.metadata.get(USER) == user_id and e.status != "retracted"
-                ]
-                if any(_start(e) > start for e in values):  # before the key's current value
-                    history = self._insert_history(tx, session_id, shared, values, start, prepare)
-                    self._writer.indexer.notify()
-                    self._writer.count_redactions(redaction)
-                    note = f"valid_from is before the current value of key {key!r}: kept as history"
-                    return RememberResult("added", history, [], similar, note)
-                targets = [e for e in current if e.metadata.get(KEY) == key]
-            else:
-                chosen = set(resolution.ids)
-                targets = [e for e in current if e.id in chosen]
-                if len(targets) < len(chosen):
-                    note = "some facts the resolver named were no longer current: left alone"
-            inserted = self._writer.insert(tx, session_id, shared, prepare({}), "current")
-            superseded = [
-                self._supersede(tx, event, inserted.record.id, start) for event in targets
-            ]
-        self._writer.indexer.notify()
-        self._writer.count_redactions(redaction)
+                return RememberResult("skipped", None, similar=similar, note=held)
+            if any(_start(e) > start for e in values):  # before the key's current value
+                history = self._insert_history(tx, session_id, shared, values, start, prepare)
+                note = f"valid_from is before the current value of key {key!r}: kept as history"
+                return RememberResult("added", history, [], similar, note)
+            targets = [e for e in current if e.metadata.get(KEY) == key]
+        else:
+            chosen = set(resolution.ids)
+            targets = [e for e in current if e.id in chosen]
+            if len(targets) < len(chosen):
+                note = "some facts the resolver named were no longer current: left alone"
+        inserted = self._writer.insert(tx, session_id, shared, prepare({}), "current")
+        superseded = [self._supersede(tx, event, inserted.record.id, start) for event in targets]
         fact = Fact.from_event(inserted.event())
         if superseded:
             return RememberResult("superseded", fact, superseded, similar, note)

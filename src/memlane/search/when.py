@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 
 from ..core.clock import to_us
 
-__all__ = ["TimeWindow", "time_windows"]
+__all__ = ["TimeMention", "TimeWindow", "time_mentions", "time_windows"]
 
 _MONTHS = (
     "january",
@@ -206,9 +206,33 @@ def time_windows(text: str, now: datetime | None = None) -> list[TimeWindow]:
     A span of text is read once: "on 3 June, 2025" is a day, not also a month and a year.
     Relative phrases are resolved against ``now`` (default: the current UTC time).
     """
+    windows: list[TimeWindow] = []
+    for mention in time_mentions(text, now):
+        if mention.window not in windows:
+            windows.append(mention.window)
+    return windows
+
+
+@dataclass(frozen=True)
+class TimeMention:
+    """Where ``text`` names a time: the span (``start``, ``end``), its words, its window."""
+
+    start: int
+    end: int
+    text: str
+    window: TimeWindow
+
+
+def time_mentions(text: str, now: datetime | None = None) -> list[TimeMention]:
+    """Each time expression of ``text`` with its span, most specific expressions first (the
+    extraction stage's date entities; :func:`time_windows` reads the same).
+
+    >>> [m.text for m in time_mentions("I moved on 3 June 2025, not last week")]
+    ['3 June 2025', 'last week']
+    """
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     taken: list[tuple[int, int]] = []
-    windows: list[TimeWindow] = []
+    mentions: list[TimeMention] = []
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(text):
             if any(match.start() < end and start < match.end() for start, end in taken):
@@ -216,9 +240,8 @@ def time_windows(text: str, now: datetime | None = None) -> list[TimeWindow]:
             window = _read(kind, match, now)
             if window is not None:
                 taken.append(match.span())
-                if window not in windows:
-                    windows.append(window)
-    return windows
+                mentions.append(TimeMention(match.start(), match.end(), match.group(0), window))
+    return mentions
 
 
 def _read(kind: str, match: re.Match[str], now: datetime) -> TimeWindow | None:

@@ -283,6 +283,9 @@ def event_where(
         params.append(now_us())
     if flt.lasting:
         parts.append("e.expires_us IS NULL")
+    if flt.after_seq is not None:
+        parts.append("e.seq > ?")
+        params.append(flt.after_seq)
     if flt.session_id is not None:
         parts.append("e.session_id = ?")
         params.append(flt.session_id)

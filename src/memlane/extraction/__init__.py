@@ -1,0 +1,23 @@
+"""Memory that forms itself: facts, preferences, entities and tags drawn from conversations,
+off the write path (``SessionManager(extractor=...)``; docs/memory.md)."""
+
+from __future__ import annotations
+
+from .llm import LLMExtractor
+from .rules import RuleExtractor
+from .stage import ExtractionReport, FactOutcome, Forgotten
+from .types import Entity, ExtractedFact, Extraction, ExtractionBatch, Extractor, Turn
+
+__all__ = [
+    "Entity",
+    "ExtractedFact",
+    "Extraction",
+    "ExtractionBatch",
+    "ExtractionReport",
+    "Extractor",
+    "FactOutcome",
+    "Forgotten",
+    "LLMExtractor",
+    "RuleExtractor",
+    "Turn",
+]
