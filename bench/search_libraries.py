@@ -74,6 +74,7 @@ from search_library_adapters import (
 
 from memlane import SessionManager
 from memlane.embed import load_embedder
+from memlane.ranking.vectors.codec import decode_vectors, vector_dim
 
 # memlane's engines are private modules, moved under memlane.ranking in issue 30: every
 # private import of this bench is here, the new path first.
@@ -164,11 +165,12 @@ class Store:
             np.asarray([code[row[1]] for row in rows], np.int32),
             texts=[row[4] for row in rows],
         )
-        matrix = np.frombuffer(b"".join(row[2] for row in vectors), "<f4")
+        blobs = [row[2] for row in vectors]
+        matrix = decode_vectors(blobs, vector_dim(blobs[0])) if blobs else np.zeros((0, 1))
         store.vector = Corpus(
             np.asarray([row[0] for row in vectors], np.int64),
             np.asarray([code[row[1]] for row in vectors], np.int32),
-            vectors=matrix.reshape(len(vectors), -1).astype(np.float32),
+            vectors=matrix.astype(np.float32),
         )
         return store
 

@@ -157,10 +157,11 @@ def test_a_big_partition_re_scores_from_the_store(
         assert found == exact
     else:
         # The same cosines, and the same events above the last one: among rows tied with it
-        # (the hash vectors tie often; turned, up to float rounding) any may make the cut.
+        # (the hash vectors tie often; turned, up to the half precision they are stored in:
+        # ~2e-5 apart) any may make the cut.
         for got, want in zip(found, exact, strict=True):
-            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
-            last = want[-1][1] + 1e-6
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+            last = want[-1][1] + 1e-4
             assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
     assert bool(scanned) == bits
     (part,) = codes_only._writer.storage.vectors._cache._partitions.values()

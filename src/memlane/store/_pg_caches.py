@@ -24,8 +24,9 @@ import numpy.typing as npt
 
 from ..ranking.keyword.cache import KeywordCache, _NewPostings
 from ..ranking.keyword.cache import _Partition as _KeywordPartition
-from ..ranking.vectors.cache import Matrix, VectorCache, decode_vector
+from ..ranking.vectors.cache import Matrix, VectorCache
 from ..ranking.vectors.cache import _Partition as _VectorPartition
+from ..ranking.vectors.codec import decode_vector
 from ._pg_feed import CommitFeed, Connect, _cursor
 
 #: a vid's room for a passage number: seq * PARTS + part (text/passages.py's MAX_PASSAGES

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from ..core.seams import EventFilter, OutboxRow, Tx, VectorMatch, Vectors
 from ..ranking.partition_rows import RowQuery
-from ..ranking.vectors.cache import DELETION_LOG_KEEP, VectorCache, encode_vector
+from ..ranking.vectors.cache import DELETION_LOG_KEEP, VectorCache
+from ..ranking.vectors.codec import encode_vector
 from ..ranking.vectors.snapshots import VectorSnapshots
 from ._vector_table import VectorTable
 from .base import batched

@@ -64,7 +64,8 @@ class Capabilities:
         multi_host: processes on different machines may share the store.
         keyword_context: the keyword index also sees each event's neighbours and date
             (docs/decisions/2026-11-22-hybrid-ranking-defaults.md).
-        exact_vectors: semantic search is exact (brute force); otherwise approximate (HNSW).
+        exact_vectors: semantic search is exact (brute force over the vectors as stored: in
+            half precision on SQLite); otherwise approximate (HNSW).
         transactional_vectors: vectors commit in the log's own transactions.
     """
 

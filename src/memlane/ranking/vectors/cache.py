@@ -1,6 +1,6 @@
 """Exact vector search with numpy over per-partition matrices cached in memory.
 
-Vectors live in the log's own file as little-endian float32 BLOBs
+Vectors live in the log's own file as BLOBs (half precision: ``codec.py``)
 (docs/decisions/2026-11-23-quantized-vector-scan.md: at 100k events a brute-force dot product takes
 under a millisecond on this machine, exact, and needs no extra service). Each partition (an agent's
 private sessions, or one shared pool) is cached as a growing matrix; a refresh reads only vectors
@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..partition_rows import PartitionRows, RowCodes, RowQuery
+from .codec import decode_vector, decode_vectors, vector_dim
 from .quantized import (
     approximate_scores,
     approximate_scores4,
@@ -39,7 +40,7 @@ from .snapshots import REWRITE_GROWTH, VectorSnapshots
 #: the deletion log's rows the store keeps (SqliteVectors prunes to it)
 DELETION_LOG_KEEP = 100_000
 
-__all__ = ["VectorCache", "decode_vector", "encode_vector"]
+__all__ = ["VectorCache"]
 
 Matrix = npt.NDArray[np.float32]
 # Rows fetched per query on refresh: bounds the transient Python objects of a bulk load.
@@ -72,15 +73,6 @@ _BIT_FLOOR = 4_096
 # docs/decisions/2026-11-23-quantized-vector-scan.md).
 _STORED_CANDIDATES = 2
 _STORED_EXTRA = 64
-
-
-def encode_vector(vector: npt.NDArray[Any]) -> bytes:
-    """Little-endian float32 bytes: the storage format of every vector."""
-    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
-
-
-def decode_vector(blob: bytes) -> Matrix:
-    return np.frombuffer(blob, dtype="<f4").astype(np.float32, copy=False)
 
 
 class _VectorSource(Protocol):
@@ -298,7 +290,7 @@ class VectorCache:
         total = self._store.vector_count(name, after) if len(rows) == _CHUNK else len(rows)
         while rows:
             if part is None:
-                dim = len(rows[0][6]) // 4
+                dim = vector_dim(rows[0][6])
                 part = self._partitions[name] = _Partition(dim)
                 part.stamp = stamp
             part.reserve(max(total, len(rows)), exact=total > len(rows))
@@ -350,8 +342,7 @@ class VectorCache:
         """Copy fetched rows into the partition's arrays (capacity already reserved)."""
         if rows:
             start, end = part.size, part.size + len(rows)
-            blob = b"".join(row[6] for row in rows)
-            vectors = np.frombuffer(blob, dtype="<f4").reshape(len(rows), part.dim)
+            vectors = decode_vectors([row[6] for row in rows], part.dim)
             if part.in_memory:
                 part.matrix[start:end] = vectors
             eight, scales = quantize(vectors)
@@ -436,8 +427,7 @@ class VectorCache:
         marks it dead at the next search)."""
         found = self._store.vectors_of([int(vid) for vid in vids])
         missing = np.full(dim, np.nan, "<f4").tobytes()
-        joined = b"".join([found.get(int(vid), missing) for vid in vids])
-        return np.frombuffer(joined, "<f4").reshape(len(vids), dim).astype(np.float32)
+        return decode_vectors([found.get(int(vid), missing) for vid in vids], dim)
 
     def memory_bytes(self) -> int:
         return sum(

@@ -4,8 +4,8 @@ A new process's first semantic search reads every vector of its partitions from 
 build the in-memory codes (``_vector_cache.py``): 2.6 s at 100k events, ~25 s at 1M. A
 partition of :data:`~memlane.ranking.vectors.cache.APPROXIMATE_FROM` rows or more is
 therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
-columns, their signs and where the store keeps each vector, and its float32 vectors while
-the partition keeps them in memory; no text) in the
+columns, their signs and where the store keeps each vector, and its vectors (in half
+precision, as the store keeps them) while the partition keeps them in memory; no text) in the
 folder ``<database>.memlane-cache/``; the next process loads it and reads from the log only the
 vectors added since.
 
@@ -44,7 +44,7 @@ __all__ = ["VectorSnapshots"]
 log = logging.getLogger("memlane.store.snapshots")
 
 #: the layout of a snapshot file; another value is ignored (and replaced)
-FORMAT = 5  # 5: a partition past IN_MEMORY_UNDER rows keeps 4-bit codes
+FORMAT = 6  # 5: a partition past IN_MEMORY_UNDER rows keeps 4-bit codes; 6: float16 vectors
 #: a snapshot is written again once its partition has grown by this share
 REWRITE_GROWTH = 0.25
 #: ... but a process writes a partition's snapshot at most this often: a store deleted from
@@ -96,7 +96,11 @@ class VectorSnapshots(SnapshotFolder):
             part.stamp = stamp
             size = int(meta["size"])
             part.in_memory = "matrix" in saved
-            part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
+            part.matrix = (
+                saved["matrix"].astype(np.float32)
+                if part.in_memory
+                else np.zeros((0, part.dim), np.float32)
+            )
             part.codes = np.ascontiguousarray(saved["codes"])
             part.signs = np.ascontiguousarray(saved["signs"])
             part.vids = saved["vids"]
@@ -137,7 +141,7 @@ class VectorSnapshots(SnapshotFolder):
             return
         n = part.size
         arrays: dict[str, Any] = {
-            **({"matrix": part.matrix[:n]} if part.in_memory else {}),
+            **({"matrix": _half(part.matrix[:n])} if part.in_memory else {}),
             "codes": part.codes[:n],
             "signs": part.signs[:, :n],
             "vids": part.vids[:n],
@@ -168,6 +172,15 @@ class VectorSnapshots(SnapshotFolder):
             return
         self._written[partition] = time.monotonic()
         part.snapshot_size = n
+
+
+def _half(matrix: Any) -> Any:
+    """The float32 copy as the store keeps its vectors (``codec.py``): in half precision,
+    which holds them exactly (rows an earlier version stored in float32 are rounded), unless
+    a component is beyond half precision's range."""
+    if np.abs(matrix).max(initial=0.0) > np.finfo(np.float16).max:
+        return matrix
+    return matrix.astype(np.float16)
 
 
 class _Stale(Exception):
