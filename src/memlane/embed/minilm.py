@@ -10,6 +10,7 @@ this against vectors produced by sentence-transformers itself).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -212,6 +213,7 @@ class MiniLMEmbedder:
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._counter: Tokenizer | None = None  # the same vocabulary, never truncating
+        self._batches = threading.Lock()  # the loaded model's (see _Model.batches)
         if model_path is not None:
             # A typo in an explicit path should fail here, not at the first search.
             self._files = _resolve(model_path)
@@ -265,22 +267,9 @@ class MiniLMEmbedder:
         files = self._locate()
         with self._lock:
             if self._session is None or self._tokenizer is None:
-                from tokenizers import Tokenizer
-
-                from ._bert_graph import build_session
-
-                tokenizer = Tokenizer.from_file(str(files.tokenizer))
-                # Override the file's fixed 128-token truncation and padding: see _MAX_TOKENS.
-                # Padding is done per batch below, to the batch's longest text.
-                tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-                tokenizer.no_padding()
-                try:
-                    session = build_session(files.config, files.weights, self.threads)
-                except (KeyError, ValueError, OSError) as exc:
-                    raise _not_available(
-                        f"The model files in {files.source!r} could not be loaded ({exc})."
-                    ) from exc
-                self._tokenizer, self._session = tokenizer, session
+                model = _loaded_model(files, self.threads)
+                self._session, self._tokenizer = model.session, model.tokenizer
+                self._batches = model.batches
             return self._session, self._tokenizer
 
     def count_tokens(self, text: str) -> int:
@@ -332,9 +321,62 @@ class MiniLMEmbedder:
                 input_ids[r, : len(ids[i])] = ids[i]
                 mask[r, : len(ids[i])] = 1
             feeds = {"input_ids": input_ids, "attention_mask": mask}
-            (vectors,) = _run(session, feeds)
+            with self._batches if len(rows) > 1 else contextlib.nullcontext():
+                (vectors,) = _run(session, feeds)
             out[rows] = vectors
         return out
+
+
+# -- one loaded model per process -----------------------------------------------------------
+#
+# Every embedder of the same files and thread count shares one onnxruntime session and
+# tokenizer: the weights (90 MB) and the session's arena are per session, so five managers
+# that each made their own MiniLMEmbedder held five copies (peak RSS 1.4 GB instead of
+# ~0.5 GB for LoCoMo's five conversations: docs/decisions/2026-11-27-one-model-per-process.md).
+# onnxruntime's ``run`` may be called from several threads at once; the tokenizer's
+# ``encode_batch`` too (it takes no mutable state: truncation and padding are set here,
+# once, before it is shared).
+
+_models_lock = threading.Lock()
+_models: dict[tuple[str, str, str, int], _Model] = {}
+
+
+@dataclass(frozen=True)
+class _Model:
+    session: onnxruntime.InferenceSession
+    tokenizer: Tokenizer
+    #: held by a run of more than one text: batches take turns (each run's activations
+    #: are the process's largest allocation — ~40 MB for 32 texts of 256 word pieces — and
+    #: on a machine of a few cores, concurrent batches only share them), while a query's
+    #: one text never waits behind a worker's batch
+    batches: threading.Lock
+
+
+def _loaded_model(files: _ModelFiles, threads: int) -> _Model:
+    """The session and tokenizer of ``files`` with ``threads`` intra-op threads, loaded once
+    per process."""
+    key = (str(files.weights), str(files.tokenizer), str(files.config), threads)
+    with _models_lock:
+        found = _models.get(key)
+        if found is not None:
+            return found
+        from tokenizers import Tokenizer
+
+        from ._bert_graph import build_session
+
+        tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        # Override the file's fixed 128-token truncation and padding: see _MAX_TOKENS.
+        # Padding is done per batch below, to the batch's longest text.
+        tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+        tokenizer.no_padding()
+        try:
+            session = build_session(files.config, files.weights, threads)
+        except (KeyError, ValueError, OSError) as exc:
+            raise _not_available(
+                f"The model files in {files.source!r} could not be loaded ({exc})."
+            ) from exc
+        model = _models[key] = _Model(session, tokenizer, threading.Lock())
+        return model
 
 
 # -- model runs and the end of the process -----------------------------------------------
