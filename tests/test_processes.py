@@ -141,7 +141,8 @@ def test_sigkill_loses_no_acknowledged_event(db_path: Path) -> None:
         # hash embedder gives up to 9 of 6,000 of them the same vector; ties go to the
         # oldest, so at k = 5 a probe from the last writer could rank sixth (seen once).
         hits = mgr.search(content, k=50, mode="semantic")
-        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+        # (the vector is stored in half precision: its cosine with itself is 1 to ~1e-4)
+        assert hits[0].score == pytest.approx(1.0, abs=1e-3)
         assert probe in {hit.event.id for hit in hits}
 
 
