@@ -410,6 +410,36 @@ def test_restore_shows_extracted_facts(make_manager: Make) -> None:
     assert "Is allergic to peanuts" in text and "Lives in Porto" in text
 
 
+def test_restore_shows_a_stated_preference_once(make_manager: Make) -> None:
+    """The user's "I prefer window seats" is an instruction and, extracted, a preference: restore
+    shows it once, in the user's own words (restore/plan.py says why that section keeps it);
+    an extracted fact the instructions do not show, and a program's, stay in About the user."""
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="Book a flight", user_id="u1")
+    mgr.add_message(session.id, "user", "I prefer window seats.")
+    mgr.add_message(session.id, "user", "My name is Ana. I love hiking in the hills.")
+    for n in range(30):  # the preference is far from the recent turns
+        mgr.add_message(session.id, "assistant", f"Looking at flight option number {n} now.")
+    mgr.flush()
+    assert {f.text for f in mgr.facts("u1")} == {
+        "Prefers window seats",
+        "Name is Ana",
+        "Loves hiking in the hills",
+    }
+    restored = mgr.restore(session.id, 400)
+    text = restored.text
+    assert text.count("window seats") == 1, text
+    instructions = text.split("## The user's instructions and preferences")[1].split("##")[0]
+    assert "I prefer window seats." in instructions
+    about = text.split("## About the user")[1].split("##")[0]
+    assert "Name is Ana" in about and "Loves hiking in the hills" in about
+    fact = next(f for f in mgr.facts("u1") if f.text == "Prefers window seats")
+    item = next(i for i in restored.report.items if i.event_id == fact.id)
+    assert (item.action, item.reason) == ("dropped", "shown in the user's instructions (said so)")
+    mgr.remember("u1", "Prefers window seats", kind="preference")  # a program's own: kept
+    assert "- preference" in mgr.restore(session.id, 400).text.split("## About the user")[1]
+
+
 def test_memlane_extract_command(make_manager: Make, db_path: Path) -> None:
     from click.testing import CliRunner
 
