@@ -354,7 +354,7 @@ def _not_said_as_instructions(p: Packer, facts: list[Event]) -> list[Event]:
             and bool(sources)
             and all(source in shown for source in sources)
         )
-        if covered:
+        if covered and isinstance(sources, list):
             said = {w for s in sources for w in _WORDS.findall(shown[s].lower())}
             covered = set(_WORDS.findall(fact.content.lower())[1:]) <= said
         if covered:
