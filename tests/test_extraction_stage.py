@@ -99,8 +99,31 @@ def test_sessions_without_a_user_are_left_alone(make_manager: Make) -> None:
     mgr.add_message(session.id, "user", "I live in Porto.")
     mgr.flush()
     assert extractor.calls == []
-    with pytest.raises(InvalidInput, match="no user_id"):
+    with pytest.raises(InvalidInput, match="no user_id and did not opt in"):
         mgr.extract(session.id)
+
+
+def test_a_session_opts_in_or_out(make_manager: Make) -> None:
+    """metadata={"memlane_extract": True} has a session without a user read (its entities and
+    tags; its facts have no one to hold them), False leaves a user's session alone."""
+    mgr = make_manager(background=False, extractor="rules")
+    opted = mgr.start_session(goal="support chat", metadata={"memlane_extract": True})
+    mgr.add_message(opted.id, "user", "I live in Porto. Write to ann@example.org please.")
+    out = mgr.start_session(goal="private", user_id="u1", metadata={"memlane_extract": False})
+    mgr.add_message(out.id, "user", "I live in Lisbon. Write to bob@example.org please.")
+    assert [f.status for f in mgr.extract(opted.id, dry_run=True).facts] == ["skipped"]
+    mgr.flush()
+    tagged = mgr.events(opted.id, where={f"{MARK}.tags.email": True})
+    assert [e.metadata[MARK]["entities"]["email"] for e in tagged] == [["ann@example.org"]]
+    assert mgr.events(out.id, where={MARK: {"$exists": True}}) == []
+    assert mgr.facts("u1") == []  # neither session gave a fact
+    with pytest.raises(InvalidInput, match="did not opt in"):
+        mgr.extract(out.id)
+    more = mgr.add_message(opted.id, "user", "My name is Ana.")
+    report = mgr.extract(opted.id)
+    assert [(f.text, f.status) for f in report.facts] == [("Name is Ana", "skipped")]
+    assert report.facts[0].note is not None and "no user_id" in report.facts[0].note
+    assert mgr.events(opted.id, where={MARK: {"$exists": True}})[-1].id == more.id
 
 
 def test_windows_and_the_watermark_survive_reopening(make_manager: Make, db_path: Path) -> None:
