@@ -181,3 +181,25 @@ def test_on_postgresql(postgres_url: str) -> None:
         await manager.close()
 
     asyncio.run(scenario(postgres_url))
+
+
+def test_what_the_memory_is_given_as_messages_forms_a_fact(tmp_path: Path) -> None:
+    """AutoGen's agents never hand the conversation to a Memory (they call update_context and
+    query); what reaches extraction is what the app adds. With kind="message" the user's
+    words added are read, and the agent's next restored context shows the fact."""
+
+    async def scenario() -> None:
+        manager = _manager(tmp_path, background=False, extractor="rules")
+        await manager.session_for("user-42", goal="Help the user", user_id="u42")
+        memory = SessionMemory(manager, key="user-42", kind="message")
+        await memory.add(MemoryContent(content="I moved to Porto.", mime_type="text/plain"))
+        await manager.flush()  # runs the extraction stage now
+        assert [f.text for f in await manager.facts("u42")] == ["Lives in Porto"]
+        client = ReplayChatCompletionClient(["Try the tascas."])
+        agent = AssistantAgent("assistant", model_client=client, memory=[memory])
+        await agent.run(task="Where should I eat tonight?")
+        sent = client.create_calls[0]["messages"]
+        assert any("Lives in Porto" in m.content for m in sent if isinstance(m, SystemMessage))
+        await manager.close()
+
+    asyncio.run(scenario())
