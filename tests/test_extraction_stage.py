@@ -126,6 +126,33 @@ def test_a_session_opts_in_or_out(make_manager: Make) -> None:
     assert mgr.events(opted.id, where={MARK: {"$exists": True}})[-1].id == more.id
 
 
+def _watermarks(db_path: Path) -> list[str]:
+    """The watermark keys in the store's meta table, read as another process would."""
+    import sqlite3
+
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT key FROM meta WHERE key LIKE 'extraction_seq:%'").fetchall()
+    return sorted(key for (key,) in rows)
+
+
+def test_deleting_a_session_or_erasing_its_user_drops_its_watermark(
+    make_manager: Make, db_path: Path
+) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    kept = mgr.start_session(goal="chat", user_id="u1")
+    doomed = mgr.start_session(goal="chat", user_id="u1")
+    erased = mgr.start_session(goal="chat", user_id="u2")
+    for session in (kept, doomed, erased):
+        mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    assert _watermarks(db_path) == sorted(
+        f"extraction_seq:researcher:{s.id}" for s in (kept, doomed, erased)
+    )
+    mgr.delete_session(doomed.id)
+    mgr.erase_user("u2")
+    assert _watermarks(db_path) == [f"extraction_seq:researcher:{kept.id}"]
+
+
 def test_windows_and_the_watermark_survive_reopening(make_manager: Make, db_path: Path) -> None:
     extractor = Scripted(_city, window=3)
     mgr = make_manager(background=False, extractor=extractor)

@@ -43,6 +43,7 @@ from ..memory import (
     EXTRACTOR_VERSION,
     MEMORY_SESSION,
     RememberResult,
+    watermark_key,
 )
 from ..records.validate import identifier
 from ..store.base import EventFilter, SessionFilter
@@ -76,8 +77,6 @@ MARK = "memlane_extracted"
 #: ``user_id`` read (entities and tags only: it has no user to hold facts), ``False`` leaves a
 #: user's session alone; absent, a session is read when it has a user
 OPT_IN = "memlane_extract"
-#: the ``meta`` key of a session's watermark: this prefix, the agent, the session id
-WATERMARK = "extraction_seq:"
 #: turns per batch when the extractor does not say (``window``)
 WINDOW = 6
 #: seconds an extractor may take per batch when it does not say (``timeout``)
@@ -412,7 +411,7 @@ class ExtractionStage:
         return int(value) if value else 0
 
     def _key(self, session_id: str) -> str:
-        return f"{WATERMARK}{self._writer.agent_id}:{session_id}"
+        return watermark_key(self._writer.agent_id, session_id)
 
     # -- asking the extractor -----------------------------------------------------------------
 
