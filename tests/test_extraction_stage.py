@@ -290,6 +290,39 @@ def test_a_failed_batch_is_retried_later_and_nothing_is_lost(make_manager: Make)
     assert health.extraction_error is None and health.extraction_failing == 0 and health.ok
 
 
+def test_a_failing_batch_backs_off_is_never_given_up_and_a_restart_retries(
+    make_manager: Make,
+) -> None:
+    """The delays grow to an hour and stay there (tried hourly, never skipped; no hot loop
+    meanwhile); they are kept in memory, so a reopened manager tries at once."""
+    from memlane.extraction.stage import BACKOFF
+
+    extractor = Scripted(_boom)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    stage = mgr._extraction
+    assert stage is not None
+    delays = []
+    for _ in range(len(BACKOFF) + 2):
+        started = time.monotonic()
+        mgr.flush()
+        for _ in range(3):
+            mgr.flush()  # waiting: not called again
+        failing = stage._failing[session.id]
+        delays.append(round(failing.retry_at - started, -1))
+        failing.retry_at = 0.0  # the delay has passed
+    assert len(extractor.calls) == len(BACKOFF) + 2
+    assert delays == [*BACKOFF, BACKOFF[-1], BACKOFF[-1]]
+    error = mgr.health().extraction_error
+    assert error is not None and f"try {len(BACKOFF) + 2}; again in 3600 s" in error
+    mgr.close()
+    works = Scripted(_city)
+    again = make_manager(background=False, extractor=works)
+    again.flush()
+    assert len(works.calls) == 1 and [f.text for f in again.facts("u1")] == ["Lives in Porto"]
+
+
 def test_a_hung_extractor_times_out(make_manager: Make) -> None:
     release = threading.Event()
 
