@@ -671,6 +671,38 @@ def test_batches_and_tokens_are_metrics(make_manager: Make) -> None:
 
 
 @pytest.mark.postgres
+def _contains_cases(mgr: SessionManager) -> None:
+    """``$contains``: entity values (lists) filter by value, typed, arrays only."""
+    from memlane import InvalidFilter
+
+    session = mgr.start_session(goal="contains", user_id="u9")
+    ann = mgr.add_message(session.id, "user", "Write to ann@example.org about the $40 refund.")
+    mgr.add_message(session.id, "user", "Write to bob@example.org instead.")
+    listed = mgr.record(session.id, "step", "listed", metadata={"people": ["Ana", 3, True]})
+    mgr.record(session.id, "step", "scalar", metadata={"people": "Ana"})
+    mgr.record(session.id, "step", "numbers", metadata={"people": [1, "3"]})
+    mgr.extract(session.id)
+    email = f"{MARK}.entities.email"
+    found = mgr.events(session.id, where={email: {"$contains": "ann@example.org"}})
+    assert [e.id for e in found] == [ann.id]
+    for value in ("Ana", 3, True):
+        found = mgr.events(session.id, where={"people": {"$contains": value}})
+        assert [e.id for e in found] == [listed.id], value
+    assert mgr.events(session.id, where={"people": {"$contains": "Bo"}}) == []
+    either = {"$or": [{email: {"$contains": "bob@example.org"}}, {"people": {"$contains": 3}}]}
+    assert [e.content for e in mgr.events(session.id, where=either)] == [
+        "Write to bob@example.org instead.",
+        "listed",
+    ]
+    for bad in (["Ana"], None, {"a": 1}):
+        with pytest.raises(InvalidFilter, match=r"\$contains"):
+            mgr.events(session.id, where={"people": {"$contains": bad}})
+
+
+def test_entity_values_filter_with_contains(make_manager: Make) -> None:
+    _contains_cases(make_manager(background=False, extractor="rules"))
+
+
 def test_the_stage_on_postgresql(postgres_url: str) -> None:
     """The same path on PostgreSQL: a watermark in its meta table, facts and annotations in
     one transaction, forget_extracted; writers to one session are ordered by the session's
@@ -694,6 +726,8 @@ def test_the_stage_on_postgresql(postgres_url: str) -> None:
         mgr.flush()
         assert [f.text for f in mgr.facts("u1", key="city")] == ["Lives in Oslo"]
         assert mgr.forget_extracted().facts == 2
+    with SessionManager("researcher", extractor="rules", **options) as mgr:
+        _contains_cases(mgr)  # (the postgres dialect of $contains)
 
 
 def test_memlane_mcp_takes_extract(db_path: Path) -> None:
