@@ -117,7 +117,7 @@ def test_a_session_opts_in_or_out(make_manager: Make) -> None:
     assert [e.metadata[MARK]["entities"]["email"] for e in tagged] == [["ann@example.org"]]
     assert mgr.events(out.id, where={MARK: {"$exists": True}}) == []
     assert mgr.facts("u1") == []  # neither session gave a fact
-    with pytest.raises(InvalidInput, match="did not opt in"):
+    with pytest.raises(InvalidInput, match="opted out of extraction"):
         mgr.extract(out.id)
     more = mgr.add_message(opted.id, "user", "My name is Ana.")
     report = mgr.extract(opted.id)

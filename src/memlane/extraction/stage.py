@@ -295,6 +295,11 @@ class ExtractionStage:
         started = now_us()
         if session_id is not None:
             session = self._writer.get_session(session_id)
+            if session.metadata.get(OPT_IN) is False:
+                raise InvalidInput(
+                    f"Session {session.id!r} opted out of extraction (its metadata has "
+                    f'"{OPT_IN}": false); start a session without it to have it read.'
+                )
             if session.agent_id != self._writer.agent_id or not wanted(session):
                 raise InvalidInput(
                     f"Session {session.id!r} is another agent's, or has no user_id and did "
