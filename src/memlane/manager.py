@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from .buffer import RedisBuffer, open_buffer
 from .core.delegate import Delegated
@@ -116,7 +116,8 @@ class SessionManager:
             offline :class:`~memlane.extraction.RuleExtractor`), an
             :class:`~memlane.extraction.LLMExtractor`, or any callable
             ``batch -> Extraction``. A background thread of its own (or :meth:`flush`) reads
-            the new messages of this agent's sessions that have a ``user_id``, a window at a time,
+            the new messages of this agent's sessions that have a ``user_id`` (or opted in:
+            ``metadata={"memlane_extract": True}``), a window at a time,
             and writes the facts it finds through :meth:`remember`'s rules and the entities
             and tags as the messages' ``memlane_extracted`` metadata
             (:mod:`memlane.extraction`); :meth:`forget_extracted` undoes it.
@@ -132,6 +133,8 @@ class SessionManager:
     fact_resolver: FactResolver | None
     read_only: bool
     count_recalls: bool
+    #: the extractor in use (``"rules"`` given: a RuleExtractor), or None
+    extractor: Extractor | None
 
     def __init__(
         self,
@@ -160,6 +163,7 @@ class SessionManager:
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
         chosen = extractor_of(extractor)
+        self.extractor = cast("Extractor | None", chosen)  # (checked callable: the protocol)
         if chosen is not None and read_only:
             raise InvalidInput(
                 "extractor= writes what it extracts, which read_only=True cannot; open the "

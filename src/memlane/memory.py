@@ -76,6 +76,20 @@ RETRACTED_REASON = "retracted_reason"
 EXTRACTED_BY = "extracted_by"
 EXTRACTOR_VERSION = "extractor_version"
 EXTRACTED_FROM = "extracted_from"
+#: the store ``meta`` key prefix of a session's extraction watermark (the ``seq`` of the last
+#: message extracted): :func:`watermark_key`; deleting the session deletes it (store/_sql.py)
+WATERMARK = "extraction_seq:"
+
+
+def watermark_key(agent_id: str, session_id: str) -> str:
+    """The ``meta`` key of the extraction watermark of ``agent_id``'s session ``session_id``.
+
+    >>> watermark_key("assistant", "01J9")
+    'extraction_seq:assistant:01J9'
+    """
+    return f"{WATERMARK}{agent_id}:{session_id}"
+
+
 RESERVED = frozenset(
     {
         USER,

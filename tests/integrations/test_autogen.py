@@ -27,6 +27,7 @@ from autogen_core.model_context import UnboundedChatCompletionContext  # noqa: E
 from autogen_core.models import SystemMessage, UserMessage  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
+from memlane.extraction import RuleExtractor  # noqa: E402
 from memlane.integrations.autogen import SessionMemory  # noqa: E402
 
 _dbs = itertools.count()
@@ -119,6 +120,7 @@ def test_update_context_and_components(tmp_path: Path) -> None:
         manager = _manager(tmp_path)
         memory = SessionMemory(manager, key="u1", max_tokens=300)
         context = UnboundedChatCompletionContext()
+        assert memory.dump_component().config.get("extractor") is None
         assert (await memory.update_context(context)).memories.results  # the goal at least
         await memory.add(
             MemoryContent(content="the user's dog is called Rex", mime_type="text/plain")
@@ -181,3 +183,38 @@ def test_on_postgresql(postgres_url: str) -> None:
         await manager.close()
 
     asyncio.run(scenario(postgres_url))
+
+
+def test_what_the_memory_is_given_as_messages_forms_a_fact(tmp_path: Path) -> None:
+    """AutoGen's agents never hand the conversation to a Memory (they call update_context and
+    query); what reaches extraction is what the app adds. With kind="message" the user's
+    words added are read, and the agent's next restored context shows the fact."""
+
+    async def scenario() -> None:
+        manager = _manager(tmp_path, background=False, extractor="rules")
+        await manager.session_for("user-42", goal="Help the user", user_id="u42")
+        memory = SessionMemory(manager, key="user-42", kind="message")
+        await memory.add(MemoryContent(content="I moved to Porto.", mime_type="text/plain"))
+        await manager.flush()  # runs the extraction stage now
+        assert [f.text for f in await manager.facts("u42")] == ["Lives in Porto"]
+        client = ReplayChatCompletionClient(["Try the tascas."])
+        agent = AssistantAgent("assistant", model_client=client, memory=[memory])
+        await agent.run(task="Where should I eat tonight?")
+        sent = client.create_calls[0]["messages"]
+        assert any("Lives in Porto" in m.content for m in sent if isinstance(m, SystemMessage))
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_component_keeps_the_rule_extractor(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = _manager(tmp_path, background=False, extractor="rules")
+        dumped = SessionMemory(manager, key="u1").dump_component()
+        assert dumped.config["extractor"] == "rules"
+        loaded = SessionMemory.load_component(dumped)
+        assert isinstance(loaded.manager.extractor, RuleExtractor)
+        await loaded.manager.close()
+        await manager.close()
+
+    asyncio.run(scenario())

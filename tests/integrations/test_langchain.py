@@ -613,3 +613,25 @@ def test_the_async_path_keeps_the_loop_free(tmp_path: Path) -> None:
         return report
 
     asyncio.run(scenario()).assert_free()
+
+
+def test_a_conversation_through_the_middleware_forms_a_fact(tmp_path: Path) -> None:
+    """extractor= on the manager is all the middleware needs: the user's turn it recorded
+    becomes a fact of the session's user, and the next run's restored memory holds it."""
+    manager = SessionManager(
+        "assistant",
+        tmp_path / "x.db",
+        embedder=HashEmbedder(),
+        background=False,
+        extractor="rules",
+    )
+    manager.session_for("thread-7", goal="Help the user", user_id="u7")  # whose thread it is
+    model = ScriptedModel(messages=iter([AIMessage("Welcome!"), AIMessage("Try the tascas.")]))
+    agent = create_agent(model, middleware=[SessionMemoryMiddleware(manager, max_tokens=800)])
+    config: Any = {"configurable": {"thread_id": "thread-7"}}
+    agent.invoke({"messages": [HumanMessage("I moved to Porto last month.")]}, config)
+    manager.flush()  # runs the extraction stage now (the worker does it within seconds)
+    assert [f.text for f in manager.facts("u7")] == ["Lives in Porto"]
+    agent.invoke({"messages": [HumanMessage("Where should I eat tonight?")]}, config)
+    assert "Lives in Porto" in model.seen[-1][0].content  # restored: About the user
+    manager.close()

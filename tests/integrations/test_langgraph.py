@@ -332,3 +332,35 @@ def test_on_postgresql(postgres_url: str) -> None:
     assert ours.get(("a", "b"), "k1").value == {"n": 3, "s": "x"}
     assert ours.list_namespaces() == [("a", "b")]
     manager.close()
+
+
+def test_a_graph_whose_turns_are_recorded_forms_facts(tmp_path: Path) -> None:
+    """The store holds items, not turns: extraction never reads items. A graph's turns reach
+    it when a node records them with the store's manager (given extractor=), and a later
+    run's node reads the fact the stage formed."""
+    manager = SessionManager(
+        "agent", tmp_path / "x.db", embedder=HashEmbedder(), background=False, extractor="rules"
+    )
+
+    class Turn(TypedDict):
+        user: str
+        said: str
+        known: list[str]
+
+    def hear(state: Turn, *, store: BaseStore) -> dict[str, Any]:
+        assert isinstance(store, SessionStore)
+        chat = store.manager.session_for(f"chat:{state['user']}", "Chat", user_id=state["user"])
+        store.manager.add_message(chat.id, "user", state["said"])
+        return {"known": [f.text for f in store.manager.facts(state["user"])]}
+
+    builder = StateGraph(Turn)
+    builder.add_node("hear", hear)
+    builder.add_edge(START, "hear")
+    builder.add_edge("hear", END)
+    graph = builder.compile(store=SessionStore(manager))
+    first = graph.invoke({"user": "u7", "said": "I moved to Porto.", "known": []})
+    assert first["known"] == []
+    manager.flush()  # runs the extraction stage now (the worker does it within seconds)
+    again = graph.invoke({"user": "u7", "said": "Where should I eat?", "known": []})
+    assert again["known"] == ["Lives in Porto"]
+    manager.close()

@@ -636,3 +636,25 @@ def test_the_block_leaves_out_what_short_term_memory_carries(tmp_path: Path) -> 
         await manager.close()
 
     asyncio.run(scenario())
+
+
+def test_a_conversation_through_the_chat_store_forms_a_fact(tmp_path: Path) -> None:
+    """extractor= on the manager is all the chat store needs: the user's message it stored
+    becomes a fact of the session's user, and the memory block's restore shows it."""
+
+    async def scenario() -> None:
+        manager = _manager(tmp_path, background=False, extractor="rules")
+        await manager.session_for("trip", goal="Help the user", user_id="u7")
+        block = SessionMemoryBlock(manager, "trip", max_tokens=500)
+        memory = Memory.from_defaults(
+            session_id="trip", chat_store=SessionChatStore(manager), memory_blocks=[block]
+        )
+        chat = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=4), memory=memory)
+        await chat.achat("I moved to Porto last month.")
+        await manager.flush()  # runs the extraction stage now
+        assert [f.text for f in await manager.facts("u7")] == ["Lives in Porto"]
+        shown = await block._aget()
+        assert "Lives in Porto" in shown
+        await manager.close()
+
+    asyncio.run(scenario())

@@ -614,3 +614,27 @@ def test_on_postgresql(postgres_url: str) -> None:
             assert bad.is_error and "does not exist" in _text(bad)
 
     _run(test)
+
+
+def test_a_conversation_over_mcp_forms_a_fact(tmp_path: Path) -> None:
+    """`memlane mcp --extract rules` is build_server over a manager with extractor="rules":
+    the user's message an agent adds over MCP becomes a fact user_facts and
+    restore_context show."""
+
+    async def test() -> None:
+        mgr = AsyncSessionManager(
+            "agent", tmp_path / "x.db", embedder=HashEmbedder(), extractor="rules"
+        )
+        async with mgr, _connected(mgr) as client:
+            session = await _ok(client, "start_session", goal="Chat", user_id="u7")
+            sid = session["id"]
+            await _ok(
+                client, "add_message", session_id=sid, role="user", content="I moved to Porto."
+            )
+            await mgr.flush()  # runs the extraction stage now (the worker does it within seconds)
+            facts = await _ok(client, "user_facts", user_id="u7")
+            assert [f["text"] for f in facts["facts"]] == ["Lives in Porto"]
+            restored = await _ok(client, "restore_context", session_id=sid, max_tokens=500)
+            assert "Lives in Porto" in restored
+
+    _run(test)

@@ -514,3 +514,36 @@ def test_same_results_as_sqlite_session_on_postgresql(postgres_url: str) -> None
     finally:
         reference.close()
         asyncio.run(manager.close())
+
+
+def test_a_conversation_through_the_session_forms_a_fact(tmp_path: Path) -> None:
+    """extractor= on the manager is all the session needs: the user's input the runner
+    stored becomes a fact of the session's user, and restore_filter shows it next turn."""
+
+    async def scenario() -> None:
+        async with AsyncSessionManager(
+            "assistant",
+            tmp_path / "x.db",
+            embedder=HashEmbedder(),
+            background=False,
+            extractor="rules",
+        ) as manager:
+            await manager.session_for("thread-7", goal="Help the user", user_id="u7")
+            model = ScriptedModel(
+                [[assistant_message("Welcome!")], [assistant_message("Try the tascas.")]]
+            )
+            agent = Agent(name="assistant", instructions="Be brief.", model=model)
+            session = AgentSession(manager, "thread-7")
+            config = RunConfig(
+                call_model_input_filter=restore_filter(manager, "thread-7", max_tokens=800),
+                tracing_disabled=True,
+            )
+            await Runner.run(
+                agent, "I moved to Porto last month.", session=session, run_config=config
+            )
+            await manager.flush()  # runs the extraction stage now
+            assert [f.text for f in await manager.facts("u7")] == ["Lives in Porto"]
+            await Runner.run(agent, "Where to eat?", session=session, run_config=config)
+            assert "Lives in Porto" in (model.calls[-1].system_instructions or "")
+
+    asyncio.run(scenario())

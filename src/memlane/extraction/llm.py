@@ -129,7 +129,9 @@ def build_prompt(
         when = turn.created_at.strftime("%Y-%m-%d")
         lines.append(f"[{number}] {when} {turn.role or 'user'}: {text}")
     return _INSTRUCTIONS.format(
-        user=batch.user_id,
+        user=batch.user_id
+        if batch.user_id is not None
+        else "none; give no facts, only entities and tags",
         facts=listed or "(none yet)",
         turns="\n".join(lines),
         schema=json.dumps(ANSWER_SCHEMA, separators=(",", ":")),

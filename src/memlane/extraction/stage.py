@@ -43,6 +43,7 @@ from ..memory import (
     EXTRACTOR_VERSION,
     MEMORY_SESSION,
     RememberResult,
+    watermark_key,
 )
 from ..records.validate import identifier
 from ..store.base import EventFilter, SessionFilter
@@ -59,6 +60,7 @@ from .types import (
 
 __all__ = [
     "MARK",
+    "OPT_IN",
     "ExtractionReport",
     "ExtractionStage",
     "FactOutcome",
@@ -71,8 +73,10 @@ log = logging.getLogger("memlane.extraction")
 #: the message metadata key the stage writes: ``{"by", "version", "at", "entities", "tags"}``
 #: (``where={"memlane_extracted.tags.email": True}`` finds the messages naming an e-mail)
 MARK = "memlane_extracted"
-#: the ``meta`` key of a session's watermark: this prefix, the agent, the session id
-WATERMARK = "extraction_seq:"
+#: the session metadata key that opts a session in or out: ``True`` has a session without a
+#: ``user_id`` read (entities and tags only: it has no user to hold facts), ``False`` leaves a
+#: user's session alone; absent, a session is read when it has a user
+OPT_IN = "memlane_extract"
 #: turns per batch when the extractor does not say (``window``)
 WINDOW = 6
 #: seconds an extractor may take per batch when it does not say (``timeout``)
@@ -102,6 +106,15 @@ _ACCEPTED = (
     'None, "rules" (the offline RuleExtractor), an LLMExtractor, or any callable '
     "batch -> Extraction (memlane.extraction)"
 )
+
+
+def wanted(session: Session) -> bool:
+    """Whether the stage reads ``session``: it has a ``user_id`` or opted in
+    (``metadata={"memlane_extract": True}``), and did not opt out (``False``)."""
+    choice = session.metadata.get(OPT_IN)
+    if isinstance(choice, bool):
+        return choice
+    return session.user_id is not None
 
 
 def extractor_of(value: Any) -> Callable[[ExtractionBatch], Any] | None:
@@ -282,10 +295,16 @@ class ExtractionStage:
         started = now_us()
         if session_id is not None:
             session = self._writer.get_session(session_id)
-            if session.agent_id != self._writer.agent_id or session.user_id is None:
+            if session.metadata.get(OPT_IN) is False:
                 raise InvalidInput(
-                    f"Session {session.id!r} has no user_id (or is another agent's): "
-                    "extraction reads the messages of this agent's sessions with a user."
+                    f"Session {session.id!r} opted out of extraction (its metadata has "
+                    f'"{OPT_IN}": false); start a session without it to have it read.'
+                )
+            if session.agent_id != self._writer.agent_id or not wanted(session):
+                raise InvalidInput(
+                    f"Session {session.id!r} is another agent's, or has no user_id and did "
+                    "not opt in: extraction reads the messages of this agent's sessions with "
+                    f'a user, and of those started with metadata={{"{OPT_IN}": True}}.'
                 )
             sessions = [session]
         else:
@@ -325,7 +344,7 @@ class ExtractionStage:
             ),
             limit=None,
         )
-        sessions = {s.id: s for s in listed if s.user_id is not None}
+        sessions = {s.id: s for s in listed if wanted(s)}
         for waiting in sorted(self._waiting | set(self._failing)):
             if waiting not in sessions:
                 found = self._writer.log.session(waiting, self._writer.scope)
@@ -348,13 +367,8 @@ class ExtractionStage:
             quiet = idle >= self.quiet_seconds
             if len(window) < self.window and not (force or quiet or report.dry_run):
                 return True  # a window not full waits for the session to be quiet
-            assert session.user_id is not None
-            batch = ExtractionBatch(
-                session.user_id,
-                session.id,
-                tuple(window),
-                tuple(self._users.facts(session.user_id)),
-            )
+            known = () if session.user_id is None else tuple(self._users.facts(session.user_id))
+            batch = ExtractionBatch(session.user_id, session.id, tuple(window), known)
             try:
                 extraction = self._extract(batch)
                 if report.dry_run:
@@ -402,7 +416,7 @@ class ExtractionStage:
         return int(value) if value else 0
 
     def _key(self, session_id: str) -> str:
-        return f"{WATERMARK}{self._writer.agent_id}:{session_id}"
+        return watermark_key(self._writer.agent_id, session_id)
 
     # -- asking the extractor -----------------------------------------------------------------
 
@@ -459,7 +473,10 @@ class ExtractionStage:
     # -- writing -----------------------------------------------------------------------------
 
     def _plans(self, batch: ExtractionBatch, extraction: Extraction) -> list[tuple[Any, FactPlan]]:
-        """Each fact prepared by ``remember``'s own checks, before the transaction."""
+        """Each fact prepared by ``remember``'s own checks, before the transaction (none for
+        a session without a user: no one to hold them)."""
+        if batch.user_id is None:
+            return []
         turns = {turn.id: turn for turn in batch.turns}
         users = [t.id for t in batch.turns if t.role in (None, "user", "human")]
         plans = []
@@ -622,6 +639,9 @@ def _source(ids: Sequence[str]) -> str:
     return text
 
 
+_NO_USER = "the session has no user_id to hold facts (it opted in for entities and tags)"
+
+
 class _Report:
     """An :class:`ExtractionReport` being gathered."""
 
@@ -637,6 +657,9 @@ class _Report:
 
     def planned(self, batch: ExtractionBatch, extraction: Extraction) -> None:
         self._count(batch, extraction)
+        if batch.user_id is None:
+            self._userless(extraction)
+            return
         self.facts += [
             FactOutcome(f.text, f.key, f.kind, f.sources, "planned") for f in extraction.facts
         ]
@@ -665,6 +688,14 @@ class _Report:
                     None if result.fact is None else result.fact.id,
                 )
             )
+        if batch.user_id is None:
+            self._userless(extraction)
+
+    def _userless(self, extraction: Extraction) -> None:
+        self.facts += [
+            FactOutcome(f.text, f.key, f.kind, f.sources, "skipped", _NO_USER)
+            for f in extraction.facts
+        ]
 
     def _count(self, batch: ExtractionBatch, extraction: Extraction) -> None:
         self.batches += 1

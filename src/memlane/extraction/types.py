@@ -63,9 +63,11 @@ class Turn:
 @dataclass(frozen=True)
 class ExtractionBatch:
     """A window of one session's new messages, oldest first, and what the agent knows about
-    the session's user now (``facts``: current facts, keyed ones first)."""
+    the session's user now (``facts``: current facts, keyed ones first). ``user_id`` is None
+    for a session without a user that opted in (``metadata={"memlane_extract": True}``): its
+    entities and tags are kept, facts are not (no one to hold them)."""
 
-    user_id: str
+    user_id: str | None
     session_id: str
     turns: tuple[Turn, ...]
     facts: tuple[Fact, ...] = ()

@@ -26,11 +26,12 @@ Install the extra: ``pip install 'memlane[autogen]'``. Then::
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from ..aio import AsyncSessionManager
 from ..errors import InvalidInput
 from ..events import Event
+from ..extraction import RuleExtractor
 from . import require
 
 require("autogen_core.memory", "autogen")
@@ -63,6 +64,8 @@ class SessionMemoryConfig(BaseModel):
     k: int = 5
     kind: str = "fact"
     name: str | None = None
+    #: the manager's extractor, when it is one a config can name ("rules"; docs/memory.md)
+    extractor: Literal["rules"] | None = None
 
 
 class SessionMemory(Memory, Component[SessionMemoryConfig]):
@@ -167,11 +170,13 @@ class SessionMemory(Memory, Component[SessionMemoryConfig]):
             k=self.k,
             kind=self.kind,
             name=self._name,
+            # (an LLMExtractor or a callable is no config: a loaded component opens without)
+            extractor="rules" if isinstance(self.manager.extractor, RuleExtractor) else None,
         )
 
     @classmethod
     def _from_config(cls, config: SessionMemoryConfig) -> Self:
-        manager = AsyncSessionManager(config.agent_id, url=config.url)
+        manager = AsyncSessionManager(config.agent_id, url=config.url, extractor=config.extractor)
         return cls(
             manager,
             config.key,

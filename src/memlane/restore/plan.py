@@ -61,6 +61,7 @@ too.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -68,6 +69,7 @@ from datetime import datetime
 from ..errors import BudgetTooSmall, InvalidInput
 from ..errors import shown as _shown
 from ..events import Event
+from ..memory import EXTRACTED_BY, EXTRACTED_FROM, KIND
 from ..text.shrink import summarize_text
 from ..text.tokens import Tokenizer
 from .chat import chat_turns, message_tokens
@@ -230,9 +232,10 @@ def _pack(
             f"instructions and preferences the user stated, newest first: up to "
             f"{shares.instructions:.0%} of {base:,}",
         )
-    if candidates.user_facts:
+    user_facts = _not_said_as_instructions(p, candidates.user_facts)
+    if user_facts:
         p.fill(
-            candidates.user_facts,
+            user_facts,
             "user",
             lambda e: "about the user" + (" (keyed)" if e.metadata.get("fact_key") else ""),
             int(base * shares.user),
@@ -322,6 +325,43 @@ def _pack(
         if event.id not in p.items:
             p.record(event, "recent", "dropped", _unworthy_reason(event), 0)
     return _finish(p, candidates, tokenizer, max_tokens)
+
+
+_WORDS = re.compile(r"[\w']+")
+
+
+def _not_said_as_instructions(p: Packer, facts: list[Event]) -> list[Event]:
+    """The user's facts less the extracted preferences the instructions section already shows.
+
+    "I prefer window seats" is pinned as the user's instruction and, once extracted, is also
+    the preference "Prefers window seats": shown twice, it costs two shares and reads as two
+    things. The instructions section keeps it: those are the user's own words, with what
+    qualifies them ("on long flights"), pinned whatever the query, newest first; the fact is a
+    paraphrase of them. A preference is left out of "About the user" only when it was
+    extracted (a program's ``remember()`` is kept as written), every message it came from
+    is shown in the instructions section (one that did not fit leaves the fact in), and
+    its words, but the verb, are in the sentences shown there."""
+    shown = {block.event.id: block.text for block in p.by_section.get("instructions", [])}
+    if not shown:
+        return facts
+    kept = []
+    for fact in facts:
+        sources = fact.metadata.get(EXTRACTED_FROM)
+        covered = (
+            fact.metadata.get(EXTRACTED_BY) is not None
+            and fact.metadata.get(KIND) == "preference"
+            and isinstance(sources, list)
+            and bool(sources)
+            and all(source in shown for source in sources)
+        )
+        if covered and isinstance(sources, list):
+            said = {w for s in sources for w in _WORDS.findall(shown[s].lower())}
+            covered = set(_WORDS.findall(fact.content.lower())[1:]) <= said
+        if covered:
+            p.record(fact, "user", "dropped", "shown in the user's instructions (said so)", 0)
+        else:
+            kept.append(fact)
+    return kept
 
 
 def _as_stated(event: Event, said: tuple[str, ...]) -> Event:

@@ -18,6 +18,7 @@ from typing import Any
 from ..core.clock import from_us, now_us
 from ..core.scope import Scope
 from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
+from ..memory import watermark_key
 from ..text.shrink import PREVIEW_THRESHOLD
 from ._sql_rows import (
     _EVENT_COLUMNS,
@@ -205,6 +206,9 @@ class SqlStore:
             "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()[0]
         self._deleting_session(tx, session_id)
+        owner = tx.execute("SELECT agent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if owner is not None:  # (its extraction watermark goes with it: nothing left to read)
+            tx.execute("DELETE FROM meta WHERE key = ?", (watermark_key(owner[0], session_id),))
         tx.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         self._deleted(tx)
         return int(count)

@@ -7,6 +7,7 @@ The filter language is a small, Chroma-like subset::
     {"tool": {"$in": ["search", "fetch"]}}       membership ($in, $nin)
     {"reviewed": {"$ne": True}}                  inequality
     {"url": {"$exists": True}}                   presence
+    {"people": {"$contains": "Ana"}}             a list that holds the value
     {"$or": [{"a": 1}, {"b": 2}]}                boolean combinations ($and, $or)
 
 Keys address the event's ``metadata`` JSON; dots reach into nested objects ("http.status").
@@ -47,7 +48,7 @@ DIALECTS = ("sqlite", "postgres")
 
 _KEY = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-_OPERATORS = (*_COMPARISONS, "$in", "$nin", "$exists")
+_OPERATORS = (*_COMPARISONS, "$in", "$nin", "$contains", "$exists")
 _Scalar = str | int | float | bool | None
 
 
@@ -119,6 +120,15 @@ def _condition(column: str, key: str, op: str, value: Any, params: list[Any], di
             params.extend(part_params)
         either = "coalesce((" + " OR ".join(sql for sql, _ in parts) + "), 0)"
         return either if op == "$in" else f"NOT {either}"
+    if op == "$contains":
+        wanted = _element(value, key)
+        types = _SQLITE_TYPES.get(type(wanted), ("text",))
+        params.extend((path, path, int(wanted) if isinstance(wanted, bool) else wanted))
+        # (json_each over a scalar yields the scalar itself: an array only, as in postgres)
+        return (
+            f"(json_type({column}, ?) = 'array' AND EXISTS (SELECT 1 FROM json_each({column}, ?)"
+            f" AS j WHERE j.type IN ({', '.join(repr(t) for t in types)}) AND j.value = ?))"
+        )
     if op == "$exists":
         if not isinstance(value, bool):
             raise InvalidFilter(
@@ -183,6 +193,9 @@ def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any])
         if op == "$nin":
             return f"coalesce({item} NOT IN ({marks}), TRUE)"
         return f"coalesce({item} IN ({marks}), FALSE)"
+    if op == "$contains":
+        params.extend((path, path, json.dumps([_element(value, key)], ensure_ascii=False)))
+        return f"coalesce(jsonb_typeof({item}) = 'array' AND {item} @> ?::jsonb, FALSE)"
     if op == "$exists":
         if not isinstance(value, bool):
             raise InvalidFilter(
@@ -194,6 +207,14 @@ def _pg_condition(column: str, key: str, op: str, value: Any, params: list[Any])
         f"Unsupported filter operator {shown(op)} on key {shown(key)}. "
         f"Use one of {', '.join(_OPERATORS)}, or $and / $or to combine filters."
     )
+
+
+def _element(value: Any, key: str) -> _Scalar:
+    """What ``$contains`` looks for: one string, number or bool."""
+    element = _scalar(value, key, "$contains")
+    if element is None:
+        raise InvalidFilter(f"Filter {shown(key)} $contains expects a string, number or bool.")
+    return element
 
 
 def _jsonb(value: _Scalar) -> str:
