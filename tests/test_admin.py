@@ -127,6 +127,21 @@ def test_sessions_and_search_across_agents(make_manager: Any) -> None:
     assert {hit.event.agent_id for hit in a.search("port 8080", k=4)} == {"a"}
 
 
+def test_resolve_finds_a_session_as_session_does_without_its_size(make_manager: Any) -> None:
+    a, b = make_manager("a"), make_manager("b")
+    first = a.start_session("deploy the api", key="nightly")
+    a.record_fact(first.id, "the api runs on port 8080")
+    same_key = b.start_session("write the docs", key="nightly")
+    with StoreAdmin(a.db_path, embedder=HashEmbedder(), read_only=True) as admin:
+        assert admin.resolve(first.id) == admin.session(first.id).session
+        assert admin.resolve(first.id[:12]).id == first.id  # a unique prefix of the id
+        assert admin.resolve("nightly", agent="b").id == same_key.id
+        with pytest.raises(InvalidInput, match="names sessions of several agents"):
+            admin.resolve("nightly")  # a key is unique per agent only
+        with pytest.raises(SessionNotFound, match="Did you mean 'nightly'"):
+            admin.resolve("nightyl")
+
+
 def test_prune_and_delete(make_manager: Any) -> None:
     mgr = make_manager()
     old = mgr.start_session("old work")

@@ -39,7 +39,7 @@ from .core.scope import Scope
 from .embed import LoadedEmbedder
 from .engine.engine import Engine, Health, resolve_target, session_not_found
 from .errors import EventNotFound, InvalidInput, SessionNotFound
-from .events import Event, Hits, validate_kind
+from .events import Event, Hits, Session, validate_kind
 from .operators.pruning import StorePruning
 from .operators.results import PruneResult, SessionInfo, StoreStats, parse_cutoff
 from .protocols import Embedder
@@ -165,23 +165,34 @@ class StoreAdmin(PoolAdministration):
         ids and keys as suggestions), :class:`~memlane.errors.InvalidInput` if a key or a
         prefix matches more than one session.
         """
+        found = self.resolve(session_id, agent)
+        return SessionInfo(found, *self._store.session_sizes([found.id])[found.id])
+
+    def resolve(self, session_id: str, agent: str | None = None) -> Session:
+        """The session ``session_id`` names, found as :meth:`session` finds it (id, key, id
+        prefix; the same errors), without its size: counting a large session's events and
+        tokens costs ~70 ms at 100k events, which a caller that only needs the session (the
+        inspector's restore preview) should not pay.
+
+        >>> admin.resolve("nightly-report").id  # doctest: +SKIP
+        """
         ref = session_id
         if not isinstance(ref, str) or not ref:
             raise InvalidInput(f"A session is named by its id or its key, not {ref!r}.")
-        rows = self._infos(SessionFilter(None, session_id=ref, agent_id=agent), limit=1)
+        rows = self._store.sessions(SessionFilter(None, session_id=ref, agent_id=agent), limit=1)
         if rows:
             return rows[0]
-        rows = self._infos(SessionFilter(None, key=ref, agent_id=agent), limit=5)
+        rows = self._store.sessions(SessionFilter(None, key=ref, agent_id=agent), limit=5)
         if len(rows) > 1:  # a key is unique per agent, not across agents
-            owners = ", ".join(sorted(repr(info.session.agent_id) for info in rows))
+            owners = ", ".join(sorted(repr(found.agent_id) for found in rows))
             raise InvalidInput(
                 f"Key {ref!r} names sessions of several agents ({owners}). Say which agent "
                 "with --agent (agent=...), or use the session's id."
             )
         if not rows and len(ref) >= MIN_PREFIX:
-            rows = self._infos(SessionFilter(None, id_prefix=ref, agent_id=agent), limit=5)
+            rows = self._store.sessions(SessionFilter(None, id_prefix=ref, agent_id=agent), limit=5)
             if len(rows) > 1:
-                shown = ", ".join(info.session.id for info in rows[:4])
+                shown = ", ".join(found.id for found in rows[:4])
                 raise InvalidInput(
                     f"{ref!r} is the start of more than one session id ({shown}"
                     f"{', ...' if len(rows) > 4 else ''}). Type more of the id."

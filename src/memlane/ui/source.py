@@ -195,12 +195,15 @@ class Source:
         self, session: str, budget: int, *, query: str | None, model: str | None
     ) -> RestoredContext:
         """What ``restore()`` returns for ``session`` within ``budget`` tokens: run by the
-        agent of ``--agent``, or else by the session's owner, read-only."""
-        info = self.session(session)
-        agent = self.agent or info.session.agent_id
+        agent of ``--agent``, or else by the session's owner, read-only. The session is
+        resolved without its size (``StoreAdmin.resolve``: counting a 100k-event session's
+        tokens would add a third to the page)."""
+        found = self.admin.resolve(session)
+        agent = self.agent or found.agent_id
         if model is not None and not model.strip():
             raise InvalidInput("The model is empty; name one (e.g. 'gpt-4o') or leave it out.")
-        return self.manager(agent).restore(info.session.id, budget, query=query, model=model)
+        # (with --agent, the agent's own restore refuses a session it may not read)
+        return self.manager(agent).restore(found.id, budget, query=query, model=model)
 
     def agent_for(self, agent: str | None) -> str:
         """The agent a page about one agent's memory is about: ``--agent``'s, else the one
