@@ -15,10 +15,12 @@ pytest.importorskip("starlette", reason="memlane ui needs the [ui] extra")
 
 from starlette.testclient import TestClient
 
+from memlane import SessionManager
 from memlane.admin import StoreAdmin, json_line
 from memlane.testing import HashEmbedder
 from memlane.ui import Source, create_app
 from memlane.ui.security import cookie_name
+from memlane.ui.views import sessions as sessions_view
 
 from .ui_store import ESCAPED, HOSTILE, LONG_SESSION_EVENTS, build
 
@@ -336,6 +338,21 @@ def test_health_page(client: TestClient) -> None:
     body = text_of(page.text)
     assert "Embedding backlog" in body and "Schema" in body
     assert "researcher" in body and "sessions" in body
+    assert "Worker lag none: nothing waits" in body
+    assert "Last worker error none recorded" in body
+    assert "Vector index in the store" in body
+
+
+def test_health_page_shows_how_long_the_backlog_has_waited(tmp_path: Path) -> None:
+    db_path = tmp_path / "backlog.db"
+    with SessionManager("a", db_path=db_path, embedder=HashEmbedder(), background=False) as m:
+        m.record_fact(m.start_session("work").id, "waits for its vector")
+    app = create_app(open_source(db_path), token=TOKEN, hosts=["testserver"])
+    with TestClient(app) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        body = text_of(c.get("/health").text)
+    assert "2 events waiting for vectors" in body
+    assert re.search(r"Worker lag the oldest waiting event was recorded \d+ s ago", body)
 
 
 def test_static_files_are_served(client: TestClient) -> None:
@@ -507,6 +524,54 @@ def test_agent_scope_shows_only_that_agent_s_memory(store: tuple[Path, dict[str,
         assert restore.status_code == 404
         facts = c.get("/users", params={"agent": HOSTILE[0], "user": HOSTILE[1]})
         assert ESCAPED[0] not in facts.text.split("<main>", 1)[1]  # researcher's view only
+
+
+def test_a_text_filter_looks_at_the_most_recent_sessions_unless_asked_for_all(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions_view, "SCAN", 2)  # (10,000 on a real store)
+    bounded = client.get("/sessions", params={"q": "JOB QUEUE"})
+    assert bounded.status_code == 200
+    assert "Compare Postgres and SQLite" not in bounded.text  # older than the 2 newest
+    assert "2 most recently active sessions" in bounded.text
+    everything = client.get("/sessions", params={"q": "JOB QUEUE", "scan": "all"})
+    assert "Compare Postgres and SQLite" in everything.text
+    assert "most recently active sessions" not in everything.text
+    assert "/sessions?q=JOB+QUEUE&amp;scan=all" in bounded.text  # the link that asks
+
+
+def test_agent_scope_includes_the_sessions_of_pools_it_was_granted(tmp_path: Path) -> None:
+    # --agent shows what the agent may read: its own sessions and those of the pools it
+    # holds a grant on (the library's scope), not only its own
+    db_path = tmp_path / "pools.db"
+    with SessionManager("owner", db_path=db_path, embedder=HashEmbedder()) as owner:
+        owner.create_pool("ops")
+        pooled = owner.start_session("Rotate the ops certificates", shared_pool="ops")
+        owner.record_fact(pooled.id, "The certificates expire on the first of March.")
+        private = owner.start_session("Draft the owner's private notes")
+        owner.grant("ops", "auditor", "read")
+    with SessionManager("auditor", db_path=db_path, embedder=HashEmbedder()) as auditor:
+        own = auditor.start_session("Audit the access logs")
+    app = create_app(open_source(db_path, agent="auditor"), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        listed = c.get("/sessions").text
+        assert pooled.id in listed and own.id in listed
+        assert private.id not in listed
+        assert pooled.id in c.get("/sessions", params={"q": "certificates"}).text
+        assert c.get(f"/sessions/{pooled.id}").status_code == 200
+        assert c.get(f"/sessions/{private.id}").status_code == 404
+        hits = c.get("/search", params={"q": "certificates expire", "k": 5}).text
+        assert "first of March" in hits
+        restored = c.get("/restore", params={"session": pooled.id, "budget": 500})
+        assert restored.status_code == 200 and "first of March" in restored.text
+    with SessionManager("owner", db_path=db_path, embedder=HashEmbedder()) as owner:
+        owner.revoke("ops", "auditor")
+    app = create_app(open_source(db_path, agent="auditor"), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        assert pooled.id not in c.get("/sessions").text
+        assert c.get(f"/sessions/{pooled.id}").status_code == 404
 
 
 def _snapshot(db_path: Path) -> list[str]:

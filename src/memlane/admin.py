@@ -222,6 +222,8 @@ class StoreAdmin(PoolAdministration):
         internal: bool = False,
         text: str | None = None,
         offset: int = 0,
+        scan: int | None = None,
+        readable_by: str | None = None,
     ) -> list[SessionInfo]:
         """Sessions of every agent (or of ``agent``), most recently active first.
 
@@ -230,7 +232,15 @@ class StoreAdmin(PoolAdministration):
         are left out unless ``internal=True``. ``text`` keeps the sessions whose goal, id or
         key contains it (ignoring case); ``offset`` skips that many first (pages).
 
+        ``scan`` bounds the text's work: it looks only at the ``scan`` most recently active
+        sessions the other filters select (a substring has no index, so without it a text
+        that few sessions contain reads every session: ~135 ms at 100k sessions).
+        ``readable_by`` keeps the sessions that agent may read: its own and those of every
+        pool it holds a grant on (as a manager of that agent subscribed to all of them reads
+        them; the grant is checked in the same query, so a revoked pool's vanish at once).
+
         >>> [info.session.goal for info in admin.sessions(status="active")]  # doctest: +SKIP
+        >>> admin.sessions(readable_by="support-bot", text="refund", scan=10_000)  # doctest: +SKIP
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput(f"limit must be an integer, got {limit!r}.")
@@ -238,16 +248,25 @@ class StoreAdmin(PoolAdministration):
             raise InvalidInput(f"offset must be a non-negative integer, got {offset!r}.")
         if text is not None and not isinstance(text, str):
             raise InvalidInput(f"text must be a string, got {type(text).__name__}.")
+        if scan is not None and (isinstance(scan, bool) or not isinstance(scan, int) or scan < 1):
+            raise InvalidInput(f"scan must be a positive integer (or None: all), got {scan!r}.")
         flt = SessionFilter(
-            None,
+            None if readable_by is None else self._readable_by(readable_by),
             agent_id=agent,
             status=None if status is None else check_status(status),
             user_id=user,
             since_us=None if since is None else parse_cutoff(since, "since"),
             unmarked=not internal,
             text=text or None,
+            text_scan=scan,
         )
         return self._infos(flt, limit=limit, offset=offset)
+
+    def _readable_by(self, agent: str) -> Scope:
+        """What ``agent`` may read, subscribed to every pool it holds a grant on."""
+        agent = identifier(agent, "readable_by")
+        granted = frozenset(grant.pool for grant in self._store.pool_grants(agent_id=agent))
+        return Scope(agent, granted)
 
     def _infos(
         self, flt: SessionFilter, *, limit: int | None = None, offset: int = 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from ..core.clock import from_us, now_us
@@ -31,7 +32,7 @@ from ._sql_rows import (
     row_to_session,
 )
 from .base import DeferredEvent, EventFilter, SessionFilter, Tx, batched
-from .filters import LIVE, event_where, marks, session_where
+from .filters import LIVE, event_where, marks, session_text, session_where
 
 __all__ = ["SqlStore"]
 
@@ -267,9 +268,18 @@ class SqlStore:
     ) -> list[Session]:
         """``lock`` (inside ``atomic``): the rows stay locked until the transaction ends, so
         a decision made on them (prune) holds when it is carried out."""
-        where, params = self.session_where(flt)
         order = "s.created_us, s.id" if oldest_first else "s.updated_us DESC, s.id DESC"
-        sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
+        if flt.text and flt.text_scan is not None:
+            # the text looked for in a window: the text_scan first sessions the other
+            # conditions select (from the index on activity), then the text among them
+            where, params = self.session_where(replace(flt, text=None, text_scan=None))
+            text_where, text_params = session_text(flt.text, self.dialect)
+            window = f"SELECT * FROM sessions s WHERE {where} ORDER BY {order} LIMIT ?"
+            sql = f"SELECT {SESSION_COLUMNS} FROM ({window}) s WHERE {text_where} ORDER BY {order}"
+            params = [*params, max(0, int(flt.text_scan)), *text_params]
+        else:
+            where, params = self.session_where(flt)
+            sql = f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {where} ORDER BY {order}"
         if limit is not None or offset:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)) if limit is not None else 2**62)
@@ -546,6 +556,15 @@ class SqlStore:
             list(partitions),
         )
         return int(rows[0][0])
+
+    def oldest_pending_us(self) -> int | None:
+        """When the event that has waited longest for its embedding was recorded (the
+        outbox row with the lowest seq: one step of its primary key); None if none waits."""
+        rows = self._read(
+            "SELECT e.created_us FROM outbox o JOIN events e ON e.seq = o.seq "
+            "ORDER BY o.seq LIMIT 1"
+        )
+        return int(rows[0][0]) if rows else None
 
     # -- deferred digests ------------------------------------------------------------------
 
