@@ -104,6 +104,9 @@ def main() -> int:
     pages = {
         "sessions": "/sessions",
         "sessions, text filter": f"/sessions?q={WORDS[12]}",
+        # a text no session holds: the worst case, every session the filter may look at read
+        "sessions, text found nowhere": "/sessions?q=no-such-goal",
+        "sessions, text found nowhere, all sessions": "/sessions?q=no-such-goal&scan=all",
         "sessions, page 20": "/sessions?page=20",
         "timeline, first page": "/sessions/big",
         "timeline, middle page": f"/sessions/big?page={max(1, big.events // 200)}",

@@ -323,6 +323,39 @@ def test_knowledge_page_lists_documents_and_their_chunks(
     assert unknown.status_code == 400 and "has no document" in unknown.text
 
 
+def test_knowledge_page_shows_a_document_s_versions_and_each_one_s_chunks(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "docs.db"
+    sections = {
+        "Queue": "The queue is drained by three workers.",
+        "Paging": "Page the on-call after 5 failures.",
+        "Backups": "Backups run nightly at 02:00.",
+    }
+    runbook = "\n\n".join(f"# {title}\n\n{body}" for title, body in sections.items())
+    with SessionManager("ops", db_path=db_path, embedder=HashEmbedder()) as mgr:
+        mgr.ingest(text=runbook, name="runbook.md")  # version 1: three chunks
+        mgr.ingest(text=runbook.replace("three", "four"), name="runbook.md")  # re-writes one
+        changed = runbook.replace("three", "four").replace("02:00", "03:00")
+        document = mgr.ingest(text=changed, name="runbook.md").document_id  # and another
+    app = create_app(open_source(db_path), token=TOKEN, hosts=["testserver"])
+    with TestClient(app) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        base = {"agent": "ops", "document": document}
+        body = text_of(c.get("/knowledge", params=base).text)
+        assert "runbook.md · version 3 · 3 chunks" in body
+        assert "3 (current) 1 show them 2 1 show them 1 1 show them" in body
+        assert "gone from the store" in body  # what ingest does not keep, said
+        first = text_of(c.get("/knowledge", params={**base, "version": 1}).text)
+        assert "The 1 chunk version 1 wrote" in first and "Page the on-call" in first
+        assert "three workers" not in first and "four workers" not in first  # (replaced)
+        third = text_of(c.get("/knowledge", params={**base, "version": 3}).text)
+        assert "03:00" in third and "four workers" not in third
+        beyond = c.get("/knowledge", params={**base, "version": 4})
+        assert beyond.status_code == 400
+        assert "The version must be between 0 and 3" in beyond.text
+
+
 def test_pools_page_lists_grants_and_a_pool_s_log(client: TestClient) -> None:
     page = client.get("/pools")
     assert page.status_code == 200
