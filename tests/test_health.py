@@ -75,6 +75,7 @@ def test_asm_health_exits_1_when_not_healthy(make_manager: Factory, db_path: Pat
     mgr.close()
     sick = asm(db_path, "health")
     assert sick.exit_code == 1 and "NOT HEALTHY" in sick.output and "stalled" in sick.output
+    assert "the oldest waiting event was recorded" in sick.output  # the lag, with no worker
     as_json = json.loads(asm(db_path, "health", "--json").output)
     assert as_json["stalled"] is True and as_json["backlog"] == 2
     admin = StoreAdmin(db_path, embedder=HashEmbedder())
@@ -159,6 +160,7 @@ def test_any_process_sees_the_worker_lag_and_the_last_worker_error(
     assert report.backlog == 0 and report.oldest_pending_at is None
     assert report.backlog_seconds is None
     assert report.worker_error == "StoreFull: disk full"  # kept: when it last failed
+    assert "Last fail StoreFull: disk full" in asm(db_path, "health").output
 
 
 def test_the_docs_state_the_space_the_wal_may_take() -> None:
