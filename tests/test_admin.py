@@ -127,6 +127,44 @@ def test_sessions_and_search_across_agents(make_manager: Any) -> None:
     assert {hit.event.agent_id for hit in a.search("port 8080", k=4)} == {"a"}
 
 
+def test_resolve_finds_a_session_as_session_does_without_its_size(make_manager: Any) -> None:
+    a, b = make_manager("a"), make_manager("b")
+    first = a.start_session("deploy the api", key="nightly")
+    a.record_fact(first.id, "the api runs on port 8080")
+    same_key = b.start_session("write the docs", key="nightly")
+    with StoreAdmin(a.db_path, embedder=HashEmbedder(), read_only=True) as admin:
+        assert admin.resolve(first.id) == admin.session(first.id).session
+        assert admin.resolve(first.id[:12]).id == first.id  # a unique prefix of the id
+        assert admin.resolve("nightly", agent="b").id == same_key.id
+        with pytest.raises(InvalidInput, match="names sessions of several agents"):
+            admin.resolve("nightly")  # a key is unique per agent only
+        with pytest.raises(SessionNotFound, match="Did you mean 'nightly'"):
+            admin.resolve("nightyl")
+
+
+def test_a_text_filter_can_be_bounded_to_the_most_recently_active_sessions(
+    make_manager: Any,
+) -> None:
+    mgr = make_manager()
+    oldest = mgr.start_session("Rotate the TLS certificates")
+    for n in range(4):
+        mgr.start_session(f"routine task {n}")
+    mgr.start_session("Renew the 100% uptime_report")  # LIKE's wildcards, as text
+    with StoreAdmin(mgr.db_path, embedder=HashEmbedder(), read_only=True) as admin:
+        goals = [info.session.goal for info in admin.sessions(text="tls CERT")]
+        assert goals == [oldest.goal]  # case ignored, every session read
+        assert admin.sessions(text="tls cert", scan=5) == []  # the 5 most recent only
+        assert [i.session.id for i in admin.sessions(text="tls cert", scan=6)] == [oldest.id]
+        assert len(admin.sessions(text="ROUTINE", scan=3)) == 2  # (the newest is not one)
+        assert [i.session.goal for i in admin.sessions(text="100% uptime_", scan=1)] == [
+            "Renew the 100% uptime_report"
+        ]
+        assert admin.sessions(text="100%_uptime") == []
+        assert admin.sessions(scan=1) and len(admin.sessions(scan=1)) == 6  # (no text: no bound)
+        with pytest.raises(InvalidInput, match="scan must be a positive integer"):
+            admin.sessions(text="tls", scan=0)
+
+
 def test_prune_and_delete(make_manager: Any) -> None:
     mgr = make_manager()
     old = mgr.start_session("old work")

@@ -153,3 +153,22 @@ def test_the_expired_events_are_found_through_the_partial_index(
             str(row) for row in conn.execute("EXPLAIN QUERY PLAN " + EXPIRED_ROWS, (1,))
         )
     assert "events_expiring" in plan
+
+
+def test_a_session_count_leaves_out_its_expired_events_not_yet_swept(
+    make_manager: Factory,
+) -> None:
+    # count_events counts the live ones as all minus the expired (one statement, each part
+    # from an index): restore's report and every count must still leave out what expired
+    mgr = make_manager(background=False)
+    session = mgr.start_session("Chat")
+    brief = mgr.add_message(session.id, "user", "my one-time code is 734 219", ttl=0.3)
+    mgr.add_message(session.id, "user", "and my backup code is 112 358", ttl=0.3)
+    mgr.add_message(session.id, "assistant", "noted", ttl=3600)
+    mgr.add_message(session.id, "user", "thanks")
+    assert mgr.restore(session.id, 2000).report.total_events == 5  # the goal and 4 messages
+    _wait_past(brief.expires_at)
+    report = mgr.restore(session.id, 2000).report
+    assert report.total_events == 3  # none swept yet: no worker runs
+    assert "734" not in mgr.restore(session.id, 2000).text
+    assert _rows(mgr.db_path, "SELECT count(*) FROM events WHERE expires_us IS NOT NULL") == 3

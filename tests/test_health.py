@@ -7,6 +7,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,7 @@ def test_asm_health_exits_1_when_not_healthy(make_manager: Factory, db_path: Pat
     mgr.close()
     sick = asm(db_path, "health")
     assert sick.exit_code == 1 and "NOT HEALTHY" in sick.output and "stalled" in sick.output
+    assert "the oldest waiting event was recorded" in sick.output  # the lag, with no worker
     as_json = json.loads(asm(db_path, "health", "--json").output)
     assert as_json["stalled"] is True and as_json["backlog"] == 2
     admin = StoreAdmin(db_path, embedder=HashEmbedder())
@@ -113,6 +115,52 @@ def test_a_successful_flush_ends_the_workers_failure(
     mgr.flush()  # the disk has room again
     health = mgr.health()
     assert health.last_error is None and health.backlog == 0 and health.ok
+
+
+def test_any_process_sees_the_worker_lag_and_the_last_worker_error(
+    make_manager: Factory, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a process without a worker of its own (memlane health, the inspector) can tell:
+    how long the oldest waiting event has waited, and the last failure a worker recorded."""
+    from memlane import StoreFull
+
+    writer = make_manager("a", background=False)
+    session = writer.start_session("work")
+    first = writer.events(session.id)[0]  # the goal: first in the queue
+    time.sleep(0.3)
+    writer.record_fact(session.id, "recorded later")
+    with StoreAdmin(db_path, embedder=HashEmbedder(), read_only=True) as admin:
+        report = admin.health()
+        assert report.backlog == 2 and report.worker_error is None
+        assert report.oldest_pending_at == first.created_at
+        assert report.backlog_seconds is not None and report.backlog_seconds >= 0.3
+        assert report.to_dict()["backlog_seconds"] >= 0.3
+    worker = make_manager("b", background=True)
+    worker._writer.indexer.poll_seconds = 3600  # (after its failure it waits that long)
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise StoreFull("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(worker._writer.storage, "store_batch", full)
+        worker.record_fact(worker.start_session("more").id, "wakes the worker")
+        deadline = time.monotonic() + 60
+        while worker._writer.indexer.last_error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with StoreAdmin(db_path, embedder=HashEmbedder(), read_only=True) as admin:
+            report = admin.health()
+    assert report.last_error is None  # (this process has no worker)
+    assert report.worker_error == "StoreFull: disk full"
+    assert report.worker_error_at is not None
+    assert abs((datetime.now(timezone.utc) - report.worker_error_at).total_seconds()) < 60
+    assert report.to_dict()["worker_error"] == "StoreFull: disk full"
+    worker.flush()
+    with StoreAdmin(db_path, embedder=HashEmbedder(), read_only=True) as admin:
+        report = admin.health()
+    assert report.backlog == 0 and report.oldest_pending_at is None
+    assert report.backlog_seconds is None
+    assert report.worker_error == "StoreFull: disk full"  # kept: when it last failed
+    assert "Last fail StoreFull: disk full" in asm(db_path, "health").output
 
 
 def test_the_docs_state_the_space_the_wal_may_take() -> None:

@@ -3,13 +3,15 @@
 free port). htmx updates the hits and the restore preview in place, a folded payload opens,
 times are written in local time, and hostile content in every field never runs a script.
 
-Screenshots go to the test's folder; with ``MEMLANE_UI_SCREENSHOTS=docs/images`` also there
-(docs/ui.md and README show them).
+Screenshots go to the test's folder; those of docs/ui.md and the README are taken by
+scripts/ui_screenshots.py (run here too, into a temporary folder) against its demo store.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,10 +90,6 @@ def screenshot(page: Page, name: str, folder: Path) -> None:
     shot = folder / name
     page.screenshot(path=str(shot), full_page=False)
     assert shot.stat().st_size > 5_000
-    target = os.environ.get("MEMLANE_UI_SCREENSHOTS")
-    if target:
-        (REPO / target).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(REPO / target / name), full_page=False)
 
 
 def mark_page(page: Page) -> None:
@@ -254,3 +252,25 @@ def test_a_write_asks_first_then_happens(browser: Browser, tmp_path: Path) -> No
         context.close()
     finally:
         inspector.stop()
+
+
+def test_the_screenshot_script_shoots_every_page(tmp_path: Path) -> None:
+    """scripts/ui_screenshots.py (docs/images) builds its demo store and shoots each page."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "ui_screenshots.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MEMLANE_CHROMIUM": str(CHROMIUM)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shots = sorted(path.name for path in tmp_path.glob("*.png"))
+    assert shots == sorted(
+        f"ui-{name}.png"
+        for name in (
+            "sessions", "timeline", "search", "restore", "users", "knowledge", "pools", "health"
+        )
+    )  # fmt: skip
+    assert all(path.stat().st_size > 20_000 for path in tmp_path.glob("*.png"))
+    linked = (REPO / "docs" / "ui.md").read_text()
+    assert all(f"images/{name}" in linked for name in shots)  # each one shown in the docs

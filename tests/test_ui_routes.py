@@ -15,10 +15,12 @@ pytest.importorskip("starlette", reason="memlane ui needs the [ui] extra")
 
 from starlette.testclient import TestClient
 
+from memlane import SessionManager
 from memlane.admin import StoreAdmin, json_line
 from memlane.testing import HashEmbedder
 from memlane.ui import Source, create_app
 from memlane.ui.security import cookie_name
+from memlane.ui.views import sessions as sessions_view
 
 from .ui_store import ESCAPED, HOSTILE, LONG_SESSION_EVENTS, build
 
@@ -321,6 +323,39 @@ def test_knowledge_page_lists_documents_and_their_chunks(
     assert unknown.status_code == 400 and "has no document" in unknown.text
 
 
+def test_knowledge_page_shows_a_document_s_versions_and_each_one_s_chunks(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "docs.db"
+    sections = {
+        "Queue": "The queue is drained by three workers.",
+        "Paging": "Page the on-call after 5 failures.",
+        "Backups": "Backups run nightly at 02:00.",
+    }
+    runbook = "\n\n".join(f"# {title}\n\n{body}" for title, body in sections.items())
+    with SessionManager("ops", db_path=db_path, embedder=HashEmbedder()) as mgr:
+        mgr.ingest(text=runbook, name="runbook.md")  # version 1: three chunks
+        mgr.ingest(text=runbook.replace("three", "four"), name="runbook.md")  # re-writes one
+        changed = runbook.replace("three", "four").replace("02:00", "03:00")
+        document = mgr.ingest(text=changed, name="runbook.md").document_id  # and another
+    app = create_app(open_source(db_path), token=TOKEN, hosts=["testserver"])
+    with TestClient(app) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        base = {"agent": "ops", "document": document}
+        body = text_of(c.get("/knowledge", params=base).text)
+        assert "runbook.md · version 3 · 3 chunks" in body
+        assert "3 (current) 1 show them 2 1 show them 1 1 show them" in body
+        assert "gone from the store" in body  # what ingest does not keep, said
+        first = text_of(c.get("/knowledge", params={**base, "version": 1}).text)
+        assert "The 1 chunk version 1 wrote" in first and "Page the on-call" in first
+        assert "three workers" not in first and "four workers" not in first  # (replaced)
+        third = text_of(c.get("/knowledge", params={**base, "version": 3}).text)
+        assert "03:00" in third and "four workers" not in third
+        beyond = c.get("/knowledge", params={**base, "version": 4})
+        assert beyond.status_code == 400
+        assert "The version must be between 0 and 3" in beyond.text
+
+
 def test_pools_page_lists_grants_and_a_pool_s_log(client: TestClient) -> None:
     page = client.get("/pools")
     assert page.status_code == 200
@@ -336,6 +371,21 @@ def test_health_page(client: TestClient) -> None:
     body = text_of(page.text)
     assert "Embedding backlog" in body and "Schema" in body
     assert "researcher" in body and "sessions" in body
+    assert "Worker lag none: nothing waits" in body
+    assert "Last worker error none recorded" in body
+    assert "Vector index in the store" in body
+
+
+def test_health_page_shows_how_long_the_backlog_has_waited(tmp_path: Path) -> None:
+    db_path = tmp_path / "backlog.db"
+    with SessionManager("a", db_path=db_path, embedder=HashEmbedder(), background=False) as m:
+        m.record_fact(m.start_session("work").id, "waits for its vector")
+    app = create_app(open_source(db_path), token=TOKEN, hosts=["testserver"])
+    with TestClient(app) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        body = text_of(c.get("/health").text)
+    assert "2 events waiting for vectors" in body
+    assert re.search(r"Worker lag the oldest waiting event was recorded \d+ s ago", body)
 
 
 def test_static_files_are_served(client: TestClient) -> None:
@@ -507,6 +557,54 @@ def test_agent_scope_shows_only_that_agent_s_memory(store: tuple[Path, dict[str,
         assert restore.status_code == 404
         facts = c.get("/users", params={"agent": HOSTILE[0], "user": HOSTILE[1]})
         assert ESCAPED[0] not in facts.text.split("<main>", 1)[1]  # researcher's view only
+
+
+def test_a_text_filter_looks_at_the_most_recent_sessions_unless_asked_for_all(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions_view, "SCAN", 2)  # (10,000 on a real store)
+    bounded = client.get("/sessions", params={"q": "JOB QUEUE"})
+    assert bounded.status_code == 200
+    assert "Compare Postgres and SQLite" not in bounded.text  # older than the 2 newest
+    assert "2 most recently active sessions" in bounded.text
+    everything = client.get("/sessions", params={"q": "JOB QUEUE", "scan": "all"})
+    assert "Compare Postgres and SQLite" in everything.text
+    assert "most recently active sessions" not in everything.text
+    assert "/sessions?q=JOB+QUEUE&amp;scan=all" in bounded.text  # the link that asks
+
+
+def test_agent_scope_includes_the_sessions_of_pools_it_was_granted(tmp_path: Path) -> None:
+    # --agent shows what the agent may read: its own sessions and those of the pools it
+    # holds a grant on (the library's scope), not only its own
+    db_path = tmp_path / "pools.db"
+    with SessionManager("owner", db_path=db_path, embedder=HashEmbedder()) as owner:
+        owner.create_pool("ops")
+        pooled = owner.start_session("Rotate the ops certificates", shared_pool="ops")
+        owner.record_fact(pooled.id, "The certificates expire on the first of March.")
+        private = owner.start_session("Draft the owner's private notes")
+        owner.grant("ops", "auditor", "read")
+    with SessionManager("auditor", db_path=db_path, embedder=HashEmbedder()) as auditor:
+        own = auditor.start_session("Audit the access logs")
+    app = create_app(open_source(db_path, agent="auditor"), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        listed = c.get("/sessions").text
+        assert pooled.id in listed and own.id in listed
+        assert private.id not in listed
+        assert pooled.id in c.get("/sessions", params={"q": "certificates"}).text
+        assert c.get(f"/sessions/{pooled.id}").status_code == 200
+        assert c.get(f"/sessions/{private.id}").status_code == 404
+        hits = c.get("/search", params={"q": "certificates expire", "k": 5}).text
+        assert "first of March" in hits
+        restored = c.get("/restore", params={"session": pooled.id, "budget": 500})
+        assert restored.status_code == 200 and "first of March" in restored.text
+    with SessionManager("owner", db_path=db_path, embedder=HashEmbedder()) as owner:
+        owner.revoke("ops", "auditor")
+    app = create_app(open_source(db_path, agent="auditor"), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as c:
+        c.cookies.set(cookie_name(TOKEN), TOKEN)
+        assert pooled.id not in c.get("/sessions").text
+        assert c.get(f"/sessions/{pooled.id}").status_code == 404
 
 
 def _snapshot(db_path: Path) -> list[str]:

@@ -125,9 +125,23 @@ def health(env: Env, as_json: bool) -> None:
                 (" (stalled: is a worker running?)", "bold red") if report.stalled else "",
             )
         )
+        if report.oldest_pending_at is not None and report.backlog_seconds is not None:
+            waited = f"{report.backlog_seconds:,.0f} s"
+            out.print(
+                Text.assemble(
+                    ("Lag       ", "bold"),
+                    f"the oldest waiting event was recorded {waited} ago "
+                    f"({stamp(report.oldest_pending_at)} UTC)",
+                )
+            )
         for label, error in (("Index", report.index_error), ("Worker", report.last_error)):
             if error:
                 out.print(Text.assemble((f"{label:<10}", "bold"), (error, "red")))
+        if report.worker_error is not None:
+            when = (
+                "" if report.worker_error_at is None else f" ({stamp(report.worker_error_at)} UTC)"
+            )
+            out.print(Text.assemble(("Last fail ", "bold"), (report.worker_error, "yellow"), when))
         size = human_size(report.store_bytes or 0)
         wal = "" if report.wal_bytes is None else f"; WAL {human_size(report.wal_bytes)}"
         out.print(Text.assemble(("Store     ", "bold"), f"{report.store} ({size}{wal})"))

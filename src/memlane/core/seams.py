@@ -107,6 +107,9 @@ class SessionFilter:
     before_us: int | None = None  # updated before (prune)
     #: sessions whose goal, id or key contains this, ignoring case (the inspector's filter)
     text: str | None = None
+    #: ``text`` looks only at this many sessions, the most recently active of those the
+    #: other conditions select (a substring has no index: this bounds the scan)
+    text_scan: int | None = None
 
 
 class Cursor(Protocol):

@@ -12,6 +12,7 @@ Not part of the public API.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from ..search.recalls import RecallCounts
 from ..search.searcher import Searcher
 from ..store import describe_url, sqlite_path, store_identity
 from ..store.base import Store
-from .indexer import LAST_EMBEDDED, Indexer
+from .indexer import LAST_EMBEDDED, WORKER_ERROR, Indexer
 from .storage import Storage, open_storage
 
 __all__ = ["DEFAULT_DB", "Engine", "Health", "resolve_target", "session_not_found"]
@@ -80,6 +81,14 @@ class Health:
     BEAT_SECONDS`) or started a worker: with a backlog, an old one (or none) means no worker
     anywhere is embedding (:attr:`stalled`). ``store_bytes``, ``wal_bytes`` (SQLite's log;
     None on PostgreSQL) and ``schema`` (the newest migration applied) describe the store.
+
+    What any process can tell, worker or not (``memlane health``, the inspector):
+    ``oldest_pending_at`` is when the event that has waited longest for its embedding was
+    recorded (None without a backlog; its ``created_at``, so an event recorded with an
+    earlier ``created_at`` looks older), :attr:`backlog_seconds` how long ago that was (the
+    store's lag, whoever embeds); ``worker_error`` / ``worker_error_at`` are the most recent
+    failure any process's worker recorded in the store, and when (kept after it recovers:
+    compare with ``last_embedded_at``).
     """
 
     backlog: int
@@ -100,6 +109,17 @@ class Health:
     extraction_error: str | None = None
     extraction_failing: int = 0
     extraction_tokens: int = 0
+    oldest_pending_at: datetime | None = None
+    worker_error: str | None = None
+    worker_error_at: datetime | None = None
+
+    @property
+    def backlog_seconds(self) -> float | None:
+        """How long the oldest waiting event has waited (:attr:`oldest_pending_at`), in
+        seconds; None without a backlog."""
+        if self.oldest_pending_at is None:
+            return None
+        return max(0.0, (datetime.now(timezone.utc) - self.oldest_pending_at).total_seconds())
 
     @property
     def stalled(self) -> bool:
@@ -142,6 +162,14 @@ class Health:
             "store_bytes": self.store_bytes,
             "wal_bytes": self.wal_bytes,
             "schema": self.schema,
+            "oldest_pending_at": None
+            if self.oldest_pending_at is None
+            else format_time(self.oldest_pending_at),
+            "backlog_seconds": self.backlog_seconds,
+            "worker_error": self.worker_error,
+            "worker_error_at": None
+            if self.worker_error_at is None
+            else format_time(self.worker_error_at),
         }
 
 
@@ -292,6 +320,8 @@ class Engine:
             lag = indexer.lag_seconds() if backlog else 0.0
         stored, wal, schema = self.store.footprint()
         beat = self.store.get_meta(LAST_EMBEDDED)
+        oldest = self.store.oldest_pending_us() if backlog else None
+        worker_error, worker_error_at = _recorded_error(self.store.get_meta(WORKER_ERROR))
         return Health(
             backlog=backlog,
             lag_seconds=lag,
@@ -309,4 +339,18 @@ class Engine:
             store_bytes=stored,
             wal_bytes=wal,
             schema=schema,
+            oldest_pending_at=None if oldest is None else from_us(oldest),
+            worker_error=worker_error,
+            worker_error_at=worker_error_at,
         )
+
+
+def _recorded_error(value: str | None) -> tuple[str | None, datetime | None]:
+    """The worker failure kept in the store (``indexer.WORKER_ERROR``): its text and when."""
+    if not value:
+        return None, None
+    try:
+        found = json.loads(value)
+        return str(found["error"]), from_us(int(found["at"]))
+    except (ValueError, KeyError, TypeError):  # (written by a later version, say)
+        return value[:2_000], None

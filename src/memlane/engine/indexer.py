@@ -9,6 +9,7 @@ the caller's thread when a search needs its own scope caught up first (read-your
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import threading
 import time
@@ -84,6 +85,10 @@ LAST_EMBEDDED = "last_embedded_us"
 #: how often a process writes it (at most): one upsert per batch would make every worker's
 #: batch wait on that row while another's commits
 BEAT_SECONDS = 10.0
+#: the meta key holding the most recent failure of any process's worker: JSON ``{"at":
+#: microseconds, "error": "Type: message"}`` (``health()`` in another process — ``memlane
+#: health``, the inspector — has no worker of its own to ask)
+WORKER_ERROR = "worker_error"
 
 
 @atexit.register
@@ -476,8 +481,20 @@ class Indexer:
                 # keep the worker alive; searches re-raise in the caller
                 if self.last_error is None or type(exc) is not type(self.last_error):
                     log.warning("embedding worker: %s", exc)
+                if self.last_error is None or str(exc) != str(self.last_error):
+                    self._record_error(exc)  # (once for a failure that repeats)
                 self.last_error = exc
                 self._stop.wait(self.poll_seconds)
+
+    def _record_error(self, exc: BaseException) -> None:
+        """Keep the failure in the store (:data:`WORKER_ERROR`) for other processes' health;
+        a store that cannot take it (the failure may be the store's) leaves it untold."""
+        found = {"at": now_us(), "error": f"{type(exc).__name__}: {exc}"[:2_000]}
+        try:
+            with self.store.atomic() as tx:
+                self.store.set_meta(tx, WORKER_ERROR, json.dumps(found))
+        except Exception as again:  # (the worker must go on)
+            log.debug("embedding worker: could not record its error: %s", again)
 
 
 def _named(hook: Callable[[], object]) -> str:

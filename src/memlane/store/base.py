@@ -278,6 +278,10 @@ class Outbox(Transactions, Protocol):
 
     def pending_count(self, partitions: Sequence[str] | None = None) -> int: ...
 
+    def oldest_pending_us(self) -> int | None:
+        """When the event waiting longest for its embedding was recorded; None if none."""
+        ...
+
     def claim_outbox(
         self,
         limit: int,

@@ -65,7 +65,8 @@ class Source:
         self.index = index
         self.agent = agent
         self.embedder = embedder
-        self._managers: dict[str, SessionManager] = {}
+        #: by agent and the pools it held grants on when opened
+        self._managers: dict[tuple[str, frozenset[str]], SessionManager] = {}
         self._lock = threading.Lock()
 
     @property
@@ -80,9 +81,12 @@ class Source:
         self.admin.close()
 
     def manager(self, agent: str) -> SessionManager:
-        """A read-only manager for ``agent`` (no worker, no recall counts), kept open."""
+        """A read-only manager for ``agent`` (no worker, no recall counts), kept open,
+        subscribed to every pool the agent holds a grant on: it reads what the agent may
+        read. A grant given since opens a new one (a revoked one is checked by every read)."""
+        pools = frozenset(grant.pool for grant in self.admin.pools(agent_id=agent))
         with self._lock:
-            found = self._managers.get(agent)
+            found = self._managers.get((agent, pools))
             if found is None:
                 embedder = self.embedder
                 if embedder is None:  # the admin's model (loaded on its first use)
@@ -95,8 +99,9 @@ class Source:
                     background=False,
                     count_recalls=False,
                     read_only=self.read_only,
+                    subscribe=sorted(pools),
                 )
-                self._managers[agent] = found
+                self._managers[agent, pools] = found
             return found
 
     # -- reads -----------------------------------------------------------------------------
@@ -113,16 +118,19 @@ class Source:
         text: str | None = None,
         page: int = 1,
         per_page: int = 50,
+        scan: int | None = None,
     ) -> SessionPage:
-        """A page of sessions, most recently active first. With ``--agent``, that agent's
-        own sessions only, whatever ``agent`` asks."""
-        if self.agent is not None:
-            agent = self.agent
+        """A page of sessions, most recently active first. With ``--agent``, the sessions
+        that agent may read (its own and those of the pools it holds a grant on: the
+        library's scope), whatever ``agent`` asks. ``scan``: ``text`` looks at that many of
+        the most recently active sessions only (``StoreAdmin.sessions``)."""
         rows = self.admin.sessions(
-            agent=agent,
+            agent=agent if self.agent is None else None,
+            readable_by=self.agent,
             status=status,
             user=user,
             text=text,
+            scan=scan,
             limit=per_page + 1,  # one more than shown says whether a next page exists
             offset=(page - 1) * per_page,
         )
@@ -195,12 +203,15 @@ class Source:
         self, session: str, budget: int, *, query: str | None, model: str | None
     ) -> RestoredContext:
         """What ``restore()`` returns for ``session`` within ``budget`` tokens: run by the
-        agent of ``--agent``, or else by the session's owner, read-only."""
-        info = self.session(session)
-        agent = self.agent or info.session.agent_id
+        agent of ``--agent``, or else by the session's owner, read-only. The session is
+        resolved without its size (``StoreAdmin.resolve``: counting a 100k-event session's
+        tokens would add a third to the page)."""
+        found = self.admin.resolve(session)
+        agent = self.agent or found.agent_id
         if model is not None and not model.strip():
             raise InvalidInput("The model is empty; name one (e.g. 'gpt-4o') or leave it out.")
-        return self.manager(agent).restore(info.session.id, budget, query=query, model=model)
+        # (with --agent, the agent's own restore refuses a session it may not read)
+        return self.manager(agent).restore(found.id, budget, query=query, model=model)
 
     def agent_for(self, agent: str | None) -> str:
         """The agent a page about one agent's memory is about: ``--agent``'s, else the one

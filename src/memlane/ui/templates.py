@@ -56,6 +56,25 @@ def size(chars: int) -> str:
     return f"{chars / 1_000_000:.1f}M chars"
 
 
+def size_bytes(count: int) -> str:
+    """A size in bytes, shortly: ``812 B``, ``4.2 MB``, ``1.3 GB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
+def duration(seconds: float) -> str:
+    """A wait, shortly: ``4 s``, ``12 min``, ``3.5 h``, ``2.0 days``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
 def is_long(text: str) -> bool:
     """Whether ``text`` is folded: more than :data:`FOLD_CHARS` characters or
     :data:`FOLD_LINES` lines."""
@@ -88,6 +107,8 @@ def _environment() -> Environment:
         kind_class=kind_class,
         pretty_json=pretty_json,
         size=size,
+        size_bytes=size_bytes,
+        duration=duration,
         is_long=is_long,
         head=head,
     )
