@@ -383,7 +383,7 @@ class Chroma(System):
     def _collection(self, scope: str) -> Any:
         if scope not in self.collections:
             self.collections[scope] = self.client.get_or_create_collection(
-                scope,
+                f"scope-{scope}",  # Chroma's names need 3+ characters
                 embedding_function=self.function,  # type: ignore[arg-type]
                 configuration={"hnsw": {"space": "cosine"}},
             )

@@ -248,6 +248,7 @@ def run_scale(
         "load_s": load_s,
         "search_ms": quantiles(searches, 50, 95),
         "searches": len(searches),
+        "asked": len(asked),
         "disk_bytes": folder_bytes(system.folder) if system.persistent else None,
     }
 
@@ -358,6 +359,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                         spawn({**job, "phase": "cold", "cache": None}, args.timeout)
                     )
                 shutil.rmtree(folder, ignore_errors=True)
+            if args.out:  # what is measured so far survives a run stopped by hand
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.with_suffix(".partial.json").write_text(json.dumps(results, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {
@@ -370,6 +374,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "conversations": len(conversations),
         "questions": sum(len(c.questions) for c in conversations),
         "scales": scales,
+        "scale_questions": args.scale_questions,
         "missing": missing,
         "results": results,
         "versions": versions(systems),
@@ -487,6 +492,12 @@ def markdown(result: dict[str, Any]) -> str:
         for name, phases in result["results"].items()
         for phase, entry in phases.items()
         if "error" in entry or "skipped" in entry
+    ]
+    problems += [
+        f"- {name}, {phase}: {entry['searches']} searches (the --search-seconds cap)"
+        for name, phases in result["results"].items()
+        for phase, entry in phases.items()
+        if "searches" in entry and entry["searches"] < entry.get("asked", result["scale_questions"])
     ]
     if result["missing"]:
         problems.append(f"- not installed here, skipped: {', '.join(result['missing'])}")
