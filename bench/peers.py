@@ -22,11 +22,12 @@ own), on the same rows, given the same embedder object:
   in the top 10 of the conversation's scope) and **evidence in a 2,000-token context** —
   memlane's ``restore(session, 2000, query=q)``; a peer's top 150 results packed in rank
   order into 2,000 tokens (o200k_base, bench/restore_quality.py's packing and check).
-- **Scaled stores**: the LoCoMo turns copied N times (N = 1, 7, 32: 3.1k, 21.9k, 99.9k
-  events) into one scope, each copy its own sessions; loaded by each system's bulk path
-  with vectors from the embed cache; then *search p50 / p95* over the questions (query
-  vectors from the cache too: the figure is the store's search, not the model), *peak RSS*
-  and *disk* (every file of the store's folder, WAL included, before close).
+- **Scaled stores**: the LoCoMo turns copied N times (N = 1, 7, 32: on the dev half's
+  2,760 turns 2.8k, 19.3k, 88.3k events) into one scope, each copy its own sessions; loaded
+  by each system's bulk path with vectors from the embed cache; then *search p50 / p95*
+  over the questions (query vectors from the cache too: the figure is the store's search,
+  not the model), *peak RSS* and *disk* (every file of the store's folder, WAL included,
+  before close).
 - **Cold start**: a fresh process loads the embedder, opens the scaled store and answers one
   question; the time from spawning it to the answer (interpreter start included, as for all).
 
