@@ -290,3 +290,42 @@ def test_a_sampled_cut_that_keeps_too_few_rows_is_widened(monkeypatch: pytest.Mo
     assert len(kept) >= 400
     assert set(kept) == set(np.flatnonzero(distance <= distance[kept].max()))
     assert distance[kept].max() == np.sort(distance)[399]  # (widened one distance at a time)
+
+
+def _partition_of(vectors: np.ndarray) -> Any:
+    """A vector cache partition holding ``vectors`` (seq i + 1 for row i)."""
+    from memlane.ranking.vectors.quantized import binarize, quantize
+
+    part = vector_cache._Partition(vectors.shape[1])
+    part.reserve(len(vectors), exact=True)
+    n = len(vectors)
+    part.matrix[:n] = vectors
+    codes, scales = quantize(vectors)
+    part.codes[:n], part.scales[:n] = codes, scales
+    part.signs[:, :n] = binarize(codes).T
+    part.vids[:n] = part.seqs[:n] = np.arange(1, n + 1)
+    part.size = n
+    return part
+
+
+@pytest.mark.parametrize("share", [0.9, 0.3])
+def test_a_filter_of_most_rows_ranks_as_a_partition_of_only_those(
+    monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """A session that is most of its partition is scanned whole with the other rows scored
+    -inf (no copy of its codes); a small one by its rows. Either way the result is the one
+    a partition holding only the chosen rows gives."""
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(3_000, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = np.flatnonzero(rng.random(len(vectors)) < share)
+    whole, alone = _partition_of(vectors), _partition_of(vectors[rows])
+    for seed in range(5):
+        query = vectors[rows[seed * 7]] + 0.3 * rng.normal(size=64).astype(np.float32)
+        query /= np.linalg.norm(query)
+        positions, scores = whole.scores(rows, query, 20, None)
+        expected_positions, expected = alone.scores(None, query, 20, None)
+        assert set(positions) <= set(rows)
+        assert list(positions) == list(rows[expected_positions])
+        assert scores == pytest.approx(expected, abs=1e-6)

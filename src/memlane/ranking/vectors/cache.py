@@ -157,6 +157,13 @@ class _Partition(PartitionRows):
         # cheaper than copying every live row's codes out (38 MB at 100k).
         dead = None if rows is not None or not self.dead else ~self.live[: self.size]
         count = self.size if rows is None else len(rows)
+        if rows is not None and count >= APPROXIMATE_FROM and count * 2 > self.size:
+            # Most of the partition (a session that is most of its agent's memory): scanning
+            # every row and scoring the others -inf is cheaper than copying the chosen rows'
+            # codes out (38 MB at 100k rows, ~half the scan's time).
+            dead = np.ones(self.size, np.bool_)
+            dead[rows] = False
+            rows = None
         if self.in_memory and count < APPROXIMATE_FROM:
             picked = slice(0, self.size) if rows is None else rows
             exact = self.matrix[picked] @ query
