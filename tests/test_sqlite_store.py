@@ -580,6 +580,43 @@ def test_a_writer_empties_a_wal_past_the_bound_itself(
     assert max(size for size, _ in sizes) > 256 * 1024 // 2  # the WAL did fill up
 
 
+def test_an_idle_store_empties_its_wal_unless_a_reader_is_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open store kept its WAL as large as it last grew (51 MiB beside a 7.9 MiB database
+    after LoCoMo's 2,760 turns). Once a checkpoint has copied it back whole, the worker's
+    housekeeping empties it — without waiting for anyone: a reader on it makes the attempt
+    give up at once, and the next one succeeds."""
+    import sqlite3
+
+    from memlane.store import _sqlite_wal as sqlite_wal
+
+    monkeypatch.setattr(sqlite_wal, "TRIM_BYTES", 64 * 1024)
+    monkeypatch.setattr(sqlite_wal, "TRIM_SECONDS", 0.0)
+    db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        store = mgr._writer.log
+        assert isinstance(store, SqliteStore)
+        session = mgr.start_session("a long ingest")
+        for i in range(300):
+            mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
+        assert wal.stat().st_size > 64 * 1024
+        store.maintenance()  # what the worker runs after each batch and when idle
+        assert wal.stat().st_size == 0
+        for i in range(300):
+            mgr.record_fact(session.id, f"more {i} " + "lorem ipsum dolor sit amet " * 40)
+        reader = sqlite3.connect(db)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # pins the WAL
+        store.maintenance()  # gives up at once (a busy timeout would wait seconds)
+        assert wal.stat().st_size > 64 * 1024
+        reader.rollback()
+        reader.close()
+        store.maintenance()
+        assert wal.stat().st_size == 0
+        assert mgr.search("fact 299", k=1, mode="keyword")  # nothing lost on the way
+
+
 _WAL_WRITER = """
 import sys, time
 from memlane import SessionManager

@@ -12,10 +12,24 @@ from pathlib import Path
 
 from ._sqlite_errors import is_busy
 
-__all__ = ["CHECKPOINT_WAIT_MS", "WAL_FLOOR_BYTES", "WalBound", "net_pages", "wal_limit"]
+__all__ = [
+    "CHECKPOINT_WAIT_MS",
+    "TRIM_BYTES",
+    "TRIM_SECONDS",
+    "WAL_FLOOR_BYTES",
+    "WalBound",
+    "net_pages",
+    "wal_limit",
+]
 
 # How long a writer's own WAL checkpoint waits for other processes (WalBound.keep_bounded).
 CHECKPOINT_WAIT_MS = 500
+# A WAL the worker's checkpoint has copied back whole is emptied once it is larger than this
+# (WalBound.trim), at most every TRIM_SECONDS: otherwise an open store keeps its WAL as large
+# as it last grew — 51 MiB beside a 7.9 MiB database after recording LoCoMo's 2,760 turns
+# (docs/decisions/2026-11-27-vectors-in-half-precision.md).
+TRIM_BYTES = 4 * 1024 * 1024
+TRIM_SECONDS = 10.0
 # The WAL may grow to the database's own size, or this much for a small database, before the
 # worker's checkpoint empties it (see SqliteStore.maintenance).
 WAL_FLOOR_BYTES = 64 * 1024 * 1024
@@ -48,6 +62,7 @@ class WalBound:
         self._wal_path = str(path) + "-wal"
         self._retry_at = 0.0  # when a writer may try to empty an over-long WAL again
         self._backoff = 0.0
+        self._trimmed_at = 0.0  # when trim() last emptied (or tried to empty) the WAL
 
     def size(self) -> int:
         """The WAL's bytes (0 when there is none)."""
@@ -55,6 +70,25 @@ class WalBound:
             return os.stat(self._wal_path).st_size
         except OSError:
             return 0
+
+    def trim(self, conn: sqlite3.Connection) -> None:
+        """After a checkpoint that copied the whole WAL back: empty the file if it is larger
+        than :data:`TRIM_BYTES` (at most every :data:`TRIM_SECONDS`). A TRUNCATE checkpoint
+        that waits for nobody: a reader on the WAL or a writer of the moment makes it give
+        up at once, and it is tried again later."""
+        if not self.writable or time.monotonic() - self._trimmed_at < TRIM_SECONDS:
+            return
+        if self.size() <= TRIM_BYTES:
+            return
+        self._trimmed_at = time.monotonic()
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
     def keep_bounded(self, conn: sqlite3.Connection) -> None:
         """Before a write: if the WAL has passed :func:`wal_limit` (the worker's checkpoints

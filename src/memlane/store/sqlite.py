@@ -396,6 +396,8 @@ class SqliteStore(SqlStore, SqliteKeywordIndex, SqliteOutbox):
         100k: docs/decisions/2026-11-23-bounded-wal.md). So when the WAL is larger than
         :func:`wal_limit`, the checkpoint is a TRUNCATE, which waits (busy handler) for the writers
         of the moment and empties the file; ``journal_size_limit`` trims what a reset leaves.
+        A WAL a PASSIVE checkpoint copied back whole is emptied too, if it is still large and
+        nobody is on it (``WalBound.trim``): an idle store keeps no tens of megabytes of it.
         """
         if self.read_only:
             return
@@ -403,7 +405,11 @@ class SqliteStore(SqlStore, SqliteKeywordIndex, SqliteOutbox):
         conn = self.connection()
         with self._mapped_errors():
             if self._wal.size() <= wal.wal_limit(self.path):
-                self._retry(lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)"))
+                done = self._retry(
+                    lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                )
+                if done is not None and done[0] == 0 and done[1] == done[2]:  # all copied back
+                    self._wal.trim(conn)
                 return
             # This process's writers pause meanwhile: SQLite's busy handler polls with
             # sleeps, and a writer in a loop never left it a gap (seen: 0.2 s of retries
