@@ -81,14 +81,7 @@ class WalBound:
         if self.size() <= TRIM_BYTES:
             return
         self._trimmed_at = time.monotonic()
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
-                raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        self._truncate(conn, wait_ms=0)
 
     def keep_bounded(self, conn: sqlite3.Connection) -> None:
         """Before a write: if the WAL has passed :func:`wal_limit` (the worker's checkpoints
@@ -106,17 +99,22 @@ class WalBound:
             return
         if size <= WAL_FLOOR_BYTES or size <= wal_limit(self.path):
             return
-        conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
-        try:
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
-                raise
-            busy = 1
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        if busy:  # again soon, then less and less often while it keeps failing
+        if self._truncate(conn, wait_ms=CHECKPOINT_WAIT_MS):
+            # again soon, then less and less often while it keeps failing
             self._backoff = min(self._backoff * 2, 2.0) if self._backoff else 0.05
             self._retry_at = time.monotonic() + self._backoff
         else:
             self._backoff = 0.0
+
+    def _truncate(self, conn: sqlite3.Connection, *, wait_ms: int) -> bool:
+        """A TRUNCATE checkpoint that waits at most ``wait_ms`` for other connections (the
+        connection's own busy timeout restored after); whether it was kept from finishing."""
+        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+        try:
+            return bool(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            return True
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")

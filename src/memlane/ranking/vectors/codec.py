@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["decode_vector", "decode_vectors", "encode_vector", "vector_dim"]
+__all__ = ["decode_vector", "decode_vectors", "encode_vector", "fits_half", "vector_dim"]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -31,10 +31,15 @@ _HALF = b"\x02"  # the tag that ends a half-precision row
 _HALF_MAX = float(np.finfo(np.float16).max)
 
 
+def fits_half(vectors: npt.NDArray[Any]) -> bool:
+    """Whether half precision can hold every component of ``vectors`` (±65,504)."""
+    return bool(np.abs(vectors).max(initial=0.0) <= _HALF_MAX)
+
+
 def encode_vector(vector: npt.NDArray[Any]) -> bytes:
     """The bytes a vector is stored as: little-endian float16 and the tag, or float32 if
     half precision would overflow it."""
-    if np.abs(vector).max(initial=0.0) > _HALF_MAX:
+    if not fits_half(vector):
         return np.ascontiguousarray(vector, dtype="<f4").tobytes()
     return np.ascontiguousarray(vector, dtype="<f2").tobytes() + _HALF
 

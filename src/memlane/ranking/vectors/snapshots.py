@@ -35,6 +35,7 @@ import numpy as np
 
 from ..partition_rows import RowCodes
 from ..snapshot_files import SnapshotFolder, global_codes, local_codes
+from .codec import fits_half
 
 # (a vector cache partition: _vector_cache imports this module, not the other way round)
 _Partition = Any
@@ -178,9 +179,7 @@ def _half(matrix: Any) -> Any:
     """The float32 copy as the store keeps its vectors (``codec.py``): in half precision,
     which holds them exactly (rows an earlier version stored in float32 are rounded), unless
     a component is beyond half precision's range."""
-    if np.abs(matrix).max(initial=0.0) > np.finfo(np.float16).max:
-        return matrix
-    return matrix.astype(np.float16)
+    return matrix.astype(np.float16) if fits_half(matrix) else matrix
 
 
 class _Stale(Exception):
