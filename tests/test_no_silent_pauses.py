@@ -4,6 +4,7 @@ with a progress bar (a line when not on a terminal) before the search that needs
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,3 +66,43 @@ def test_the_command_line_embeds_a_backlog_first_and_says_so(
     assert "Embedded 201 event(s)" in result.stderr  # the goal too
     again = ok(asm(db, *[sid if part == "SID" else part for part in command]))
     assert "Embedded" not in again.stderr
+
+
+class SlowCalls(HashEmbedder):
+    """0.15 s a call, however few its texts (a model's fixed cost on a loaded machine); the
+    background worker is held inside its first batch, so only searches embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.worker_in = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, texts: list[str]) -> Any:
+        if threading.current_thread().name.startswith("session-manager-i"):  # the worker
+            self.worker_in.set()
+            self.release.wait(60)
+        else:
+            time.sleep(0.15)
+        return super().__call__(texts)
+
+
+def test_a_search_embeds_the_agents_last_short_lines_in_one_step(tmp_path: Path) -> None:
+    """Read-your-writes on a loaded machine: one embedding call per event let only the
+    newest one or two of an agent's last lines in before the deadline (the rest found by
+    keyword only, so a fact said a moment ago could lose to a step said after it). Short
+    events are embedded together, in the first step, which is always taken."""
+    embedder = SlowCalls()
+    with SessionManager("a", tmp_path / "s.db", embedder=embedder) as mgr:
+        try:
+            sid = mgr.start_session("Find why the nightly payment export fails").id
+            assert embedder.worker_in.wait(30)
+            mgr.record(sid, "fact", "The export job runs at 02:00 UTC against the replica")
+            mgr.record(sid, "decision", "Rerun the export against the primary database")
+            mgr.record_step(sid, "read the job log", result={"error": "timeout after 300s"})
+            mgr.add_message(sid, "user", "Is it fixed?")
+            mgr.add_pending(sid, "raise the replica statement timeout")
+            hits = mgr.search("when does the export job run?", k=3)
+            assert hits.waiting == 0
+            assert hits[0].event.kind == "fact" and set(hits[0].ranks) == {"keyword", "semantic"}
+        finally:
+            embedder.release.set()

@@ -265,7 +265,7 @@ def test_full_flow(tmp_path: Path) -> None:
             assert pending["kind"] == "pending" and pending["status"] == "open"
 
             found = await _ok(client, "search_memory", query="when does the export job run?")
-            assert found["hits"], found
+            assert found["hits"] and found["waiting"] == 0, found
             assert found["hits"][0]["event"]["id"] == fact["id"]
             scoped = await _ok(
                 client, "search_memory", query="database", session_id="ticket-7", kinds=["decision"]

@@ -61,10 +61,13 @@ SMALL_BACKLOG = 16
 #: (``Hits.waiting``). The first step is always taken: the newest events are found by
 #: meaning at once.
 CATCH_UP_SECONDS = 0.2
-#: ... this many events at a time, newest first, so that the clock is looked at between
-#: steps (a long event is several passages: one message of ~2,000 characters is ~0.1 s of
-#: MiniLM, four were 0.75 s on a loaded machine)
-CATCH_UP_STEP = 1
+#: ... a step at a time, newest first, so that the clock is looked at between steps (a long
+#: event is several passages: one message of ~2,000 characters is ~0.1 s of MiniLM, four
+#: were 0.75 s on a loaded machine). A step is one event, or several short ones together of
+#: at most this many characters (about one MiniLM window, ~25 ms): an agent's last few chat
+#: lines cost one call, not one each, so the first step (always taken) holds all of them
+#: and a loaded machine cannot push them past the deadline, to be found by keyword only.
+CATCH_UP_STEP_CHARS = 1_000
 
 _REINDEX_HINT = (
     "Rebuild the vectors with the new embedder: `memlane reindex --db {path}` or "
@@ -139,7 +142,7 @@ class Indexer:
         self._lock = threading.Lock()  # one batch at a time per process: no duplicate work
         # this process's newest recorded events that may still wait for a vector (insertion
         # order, at most CATCH_UP_LIMIT): what a search embeds itself while the worker runs
-        self._recent: dict[int, None] = {}
+        self._recent: dict[int, int] = {}  # seq: characters
         self._recent_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -290,10 +293,10 @@ class Indexer:
                 parts.append(self.embedder.embed(part))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def recorded(self, seq: int) -> None:
-        """Note an event this process recorded (for :meth:`catch_up`)."""
+    def recorded(self, seq: int, chars: int = 0) -> None:
+        """Note an event this process recorded, and its length (for :meth:`catch_up`)."""
         with self._recent_lock:
-            self._recent[seq] = None
+            self._recent[seq] = chars
             if len(self._recent) > CATCH_UP_LIMIT:
                 del self._recent[next(iter(self._recent))]
 
@@ -302,8 +305,9 @@ class Indexer:
         many events there still wait for their vectors (the search finds them by keyword).
 
         Without a running worker, everything pending there (nobody else would). With one,
-        for at most :data:`CATCH_UP_SECONDS` (its first step always), :data:`CATCH_UP_STEP`
-        events at a time: this process's newest recorded events (at most
+        for at most :data:`CATCH_UP_SECONDS` (its first step always), a step at a time (one
+        event, or short ones up to :data:`CATCH_UP_STEP_CHARS` together): this process's
+        newest recorded events (at most
         :data:`CATCH_UP_LIMIT`, newest first), then, when at most :data:`SMALL_BACKLOG`
         events wait, anyone's (another manager's latest writes). The workers embed the rest,
         and the keyword ranking finds it meanwhile. This is done beside the worker's batch,
@@ -320,15 +324,20 @@ class Indexer:
             return self.store.pending_count(partitions)
         deadline = time.monotonic() + CATCH_UP_SECONDS
         with self._recent_lock:
-            mine = list(self._recent)[::-1]  # newest first: what the agent just said
+            mine = list(self._recent.items())[::-1]  # newest first: what the agent just said
         while mine and time.monotonic() < deadline:
-            step, mine = mine[:CATCH_UP_STEP], mine[CATCH_UP_STEP:]
+            size, chars = 1, mine[0][1]
+            while size < len(mine) and chars + mine[size][1] <= CATCH_UP_STEP_CHARS:
+                chars += mine[size][1]
+                size += 1
+            step = [seq for seq, _ in mine[:size]]
+            mine = mine[size:]
             self._embed(partitions, seqs=step)
             with self._recent_lock:  # embedded now, or gone: a later search need not ask
                 for seq in step:
                     self._recent.pop(seq, None)
         if self.store.pending_count(partitions) <= SMALL_BACKLOG:
-            while time.monotonic() < deadline and self._embed(partitions, limit=CATCH_UP_STEP):
+            while time.monotonic() < deadline and self._embed(partitions, limit=1):
                 pass
         return self.store.pending_count(partitions)
 

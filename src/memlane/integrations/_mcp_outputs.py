@@ -100,6 +100,14 @@ class SearchHit(BaseModel):
 
 class SearchResult(BaseModel):
     hits: list[SearchHit] = Field(description="Best first.")
+    waiting: int = Field(
+        default=0,
+        description=(
+            "Events in the searched scope still waiting for their vectors (just recorded, "
+            "being embedded): they were matched by keyword only. Search again shortly for "
+            "a ranking by meaning too."
+        ),
+    )
 
 
 # -- bounding --------------------------------------------------------------------------------

@@ -149,7 +149,8 @@ def session_read_tools(manager: Callable[[], AsyncSessionManager], cap: int) -> 
                     ),
                 )
                 for hit in hits
-            ]
+            ],
+            waiting=hits.waiting,
         )
 
     async def restore_context(

@@ -321,7 +321,7 @@ class Writer:
         record = prepared.record(new_id(), session_id, self.agent_id, pool, status, indexed=indexed)
         seq = self.log.insert_event(tx, record, touch_us=now_us() if touch else None)
         if seq and indexed:  # (if the transaction rolls back, the seq is never pending)
-            self.indexer.recorded(seq)
+            self.indexer.recorded(seq, len(record.content))
         return Inserted(record, seq or 0, prepared)
 
     # -- the working buffer (buffer.py) ---------------------------------------------------
