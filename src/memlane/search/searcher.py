@@ -343,6 +343,14 @@ class Searcher:
             weights.append(_TIME_WEIGHT)
         return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
 
+    def warm_up(self, wait: float) -> bool:
+        """Load what this scope's searches read (the model, by embedding a query; every
+        partition's vectors; the keyword index, built in the background) with one search
+        that counts no recall; wait up to ``wait`` seconds for the keyword index."""
+        self.search("warm up", 1, count_recall=False)
+        partitions = self._partitions(EventFilter(self.scope))
+        return self.store.keyword_index_ready([name for name, _ in partitions], wait)
+
     def _partitions(self, flt: EventFilter) -> list[tuple[str, bool]]:
         """The ``(partition, owner_only)`` pairs a search with ``flt`` reads (none: a session
         this agent cannot see)."""

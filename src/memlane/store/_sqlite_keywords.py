@@ -66,6 +66,11 @@ class SqliteKeywordIndex:
             stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
         )
 
+    def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:
+        """Whether the in-memory index of ``partitions`` is built (see
+        :meth:`~memlane.store.base.KeywordSearch.keyword_index_ready`)."""
+        return self._keywords.wait_ready(partitions, wait)
+
     def fts_search(
         self, text: str, flt: EventFilter, limit: int, *, content_only: bool
     ) -> list[tuple[int, float]]:

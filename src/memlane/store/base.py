@@ -271,6 +271,12 @@ class KeywordSearch(Protocol):
         them instead of filtering the whole index by scope."""
         ...
 
+    def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:
+        """Whether keyword searches of ``partitions`` rank in memory now (a store without an
+        in-memory index: always). One not built yet starts building in the background;
+        wait up to ``wait`` seconds for it."""
+        ...
+
 
 class Outbox(Transactions, Protocol):
     """The embedding outbox and the work the background worker owes the log: claims,

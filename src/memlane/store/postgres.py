@@ -437,6 +437,11 @@ class PostgresStore(PgOutbox, SqlStore):
             stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
         )
 
+    def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:
+        """Whether the keyword cache of ``partitions`` is built (always, without the cache:
+        PostgreSQL ranks in SQL)."""
+        return True if self._keywords is None else self._keywords.wait_ready(partitions, wait)
+
     def _ts_rank_search(
         self, text: str, flt: EventFilter, limit: int, *, content_only: bool
     ) -> list[tuple[int, float]]:

@@ -104,6 +104,8 @@ def serve(
         )
     mode = "read-only" if source.read_only else "writable: its pages can delete and erase"
     echo(f"memlane ui: {source.admin.url} ({mode}); Ctrl-C stops it.")
+    # the first page would otherwise load the model and the indexes (4 s at 100k events)
+    threading.Thread(target=source.warm_up, name="memlane-ui-warm-up", daemon=True).start()
     # uvicorn shuts down on Ctrl-C, then raises it again: stopping is the normal end
     with contextlib.suppress(KeyboardInterrupt):
         inspector.run()

@@ -11,6 +11,7 @@ opened read-only (:attr:`SessionManager.count_recalls` is then False).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..admin import SessionInfo, StoreAdmin, StoreStats
 from ..engine.engine import Health
-from ..errors import InvalidInput
+from ..errors import InvalidInput, SessionManagerError
 from ..events import Event, Hits, PoolGrant
 from ..longterm.knowledge import DocumentInfo
 from ..manager import SessionManager
@@ -28,6 +29,13 @@ from ..protocols import Embedder
 from ..restore.result import RestoredContext
 
 __all__ = ["SessionPage", "Source"]
+
+log = logging.getLogger("memlane.ui")
+
+#: Without --agent, how many agents the inspector warms at start: those of the most recently
+#: active sessions (each is a manager holding its agent's vectors in memory, as its first
+#: page would make it anyway).
+WARM_AGENTS = 3
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,25 @@ class Source:
                 )
                 self._managers[agent, pools] = found
             return found
+
+    def warm_up(self, wait: float = 0.0) -> list[str]:
+        """Load what the first pages would otherwise wait for (the model, the tokenizer, the
+        vectors and keyword index of the agents most likely looked at: ``--agent``'s, else
+        those of the most recently active sessions; :meth:`SessionManager.warm_up`); return
+        those agents. ``memlane ui`` calls it in a thread at start. A failure is logged, not
+        raised: the page that meets it shows it."""
+        try:
+            if self.agent is not None:
+                agents = [self.agent]
+            else:
+                recent = self.admin.sessions(limit=50)
+                agents = list(dict.fromkeys(info.session.agent_id for info in recent))
+            for agent in agents[:WARM_AGENTS]:
+                self.manager(agent).warm_up(wait)
+            return agents[:WARM_AGENTS]
+        except SessionManagerError as exc:
+            log.warning("memlane ui: warming up failed (the pages will say why): %s", exc)
+            return []
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -388,6 +389,16 @@ class KeywordCache:
             )
             self._builder.start()
         return False
+
+    def wait_ready(self, partitions: Sequence[str], timeout: float) -> bool:
+        """:meth:`ready`, waiting up to ``timeout`` seconds for a background build."""
+        deadline = time.monotonic() + timeout
+        while not self.ready(partitions):
+            builder, left = self._builder, deadline - time.monotonic()
+            if builder is None or left <= 0:
+                return False
+            builder.join(left)
+        return True
 
     def _build(self, names: list[str]) -> None:
         """Build partitions in the background: from their snapshot and the rows added since,
