@@ -11,7 +11,7 @@ from memlane.buffer import RedisBuffer
 from memlane.core.scope import Scope
 from memlane.engine.engine import Health
 from memlane.events import Event, Hits, PoolGrant, Session
-from memlane.extraction.stage import ExtractionReport, Forgotten
+from memlane.extraction.reports import ExtractionReport, Forgotten
 from memlane.extraction.types import Extractor
 from memlane.longterm.knowledge import Chunker, DocumentInfo, IngestResult
 from memlane.manager import SessionManager

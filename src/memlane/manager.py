@@ -20,7 +20,9 @@ from .core.observed import Observer
 from .core.scope import Scope
 from .engine.engine import Engine, Health, resolve_target
 from .errors import InvalidInput, shown
-from .extraction.stage import ExtractionReport, ExtractionStage, Forgotten, extractor_of
+from .extraction.calling import extractor_of
+from .extraction.reports import ExtractionReport, Forgotten
+from .extraction.stage import ExtractionStage
 from .extraction.types import Extractor
 from .longterm.knowledge import KnowledgeMemory
 from .longterm.users import UserMemory

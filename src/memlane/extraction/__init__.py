@@ -4,8 +4,8 @@ off the write path (``SessionManager(extractor=...)``; docs/memory.md)."""
 from __future__ import annotations
 
 from .llm import LLMExtractor
+from .reports import ExtractionReport, FactOutcome, Forgotten
 from .rules import RuleExtractor
-from .stage import ExtractionReport, FactOutcome, Forgotten
 from .types import Entity, ExtractedFact, Extraction, ExtractionBatch, Extractor, Turn
 
 __all__ = [

@@ -17,7 +17,9 @@ watermark. A failure of any kind — the extractor raises, hangs past its ``time
 something malformed — writes nothing: the batch is retried later, with a growing delay
 (:data:`BACKOFF`), and ``health()`` says what happened.
 
-Not part of the public API (``SessionManager.extract`` and ``forget_extracted`` are).
+Beside it: ``calling.py`` checks and asks the extractor, ``reports.py`` holds what a pass
+reports, ``undo.py`` undoes what extraction wrote. Not part of the public API
+(``SessionManager.extract`` and ``forget_extracted`` are).
 """
 
 from __future__ import annotations
@@ -27,62 +29,33 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..core import canonical_json
 from ..core.clock import now_us, to_us
-from ..errors import InvalidInput, SessionManagerError, shown
-from ..events import Event, Session
+from ..errors import InvalidInput, SessionManagerError
+from ..events import Session
 from ..longterm.users import FactPlan, UserMemory
-from ..memory import (
-    EXTRACTED_BY,
-    EXTRACTED_FROM,
-    EXTRACTOR_VERSION,
-    MEMORY_SESSION,
-    RememberResult,
-    watermark_key,
-)
+from ..memory import EXTRACTED_BY, EXTRACTED_FROM, EXTRACTOR_VERSION, RememberResult, watermark_key
 from ..records.validate import identifier
 from ..store.base import EventFilter, SessionFilter
 from ..write.path import Writer
-from .rules import RuleExtractor
-from .types import (
-    Extraction,
-    ExtractionBatch,
-    Rejected,
-    Turn,
-    extraction_of,
-    extractor_identity,
-)
+from .calling import Asker, Hung, Stopping
+from .reports import ExtractionReport, Forgotten, ReportBuilder
+from .types import MARK, Extraction, ExtractionBatch, Rejected, Turn
+from .undo import forget_extracted
 
-__all__ = [
-    "MARK",
-    "OPT_IN",
-    "ExtractionReport",
-    "ExtractionStage",
-    "FactOutcome",
-    "Forgotten",
-    "extractor_of",
-]
+__all__ = ["BACKOFF", "MARK", "OPT_IN", "ExtractionStage", "wanted"]
 
 log = logging.getLogger("memlane.extraction")
 
-#: the message metadata key the stage writes: ``{"by", "version", "at", "entities", "tags"}``
-#: (``where={"memlane_extracted.tags.email": True}`` finds the messages naming an e-mail)
-MARK = "memlane_extracted"
 #: the session metadata key that opts a session in or out: ``True`` has a session without a
 #: ``user_id`` read (entities and tags only: it has no user to hold facts), ``False`` leaves a
 #: user's session alone; absent, a session is read when it has a user
 OPT_IN = "memlane_extract"
-#: turns per batch when the extractor does not say (``window``)
-WINDOW = 6
-#: seconds an extractor may take per batch when it does not say (``timeout``)
-TIMEOUT = 60.0
-#: a window that is not full is extracted once its session was quiet this long (seconds)
-QUIET_SECONDS = 30.0
 #: seconds before a failed batch is tried again: after the 1st, 2nd, 3rd, ... failure
 BACKOFF = (30.0, 120.0, 600.0, 3600.0)
 
@@ -102,12 +75,6 @@ def _stop_stages_at_exit() -> None:
         stage.stop(timeout=STOP_SECONDS)
 
 
-_ACCEPTED = (
-    'None, "rules" (the offline RuleExtractor), an LLMExtractor, or any callable '
-    "batch -> Extraction (memlane.extraction)"
-)
-
-
 def wanted(session: Session) -> bool:
     """Whether the stage reads ``session``: it has a ``user_id`` or opted in
     (``metadata={"memlane_extract": True}``), and did not opt out (``False``)."""
@@ -115,71 +82,6 @@ def wanted(session: Session) -> bool:
     if isinstance(choice, bool):
         return choice
     return session.user_id is not None
-
-
-def extractor_of(value: Any) -> Callable[[ExtractionBatch], Any] | None:
-    """``SessionManager(extractor=...)`` checked: the extractor, or None."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if value == "rules":
-            return RuleExtractor()
-        raise InvalidInput(f"Unknown extractor {shown(value)}; extractor= accepts {_ACCEPTED}.")
-    if not callable(value):
-        raise InvalidInput(
-            f"extractor must be callable, got {type(value).__name__}; extractor= accepts "
-            f"{_ACCEPTED}."
-        )
-    window = getattr(value, "window", WINDOW)
-    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 200:
-        raise InvalidInput(f"The extractor's window must be 1 to 200 turns, got {shown(window)}.")
-    for name, default in (("timeout", TIMEOUT), ("quiet_seconds", QUIET_SECONDS)):
-        seconds = getattr(value, name, default)
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-            raise InvalidInput(f"The extractor's {name} must be seconds, got {shown(seconds)}.")
-        if name == "timeout" and not seconds > 0:
-            raise InvalidInput("The extractor's timeout must be more than 0 seconds.")
-    return value  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class FactOutcome:
-    """One extracted fact and what became of it: ``status`` is :class:`~memlane.
-    RememberResult`'s (``added``, ``superseded``, ``unchanged``, ``skipped``: held back, as
-    ``note`` says) or ``"planned"`` in a dry run."""
-
-    text: str
-    key: str | None
-    kind: str
-    sources: tuple[str, ...]
-    status: str
-    note: str | None = None
-    fact_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ExtractionReport:
-    """What one extraction pass did (or, ``dry_run``, would do): the batches written, the
-    messages they covered, each fact's outcome, the messages given entities or tags, the
-    batches that failed (why, by session) and the tokens the extractor reported."""
-
-    batches: int = 0
-    messages: int = 0
-    facts: tuple[FactOutcome, ...] = ()
-    annotated: int = 0
-    entities: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
-    failed: Mapping[str, str] = field(default_factory=dict)
-    tokens: int = 0
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class Forgotten:
-    """What :meth:`~memlane.SessionManager.forget_extracted` undid: facts retracted (kept
-    for audit, with the reason) and messages whose extracted metadata was removed."""
-
-    facts: int
-    messages: int
 
 
 @dataclass
@@ -201,22 +103,17 @@ class ExtractionStage:
     ) -> None:
         self._writer = writer
         self._users = users
-        self.extractor = extractor
-        self.name, self.version = extractor_identity(extractor)
-        self.window = int(getattr(extractor, "window", WINDOW))
-        self.quiet_seconds = float(getattr(extractor, "quiet_seconds", QUIET_SECONDS))
-        # (an extractor that times out its own requests says how long a whole call may take)
-        limit: Any = getattr(extractor, "call_timeout", None)
-        self.timeout = float(limit or getattr(extractor, "timeout", TIMEOUT))
+        self.asker = Asker(extractor)
+        self.name = self.asker.name
+        self.window = self.asker.window
+        self.quiet_seconds = self.asker.quiet_seconds
         self._lock = threading.Lock()
         self._failing: dict[str, _Failing] = {}
         #: sessions a pass left messages in; and when the last whole pass began (microseconds,
         #: less a second): the next looks only at sessions active since, and these
         self._waiting: set[str] = set()
         self._checked_us: int | None = None
-        self._hung: threading.Thread | None = None
         self.last_error: str | None = None
-        self.tokens = 0
         self.batches = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -266,12 +163,13 @@ class ExtractionStage:
 
     def health(self) -> tuple[str | None, int, int]:
         """``(last error, sessions whose batch is failing now, tokens used)``."""
-        if self._hung is not None and self._hung.is_alive():
+        if self.asker.hanging:
             error = (
-                f"the extractor {self.name!r} has not answered a call for over {self.timeout:g} s"
+                f"the extractor {self.name!r} has not answered a call for over "
+                f"{self.asker.timeout:g} s"
             )
-            return error, max(1, len(self._failing)), self.tokens
-        return self.last_error, len(self._failing), self.tokens
+            return error, max(1, len(self._failing)), self.asker.tokens
+        return self.last_error, len(self._failing), self.asker.tokens
 
     # -- a pass ----------------------------------------------------------------------------
 
@@ -309,10 +207,10 @@ class ExtractionStage:
             sessions = [session]
         else:
             sessions = self._due_sessions()
-        report = _Report(dry_run=dry_run)
+        report = ReportBuilder(dry_run=dry_run)
         complete = True
         for session in sessions:
-            if (self._hung is not None and self._hung.is_alive()) or self._stop.is_set():
+            if self.asker.hanging or self._stop.is_set():
                 complete = False
                 break  # (a call still hangs: no second one beside it; or closing)
             failing = self._failing.get(session.id)
@@ -355,7 +253,7 @@ class ExtractionStage:
                     sessions[waiting] = found
         return list(sessions.values())
 
-    def _session(self, session: Session, report: _Report, *, force: bool) -> bool:
+    def _session(self, session: Session, report: ReportBuilder, *, force: bool) -> bool:
         """Extract the session's due windows; whether it has messages left to extract."""
         mark = self._watermark(session.id)
         while True:
@@ -370,7 +268,7 @@ class ExtractionStage:
             known = () if session.user_id is None else tuple(self._users.facts(session.user_id))
             batch = ExtractionBatch(session.user_id, session.id, tuple(window), known)
             try:
-                extraction = self._extract(batch)
+                extraction = self.asker.ask(batch, self._stop)
                 if report.dry_run:
                     report.planned(batch, extraction)
                     mark = window[-1].seq
@@ -378,9 +276,9 @@ class ExtractionStage:
                 self._write(session, batch, extraction, mark, report)
             except _Raced:
                 return True  # another process took this window: the next pass reads on
-            except _Stopping:
+            except Stopping:
                 return True
-            except (Rejected, SessionManagerError, _Hung) as exc:
+            except (Rejected, SessionManagerError, Hung) as exc:
                 self._failed(session.id, str(exc), report)
                 self._measured(False, getattr(exc, "tokens", 0))
                 return True
@@ -418,50 +316,14 @@ class ExtractionStage:
     def _key(self, session_id: str) -> str:
         return watermark_key(self._writer.agent_id, session_id)
 
-    # -- asking the extractor -----------------------------------------------------------------
-
-    def _extract(self, batch: ExtractionBatch) -> Extraction:
-        """The extractor's answer, checked; :class:`Rejected` or :class:`_Hung` if none."""
-        box: dict[str, Any] = {}
-
-        def call() -> None:
-            try:
-                box["answer"] = self.extractor(batch)
-            except BaseException as exc:  # (reported below, in the pass's thread)
-                box["error"] = exc
-
-        thread = threading.Thread(target=call, name="memlane-extractor", daemon=True)
-        thread.start()
-        deadline = time.monotonic() + self.timeout
-        while thread.is_alive() and time.monotonic() < deadline and not self._stop.is_set():
-            thread.join(min(0.1, max(0.0, deadline - time.monotonic())))
-        if thread.is_alive() and self._stop.is_set():
-            raise _Stopping
-        if thread.is_alive():
-            self._hung = thread  # no other call until it ends (a thread cannot be stopped)
-            raise _Hung(f"the extractor {self.name!r} did not answer within {self.timeout:g} s")
-        if "error" in box:
-            exc = box["error"]
-            tokens = getattr(exc, "tokens", 0)
-            if isinstance(tokens, int):
-                self.tokens += tokens
-            failed = Rejected(f"the extractor {self.name!r} raised {type(exc).__name__}: {exc}")
-            failed.tokens = tokens if isinstance(tokens, int) else 0  # type: ignore[attr-defined]
-            raise failed
-        try:
-            extraction = extraction_of(box.get("answer"), batch)
-        except Rejected as exc:
-            why = f"the extractor {self.name!r} answered something unusable: {exc}"
-            raise Rejected(why) from None
-        self.tokens += extraction.tokens
-        return extraction
+    # -- after asking the extractor --------------------------------------------------------
 
     def _measured(self, ok: bool, tokens: Any) -> None:
         metrics = self._writer.observer.metrics
         if metrics is not None:
             metrics.extracted(self.name, ok, tokens if isinstance(tokens, int) else 0)
 
-    def _failed(self, session_id: str, why: str, report: _Report) -> None:
+    def _failed(self, session_id: str, why: str, report: ReportBuilder) -> None:
         before = self._failing.get(session_id)
         count = 1 if before is None else before.count + 1
         delay = BACKOFF[min(count, len(BACKOFF)) - 1]
@@ -485,7 +347,7 @@ class ExtractionStage:
             valid_from = max(turns[s].created_at for s in sources)
             metadata = {
                 EXTRACTED_BY: self.name,
-                EXTRACTOR_VERSION: self.version,
+                EXTRACTOR_VERSION: self.asker.version,
                 EXTRACTED_FROM: list(sources),
             }
             plan = self._users.plan(
@@ -507,7 +369,7 @@ class ExtractionStage:
         batch: ExtractionBatch,
         extraction: Extraction,
         mark: int,
-        report: _Report,
+        report: ReportBuilder,
     ) -> None:
         plans = self._plans(batch, extraction)
         last = batch.turns[-1].seq
@@ -542,7 +404,7 @@ class ExtractionStage:
             entities.setdefault(entity.type, []).append(entity.value or entity.text)
         mark = {
             "by": self.name,
-            "version": self.version,
+            "version": self.asker.version,
             "at": now_us(),
             "entities": entities,
             "tags": {tag: True for tag in tags},
@@ -555,75 +417,12 @@ class ExtractionStage:
 
     def forget(self, since: datetime | str | None, extractor: str | None) -> Forgotten:
         """Retract the facts extracted (by ``extractor``, since ``since``) and remove the
-        extracted metadata of messages; watermarks stay (nothing is extracted again)."""
+        extracted metadata of messages (``undo.py``); watermarks stay."""
         since_us = None if since is None else to_us(since, "since")
         if extractor is not None:
             extractor = identifier(extractor, "extractor")
         with self._lock:
-            facts = self._forget_facts(since_us, extractor)
-            messages = self._forget_marks(since_us, extractor)
-        return Forgotten(facts, messages)
-
-    def _forget_facts(self, since_us: int | None, extractor: str | None) -> int:
-        where: dict[str, Any] = {EXTRACTED_BY: extractor or {"$exists": True}}
-        memory = self._writer.log.sessions(
-            SessionFilter(
-                self._writer.scope,
-                include_shared=False,
-                agent_id=self._writer.agent_id,
-                marked=MEMORY_SESSION,
-            ),
-            limit=None,
-        )
-        count = 0
-        reason = f"forget_extracted(extractor={extractor!r})"
-        for session in memory:
-            flt = EventFilter(
-                self._writer.scope,
-                session_id=session.id,
-                kinds=("fact",),
-                where=where,
-                since_us=since_us,
-                exclude_statuses=("retracted",),
-            )
-            for event in self._writer.log.events(flt):
-                self._users.retract_fact(event.id, reason)
-                count += 1
-        return count
-
-    def _forget_marks(self, since_us: int | None, extractor: str | None) -> int:
-        where: dict[str, Any] = (
-            {f"{MARK}.by": extractor} if extractor else {MARK: {"$exists": True}}
-        )
-        if since_us is not None:
-            where = {"$and": [where, {f"{MARK}.at": {"$gte": since_us}}]}
-        flt = EventFilter(self._writer.scope, include_shared=False, kinds=("message",), where=where)
-        found = [e for e in self._writer.log.events(flt) if e.agent_id == self._writer.agent_id]
-        by_session: dict[str, list[Event]] = {}
-        for event in found:
-            by_session.setdefault(event.session_id, []).append(event)
-        for session_id, events in by_session.items():
-            with self._writer.write() as tx:
-                self._writer.owned(tx, session_id, allow_closed=True, adds=False)
-                for event in events:
-                    now = self._writer.log.events(EventFilter(None, event_id=event.id), tx=tx)
-                    if not now:
-                        continue  # (deleted or expired meanwhile)
-                    fresh = now[0]
-                    metadata = {k: v for k, v in fresh.metadata.items() if k != MARK}
-                    self._writer.log.set_event_metadata(
-                        tx, fresh.id, canonical_json.dumps(metadata)
-                    )
-                self._writer.unbuffer(tx, session_id)
-        return len(found)
-
-
-class _Stopping(Exception):
-    """The manager closes: the batch in progress is abandoned (nothing written)."""
-
-
-class _Hung(Exception):
-    """The extractor did not answer within its timeout."""
+            return forget_extracted(self._writer, self._users, since_us, extractor)
 
 
 def _source(ids: Sequence[str]) -> str:
@@ -637,87 +436,3 @@ def _source(ids: Sequence[str]) -> str:
             return text + f",+{len(ids) - position}"
         text = candidate
     return text
-
-
-_NO_USER = "the session has no user_id to hold facts (it opted in for entities and tags)"
-
-
-class _Report:
-    """An :class:`ExtractionReport` being gathered."""
-
-    def __init__(self, *, dry_run: bool) -> None:
-        self.dry_run = dry_run
-        self.batches = 0
-        self.messages = 0
-        self.facts: list[FactOutcome] = []
-        self.annotated = 0
-        self.entities: dict[str, tuple[dict[str, Any], ...]] = {}
-        self.failed: dict[str, str] = {}
-        self.tokens = 0
-
-    def planned(self, batch: ExtractionBatch, extraction: Extraction) -> None:
-        self._count(batch, extraction)
-        if batch.user_id is None:
-            self._userless(extraction)
-            return
-        self.facts += [
-            FactOutcome(f.text, f.key, f.kind, f.sources, "planned") for f in extraction.facts
-        ]
-
-    def written(
-        self,
-        batch: ExtractionBatch,
-        done: list[tuple[Any, FactPlan, RememberResult]],
-        annotated: int,
-        extraction: Extraction,
-    ) -> None:
-        self.batches += 1
-        self.messages += len(batch.turns)
-        self.annotated += annotated
-        self.tokens += extraction.tokens
-        self._entities(extraction)
-        for fact, _, result in done:
-            self.facts.append(
-                FactOutcome(
-                    fact.text,
-                    fact.key,
-                    fact.kind,
-                    fact.sources,
-                    result.status,
-                    result.note,
-                    None if result.fact is None else result.fact.id,
-                )
-            )
-        if batch.user_id is None:
-            self._userless(extraction)
-
-    def _userless(self, extraction: Extraction) -> None:
-        self.facts += [
-            FactOutcome(f.text, f.key, f.kind, f.sources, "skipped", _NO_USER)
-            for f in extraction.facts
-        ]
-
-    def _count(self, batch: ExtractionBatch, extraction: Extraction) -> None:
-        self.batches += 1
-        self.messages += len(batch.turns)
-        self.tokens += extraction.tokens
-        self._entities(extraction)
-        self.annotated += len(set(extraction.entities) | set(extraction.tags))
-
-    def _entities(self, extraction: Extraction) -> None:
-        for turn_id, found in extraction.entities.items():
-            self.entities[turn_id] = tuple(
-                {"type": e.type, "text": e.text, "value": e.value} for e in found
-            )
-
-    def done(self) -> ExtractionReport:
-        return ExtractionReport(
-            self.batches,
-            self.messages,
-            tuple(self.facts),
-            self.annotated,
-            dict(self.entities),
-            dict(self.failed),
-            self.tokens,
-            self.dry_run,
-        )

@@ -20,6 +20,7 @@ from ..errors import ExtractionFailed
 from ..memory import FACT_KINDS, Fact
 
 __all__ = [
+    "MARK",
     "Entity",
     "ExtractedFact",
     "Extraction",
@@ -31,6 +32,9 @@ __all__ = [
     "extractor_identity",
 ]
 
+#: the message metadata key the stage writes: ``{"by", "version", "at", "entities", "tags"}``
+#: (``where={"memlane_extracted.tags.email": True}`` finds the messages naming an e-mail)
+MARK = "memlane_extracted"
 #: a key an extractor may give a fact: lower case, digits and ``_`` (what a program's keys
 #: look like: "city", "diet", "favourite_color")
 KEY_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
