@@ -98,11 +98,17 @@ class Relevance:
 
         >>> sorted(Relevance.of("Which caches did we evict?").words.items())
         [('cach', 'caches'), ('evict', 'evict')]
+        >>> sorted(Relevance.of("Caroline's status on port 5").words)
+        ['5', 'carolin', 'port', 'statu']
         """
         words: dict[str, str] = {}
         for word in query_words(query or ""):
             for token in tokens(word):
-                words.setdefault(_stem(token), word)
+                # a one-letter word is the "s" of a possessive ("Caroline's": its stem is
+                # empty) or a stray initial: in most passages, so it made passages that
+                # matched nothing else of the query look relevant (a digit says something)
+                if len(token) > 1 or token.isdigit():
+                    words.setdefault(_stem(token), word)
         return cls(words, best or {})
 
 
