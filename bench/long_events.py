@@ -23,6 +23,10 @@ the repository):
   text"`` lines joined by newlines, ``created_at`` the LoCoMo date of the message's first turn.
   Questions: categories 1-4, evidence normalised as in bench/locomo.py. A gold turn's line is
   the span that shows the answer; the messages holding a gold turn answer the question.
+- **one-session** (``--dataset one-session``, not in ``both``): every conversation joined as
+  above, with messages of 150-1,500 tokens (~590 on average), recorded one after the other
+  as one session of ~80k tokens: at 8k tokens a joined conversation's restore chooses among
+  half its session, an agent's long chat's among a tenth; this one's too.
 - **generated**: ``--sessions`` agent runs (default 10) of 100-200 events made from ``--seed``:
   JSON API responses (2k-20k characters, half recorded as JSON payloads, half as printed
   text), application logs, stack traces, file listings and CSV tables as ``tool_output``
@@ -82,7 +86,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo import git_commit, load, machine, percentile, report
-from long_events_data import LongSession, Probe, generated_runs, joined_locomo, render
+from long_events_data import (
+    LongSession,
+    Probe,
+    generated_runs,
+    joined_locomo,
+    one_session,
+    render,
+)
 
 from memlane import SessionManager
 
@@ -96,6 +107,9 @@ METHODS = ("restore", "search-pack", "buffer")
 FATES = ("included", "passages", "summarised", "dropped", "absent")
 SHOWN = FATES[:3]  # the fates of an event in the text
 DATASETS = ("joined", "generated")
+#: besides: "one-session", every LoCoMo conversation joined into one session of ~80k tokens
+#: (messages of ONE_SESSION_SIZES tokens: ~590 on average, as in the held-out long chats)
+ONE_SESSION_SIZES = (150, 1500)
 DEFAULT_LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 SEED = 31
 QUICK = {"conversations": 1, "sessions": 2}  # < 2 minutes with MiniLM on 2 cores
@@ -441,6 +455,12 @@ def build(
     """The sessions of ``dataset`` (and for LoCoMo, what its loader skipped)."""
     if dataset == "generated":
         return generated_runs(seed, QUICK["sessions"] if quick else sessions, events), {}
+    if dataset == "one-session":
+        parts, skipped = build(
+            "joined", path, seed, quick, count, conversations_only=conversations_only,
+            join_sizes=ONE_SESSION_SIZES,
+        )  # fmt: skip
+        return [one_session(parts)], skipped
     conversations, skipped = load(path)
     if conversations_only:
         conversations = [c for c in conversations if c.sample_id in conversations_only]
@@ -494,7 +514,7 @@ def evaluate(
             where.mkdir(parents=True, exist_ok=True)
             db = where / f"long-events-{dataset}.db"
             entry = run_dataset(dataset, sessions, db, model, budgets, count)
-            if dataset == "joined":
+            if dataset in ("joined", "one-session"):
                 entry["data"] = path.name
                 entry["skipped"] = skipped
             result["datasets"][dataset] = entry
@@ -604,7 +624,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=DEFAULT_LOCOMO,
         help=f"a LoCoMo JSON file for the joined dataset (default {DEFAULT_LOCOMO})",
     )
-    parser.add_argument("--dataset", choices=("joined", "generated", "both"), default="both")
+    parser.add_argument(
+        "--dataset",
+        choices=("joined", "generated", "both", "one-session"),
+        default="both",
+        help="both: joined and generated; one-session: every LoCoMo conversation joined into "
+        "one session of ~80k tokens (messages of ~590 tokens), as an agent's long chat",
+    )
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     parser.add_argument(
         "--embedder",
@@ -632,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     datasets = DATASETS if args.dataset == "both" else (args.dataset,)
-    if "joined" in datasets and not args.path.is_file():
+    if {"joined", "one-session"} & set(datasets) and not args.path.is_file():
         sys.exit(
             f"{args.path} is not a file; pass the path of a LoCoMo JSON file, or run "
             "--dataset generated."

@@ -28,8 +28,8 @@ import json
 import math
 import random
 import string
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -184,6 +184,32 @@ def joined_locomo(
         )
     goal = f"Conversation between {conversation.speakers[0]} and {conversation.speakers[1]}"
     return LongSession(conversation.sample_id, goal, items, probes)
+
+
+def one_session(sessions: Sequence[LongSession], name: str = "one-session") -> LongSession:
+    """``sessions`` as one session, one after the other: each one's times moved to begin a
+    day after the previous one ends (so the log stays in time order), its probes' items
+    renumbered. A LoCoMo conversation joined is ~16k tokens, so that at 8k tokens restore
+    chooses among half of it; an agent's long chat is ~100k (issue 31's held-out chats:
+    ~200 messages of ~550 tokens), where it chooses among a tenth. Five conversations with
+    messages of ~150-1,500 tokens make one of ~80k."""
+    items: list[Item] = []
+    probes: list[Probe] = []
+    end: datetime | None = None
+    for session in sessions:
+        shift = timedelta(0)
+        if end is not None and session.items:
+            shift = max(timedelta(0), end + timedelta(days=1) - session.items[0].created_at)
+        offset = len(items)
+        items += [replace(item, created_at=item.created_at + shift) for item in session.items]
+        probes += [
+            replace(probe, spans={offset + i: spans for i, spans in probe.spans.items()})
+            for probe in session.probes
+        ]
+        if items:
+            end = items[-1].created_at
+    goal = "; ".join(session.goal for session in sessions)
+    return LongSession(name, goal, items, probes)
 
 
 def _log_uniform(rng: random.Random, low: int, high: int) -> int:

@@ -115,6 +115,23 @@ def test_joined_messages_hold_the_gold_turns(
     assert line in session.items[where].content
 
 
+def test_one_session_keeps_time_order_and_points_probes_at_their_items(
+    bench: ModuleType, data: ModuleType, tmp_path: Path
+) -> None:
+    (conv,), _ = bench.load(locomo_file(tmp_path))
+    parts = [data.joined_locomo(conv, bench.o200k(), random.Random(s), (20, 40)) for s in (1, 2)]
+    one = data.one_session(parts)
+    assert len(one.items) == sum(len(p.items) for p in parts)
+    assert len(one.probes) == sum(len(p.probes) for p in parts)
+    times = [item.created_at for item in one.items]
+    assert times == sorted(times) and times[len(parts[0].items)] > times[0]
+    for probe in one.probes:
+        for where, spans in probe.spans.items():
+            assert all(span in data.render(one.items[where]) for span in spans)
+    second = one.probes[len(parts[0].probes)]
+    assert min(second.spans) >= len(parts[0].items)  # the second part's items, renumbered
+
+
 def test_a_tiny_run_reports_every_figure_and_finds_planted_facts(
     bench: ModuleType, tmp_path: Path
 ) -> None:
