@@ -54,22 +54,46 @@ class PolicyRecorder(HashEmbedder):
         return super().__call__(texts)
 
 
+def _worker_calls(mgr: SessionManager, embedder: PolicyRecorder) -> list[tuple[int, str]]:
+    """Record 40 facts, wait for the worker to embed them; its embedder calls."""
+    session = mgr.start_session("many small batches")
+    for i in range(40):
+        mgr.record_fact(session.id, f"fact number {i} about otters")
+    deadline = time.monotonic() + 20
+    while mgr._writer.indexer.store.pending_count() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not mgr._writer.indexer.store.pending_count()
+    return [call for call in embedder.calls if call[1] != "MainThread"]
+
+
 def test_the_worker_embeds_its_first_batch_itself_and_the_rest_at_idle_priority(
     db_path: Path,
 ) -> None:
     embedder = PolicyRecorder()
     with SessionManager("researcher", db_path, embedder=embedder, batch_size=8) as mgr:
-        session = mgr.start_session("many small batches")
-        for i in range(40):
-            mgr.record_fact(session.id, f"fact number {i} about otters")
-        deadline = time.monotonic() + 20
-        while mgr._writer.indexer.store.pending_count() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not mgr._writer.indexer.store.pending_count()
-        worker = [call for call in embedder.calls if call[1] != "MainThread"]
+        worker = _worker_calls(mgr, embedder)
         assert worker[0] == (os.SCHED_OTHER, "session-manager-indexer")  # loads a model
         assert len(worker) >= 3
         assert all(call == (os.SCHED_IDLE, "session-manager-idle") for call in worker[1:])
         # a search's own embedding stays in the caller's thread, at its priority
         assert mgr.search("otters", k=3)
         assert embedder.calls[-1] == (os.sched_getscheduler(0), "MainThread")
+
+
+def test_worker_priority_normal_embeds_in_the_workers_own_thread(db_path: Path) -> None:
+    """SessionManager(worker_priority="normal"): every batch is embedded by the worker's
+    thread at normal priority (a busy machine keeps the backlog moving)."""
+    embedder = PolicyRecorder()
+    with SessionManager(
+        "researcher", db_path, embedder=embedder, batch_size=8, worker_priority="normal"
+    ) as mgr:
+        worker = _worker_calls(mgr, embedder)
+        assert len(worker) >= 3
+        assert all(call == (os.SCHED_OTHER, "session-manager-indexer") for call in worker)
+
+
+def test_worker_priority_is_checked(db_path: Path) -> None:
+    from memlane import InvalidInput
+
+    with pytest.raises(InvalidInput, match="worker_priority must be 'idle' or 'normal'"):
+        SessionManager("a", db_path, embedder=HashEmbedder(), worker_priority="low")  # type: ignore[arg-type]

@@ -759,7 +759,8 @@ def test_a_flattened_output_recorded_before_the_digests_migration_is_indexed_who
     from memlane.embed import HashEmbedder
     from memlane.store import sqlite as store_sqlite
 
-    before = [m for m in store_sqlite.MIGRATIONS if m[0] != "0007_deferred_digests"]
+    names = [name for name, _ in store_sqlite.MIGRATIONS]
+    before = store_sqlite.MIGRATIONS[: names.index("0007_deferred_digests")]  # 0006's store
     with monkeypatch.context() as patch:
         patch.setattr(store_sqlite, "MIGRATIONS", tuple(before))
         SessionManager("old", db_path, embedder=HashEmbedder(), background=False).close()
@@ -871,3 +872,56 @@ def test_a_background_build_counts_the_common_terms_document_frequencies(
             fresh = keyword_scoring.matches(part, term, stem, content_only=False)
             assert counted[term] == (len(fresh.rows), part.size), stem
             assert part.own.count(term) >= part.size // keyword_counts.COMMON_SHARE
+
+
+def _fts_rows(db_path: Path) -> set[int]:
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        return {int(row[0]) for row in conn.execute("SELECT rowid FROM events_fts")}
+
+
+def test_the_worker_writes_keyword_rows_not_record(db_path: Path) -> None:
+    """record() writes no FTS5 row (0015_keyword_rows_by_worker: it was a third of the call
+    and its merges the tail); the batch that embeds the event writes it, with the context it
+    has by then (the event after it too); an index=False event never gets one."""
+    from memlane.embed import HashEmbedder
+
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        sid = mgr.start_session("ops").id
+        first = mgr.record_fact(sid, "the backup job writes to the eu-west bucket")
+        mgr.add_message(sid, "user", "and the retention is thirty days")
+        kept = mgr.record_fact(sid, "not indexed: scratch", index=False)
+        store = mgr._writer.searcher.store
+        assert isinstance(store, SqliteStore)
+        assert _fts_rows(db_path) == set()  # nothing yet: record() wrote none
+        mgr.flush()
+        seqs = {e.id: e.seq for e in mgr.events(sid)}
+        assert _fts_rows(db_path) == {s for i, s in seqs.items() if i != kept.id}
+        flt = EventFilter(mgr._writer.searcher.scope)
+        # the first fact's context holds the message recorded after it
+        found = store.fts_search("retention thirty", flt, 5, content_only=False)
+        assert seqs[first.id] in [seq for seq, _ in found]
+
+
+def test_a_search_by_fts5_writes_the_newest_pending_rows_first(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memlane.embed import HashEmbedder
+    from memlane.store import _sqlite_keywords
+
+    monkeypatch.setattr(_sqlite_keywords, "PENDING_ROWS", 2)
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as mgr:
+        sid = mgr.start_session("ops").id
+        old = mgr.record_fact(sid, "zebra crossing near the office")
+        for i in range(3):
+            mgr.record_fact(sid, f"filler note {i}")
+        store = mgr._writer.searcher.store
+        assert isinstance(store, SqliteStore)
+        flt = EventFilter(mgr._writer.searcher.scope)
+        assert store.fts_search("filler note", flt, 5, content_only=True)  # the newest two
+        assert store.fts_search("zebra", flt, 5, content_only=True) == []  # the worker's
+        assert len(_fts_rows(db_path)) == 2
+        mgr.flush()
+        ((seq, _),) = store.fts_search("zebra", flt, 5, content_only=True)
+        assert seq == next(e.seq for e in mgr.events(sid) if e.id == old.id)

@@ -68,6 +68,7 @@ class AsyncSessionManager:
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
         extractor: Extractor | Literal["rules"] | None = None,
+        worker_priority: Literal["idle", "normal"] = "idle",
         max_threads: int = 4,
     ) -> None: ...
     async def close(self) -> None: ...

@@ -123,6 +123,14 @@ class SessionManager:
             and writes the facts it finds through :meth:`remember`'s rules and the entities
             and tags as the messages' ``memlane_extracted`` metadata
             (:mod:`memlane.extraction`); :meth:`forget_extracted` undoes it.
+        worker_priority: ``"idle"`` (the default, on Linux): the background worker's model
+            runs only on a core no other thread wants (``SCHED_IDLE``), so ``record()`` and
+            searches never wait for it; on a machine busy with other work, embedding then
+            waits for a free core (ingest 99 s instead of 31 s measured beside a loaded
+            machine's other work). ``"normal"``: the model shares the cores with the
+            application, so the backlog keeps moving on a busy machine, at the cost of
+            ``record()``'s tail while it embeds
+            (docs/decisions/2026-11-23-worker-at-idle-priority.md).
     """
 
     #: the configuration, as given and checked (read them; changing them changes nothing)
@@ -162,8 +170,13 @@ class SessionManager:
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
         extractor: Extractor | Literal["rules"] | None = None,
+        worker_priority: Literal["idle", "normal"] = "idle",
     ) -> None:
         self.agent_id = _identifier(agent_id, "agent_id")
+        if worker_priority not in ("idle", "normal"):
+            raise InvalidInput(
+                f"worker_priority must be 'idle' or 'normal', got {shown(worker_priority)}."
+            )
         chosen = extractor_of(extractor)
         self.extractor = cast("Extractor | None", chosen)  # (checked callable: the protocol)
         if chosen is not None and read_only:
@@ -226,6 +239,7 @@ class SessionManager:
             batch_size=batch_size,
             autocheckpoint=not background,
             reindex=reindex,
+            worker_priority=worker_priority,
             read_only=self.read_only,
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path

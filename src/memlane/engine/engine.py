@@ -195,6 +195,7 @@ class Engine:
         check_embedder: bool = True,
         reindex: bool = False,
         read_only: bool = False,
+        worker_priority: str = "idle",
     ) -> None:
         if read_only and reindex:
             raise InvalidInput("reindex=True rebuilds vectors, which read_only=True cannot write.")
@@ -209,6 +210,7 @@ class Engine:
         )
         self.store: Store = self.storage.log
         self.batch_size = batch_size
+        self.worker_priority = worker_priority
         self._embedder_spec = embedder
         self._loaded: LoadedEmbedder | None = None
         self._indexer: Indexer | None = None
@@ -259,7 +261,13 @@ class Engine:
     def _new_indexer(self, *, check: bool = True) -> Indexer:
         """The indexer (its embedder identity checked unless ``check=False``); its idle
         worker also writes the recall counts due and sweeps expired events."""
-        indexer = Indexer(self.storage, self.embedder, batch_size=self.batch_size, check=check)
+        indexer = Indexer(
+            self.storage,
+            self.embedder,
+            batch_size=self.batch_size,
+            check=check,
+            idle=self.worker_priority == "idle",
+        )
         indexer.idle_hooks.append(self.recalls.flush_if_due)
         indexer.idle_hooks.append(self.storage.sweep_expired)
         return indexer

@@ -132,6 +132,7 @@ class Indexer:
         batch_size: int = 64,
         poll_seconds: float = 1.0,
         check: bool = True,
+        idle: bool = True,
     ) -> None:
         self.storage = storage
         self.store = storage.log
@@ -158,8 +159,9 @@ class Indexer:
         self.idle_hooks: list[Callable[[], object]] = []
         #: counts a deferred event's tokens (the manager sets its model's counter)
         self.count_tokens: Callable[[str], int] = tokenizer_for("gpt-4o").count
-        # the worker's embedding runs at idle priority from its second batch (core/idle.py)
-        self._idle = IdleRunner()
+        # the worker's embedding runs at idle priority from its second batch (core/idle.py),
+        # unless asked to run at the caller's (SessionManager(worker_priority="normal"))
+        self._idle = IdleRunner() if idle else None
         self._worker_batches = 0
         self._beat_at = -BEAT_SECONDS
         if check:
@@ -287,7 +289,7 @@ class Indexer:
             self._activity = (
                 f"embedding texts {start + 1}-{start + len(part)} of a batch of {len(texts)}"
             )
-            if self._worker_batches:
+            if self._worker_batches and self._idle is not None:
                 parts.append(self._idle.run(self.embedder.embed, part))
             else:
                 parts.append(self.embedder.embed(part))
@@ -442,7 +444,8 @@ class Indexer:
         try:
             self._work()
         finally:
-            self._idle.close()
+            if self._idle is not None:
+                self._idle.close()
             with self._exit_lock:
                 hooks, self._on_exit, self._exited = self._on_exit, [], True
             for hook in hooks:

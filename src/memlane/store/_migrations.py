@@ -276,6 +276,18 @@ _SESSIONS_BY_ACTIVITY = """
 CREATE INDEX sessions_by_activity ON sessions (updated_us, id);
 """
 
+# An event's keyword row is written by the outbox worker, with the batch it embeds
+# (SqliteStore.index_new_events), not by a trigger in record()'s transaction: the row (the
+# event's context read from its neighbours, its text tokenized) was a third of record()'s
+# time, and FTS5 wrote a segment a transaction and merged them in some commits (record() p99
+# 5.6 → 1.3 ms; docs/decisions/2026-11-27-keyword-rows-by-the-worker.md). Keyword search
+# ranks in memory from the log (ranking/keyword/), so it finds an event at once; FTS5, the
+# fallback while that index builds, finds it once embedded (a search embeds this process's
+# newest events first). Rows of events recorded before stay as the trigger wrote them.
+_KEYWORD_ROWS_BY_WORKER = """
+DROP TRIGGER events_fts_insert;
+"""
+
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -356,4 +368,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0012_stale_facts", STALE_FACTS),
     ("0013_passages", _PASSAGES),
     ("0014_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
+    ("0015_keyword_rows_by_worker", _KEYWORD_ROWS_BY_WORKER),
 )

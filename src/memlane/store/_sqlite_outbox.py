@@ -40,6 +40,7 @@ class SqliteOutbox:
         def refresh_previous_context(
             self, conn: sqlite3.Connection, seqs: Sequence[int]
         ) -> None: ...
+        def index_new_events(self, conn: sqlite3.Connection, seqs: Sequence[int]) -> None: ...
 
     @contextmanager
     def claim_outbox(
@@ -133,6 +134,7 @@ class SqliteOutbox:
                 existing.update(int(row[0]) for row in found.fetchall())
             write(tx, [row for row in rows if row.seq in existing])
             tx.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])
+            self.index_new_events(tx.conn, list(existing))
             self.refresh_previous_context(tx.conn, seqs)
 
     def requeue_all(self, tx: Tx) -> int:
