@@ -189,9 +189,10 @@ def test_context_holds_neighbours_and_date(mgr: SessionManager, db_path: Path) -
     first = mgr.record(session.id, "fact", "alpha first", created_at=when_)
     second = mgr.record(session.id, "fact", "beta second", created_at=when_)
     third = mgr.record(session.id, "fact", "gamma third", created_at=when_)
-    # at record time an event knows the two before it and its date
+    # the outbox worker writes the keyword rows (0015_keyword_rows_by_worker): an event's
+    # context holds the two before it, its date and the two after it recorded by then
+    mgr.flush()
     assert contexts(db_path)[third.seq] == "alpha first\nbeta second\n3 June 2025\n\n"
-    mgr.flush()  # the outbox worker adds later events to their predecessors' context
     assert contexts(db_path)[first.seq] == "\nctx\n3 June 2025\nbeta second\ngamma third"
     assert contexts(db_path)[second.seq] == "ctx\nalpha first\n3 June 2025\ngamma third\n"
     # the date is matched by keyword: "june" finds all three through their context
