@@ -11,6 +11,7 @@ import pytest
 from memlane import HashEmbedder, InvalidInput, SessionManager
 from memlane.admin import StoreAdmin
 from memlane.ranking.keyword import cache as keyword_cache
+from memlane.store.base import EventFilter
 from memlane.store.sqlite import SqliteStore
 from memlane.ui import Source
 
@@ -49,13 +50,20 @@ def fill(db: Path, agent: str, turns: int = 300) -> str:
         return sid
 
 
+def partitions(mgr: SessionManager) -> list[str]:
+    """The partitions the manager's searches read (its agent's: "agent:<id>")."""
+    searcher = mgr._writer.searcher
+    return [name for name, _ in searcher._partitions(EventFilter(searcher.scope))]
+
+
 def test_warm_up_loads_the_indexes_and_counts_nothing(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     sid = fill(db, "ops")
     with SessionManager("ops", db, embedder=HashEmbedder(), background=False) as mgr:
         store = mgr._writer.searcher.store
         assert isinstance(store, SqliteStore)
-        names = ["ops"]
+        names = partitions(mgr)
+        assert names and not store.keyword_index_ready(names)  # (starts its build)
         assert mgr._engine.storage.vectors._cache is None  # type: ignore[attr-defined]
         assert mgr.warm_up(wait=60) is True
         assert store.keyword_index_ready(names)  # the search that follows ranks in memory
@@ -76,7 +84,7 @@ def test_warm_up_without_waiting_returns_at_once_and_the_build_goes_on(tmp_path:
         store = mgr._writer.searcher.store
         assert isinstance(store, SqliteStore)
         mgr.warm_up()  # ready or not, it does not wait
-        assert store.keyword_index_ready(["ops"], wait=60)
+        assert store.keyword_index_ready(partitions(mgr), wait=60)
 
 
 def test_the_inspector_warms_the_agents_it_will_most_likely_show(tmp_path: Path) -> None:
