@@ -295,7 +295,7 @@ class Indexer:
                 parts.append(self.embedder.embed(part))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def recorded(self, seq: int, chars: int = 0) -> None:
+    def recorded(self, seq: int, chars: int) -> None:
         """Note an event this process recorded, and its length (for :meth:`catch_up`)."""
         with self._recent_lock:
             self._recent[seq] = chars

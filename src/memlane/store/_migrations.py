@@ -281,9 +281,9 @@ CREATE INDEX sessions_by_activity ON sessions (updated_us, id);
 # event's context read from its neighbours, its text tokenized) was a third of record()'s
 # time, and FTS5 wrote a segment a transaction and merged them in some commits (record() p99
 # 5.6 → 1.3 ms; docs/decisions/2026-11-27-keyword-rows-by-the-worker.md). Keyword search
-# ranks in memory from the log (ranking/keyword/), so it finds an event at once; FTS5, the
-# fallback while that index builds, finds it once embedded (a search embeds this process's
-# newest events first). Rows of events recorded before stay as the trigger wrote them.
+# ranks in memory from the log (ranking/keyword/), so it finds an event at once; a search that
+# falls back to FTS5 (while that index builds) first writes the rows of the newest pending
+# events (SqliteKeywordIndex._index_pending). Rows of events recorded before stay as written.
 _KEYWORD_ROWS_BY_WORKER = """
 DROP TRIGGER events_fts_insert;
 """

@@ -142,10 +142,9 @@ class SqliteKeywordIndex:
         worker, as their vectors do."""
         if self.read_only:
             return
-        newest = f"SELECT seq FROM outbox ORDER BY seq DESC LIMIT {PENDING_ROWS}"
         missing = self._read(
-            f"SELECT seq FROM ({newest}) WHERE seq NOT IN (SELECT rowid FROM events_fts "
-            f"WHERE rowid IN ({newest}))"
+            f"SELECT o.seq FROM (SELECT seq FROM outbox ORDER BY seq DESC LIMIT {PENDING_ROWS}) o "
+            "WHERE NOT EXISTS (SELECT 1 FROM events_fts f WHERE f.rowid = o.seq)"
         )
         if missing:
             with self.atomic() as tx:
