@@ -150,12 +150,18 @@ def test_restore_preview_follows_the_budget(
 ) -> None:
     ids = server[1]
     page.goto(f"{base(server)}/restore?session={ids['main']}&budget=2000&budget2=120")
+    # The second budget's column comes with its own request, after the page.
+    page.wait_for_selector("section.restore-column[data-budget='120'] b.used")
     assert page.locator("section.restore-column").count() == 2
+    assert page.locator("section.restore-column.later").count() == 0
+    second = page.locator("section.restore-column[data-budget='120']")
+    assert 0 < int(second.locator("b.used").inner_text().replace(",", "")) <= 120
     mark_page(page)
     budget = page.locator("input[name=budget]")
     budget.fill("90")
     budget.press("Enter")
     page.wait_for_selector("section.restore-column h2 >> text=Budget 90 tokens")
+    page.wait_for_selector("section.restore-column[data-budget='120'] b.used")
     assert stayed(page)
     first = page.locator("section.restore-column").first
     used = int(first.locator("b.used").inner_text().replace(",", ""))

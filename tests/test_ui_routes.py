@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -259,11 +260,29 @@ def test_restore_preview_shows_text_sections_and_report(
 
 
 def test_restore_preview_compares_two_budgets(client: TestClient, ids: dict[str, str]) -> None:
-    page = client.get("/restore", params={"session": ids["main"], "budget": 60, "budget2": 2000})
+    asked = {"session": ids["main"], "budget": 60, "budget2": 2000}
+    page = client.get("/restore", params=asked)
     assert page.status_code == 200
     assert "columns-2" in page.text
     assert "Budget 60 tokens" in page.text and "Budget 2,000 tokens" in page.text
     assert "dropped" in page.text  # the small budget drops something
+    # One restore per request: the second column is a placeholder htmx fills on load...
+    later = re.findall(
+        r'<section class="restore-column later"([^>]*)>(.*?)</section>', page.text, re.S
+    )
+    assert len(later) == 1 and 'data-budget="2000"' in later[0][0]
+    assert 'hx-trigger="load"' in later[0][0]
+    fetch = unescape(re.search(r'hx-get="([^"]+)"', later[0][0]).group(1))
+    assert "only=2" in fetch
+    assert page.text.count('<b class="used">') == 1
+    # ...from the same route, which then restores only that budget.
+    column = client.get(fetch, headers={"HX-Request": "true"})
+    assert column.status_code == 200 and "<html" not in column.text
+    assert "Budget 2,000 tokens" in column.text and "Budget 60 tokens" not in column.text
+    assert '<b class="used">' in column.text and "later" not in column.text
+    link = unescape(re.search(r'<a href="([^"]+)"', later[0][1]).group(1))
+    alone = client.get(link)  # the placeholder's link, for a page without scripts
+    assert "Budget 2,000 tokens" in alone.text and "columns-1" in alone.text
     partial = client.get(
         "/restore",
         params={"session": ids["main"], "budget": 300},

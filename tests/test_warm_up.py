@@ -94,12 +94,36 @@ def test_the_inspector_warms_the_agents_it_will_most_likely_show(tmp_path: Path)
     admin = StoreAdmin(db, embedder=HashEmbedder(), read_only=True)
     source = Source(admin)
     try:
-        assert source.warm_up() == ["a4", "a3", "a2"]  # the most recently active, at most 3
+        assert source.warm_up(wait=60) == ["a4", "a3", "a2"]  # the most recent, at most 3
         assert sorted(agent for agent, _ in source._managers) == ["a2", "a3", "a4"]
+        # the operator's search (every agent) reads through the admin's own caches: warmed
+        built = admin.store._keywords._built  # type: ignore[attr-defined]
+        assert sorted(built) == ["agent:a2", "agent:a3", "agent:a4"]  # (a1: not asked for)
     finally:
         source.close()
     scoped = Source(StoreAdmin(db, embedder=HashEmbedder(), read_only=True), agent="a1")
     try:
         assert scoped.warm_up() == ["a1"]
+        assert scoped.admin.store._keywords._built == {}  # type: ignore[attr-defined]
     finally:
         scoped.close()
+
+
+def test_an_operator_warms_up_every_agent_or_those_named(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    sids = {agent: fill(db, agent, turns=400) for agent in ("a1", "a2")}
+    with StoreAdmin(db, embedder=HashEmbedder(), read_only=True) as admin:
+        store = admin.store
+        assert isinstance(store, SqliteStore)
+        assert admin.warm_up(["a2"], wait=60) is True
+        assert store.keyword_index_ready(["agent:a2"])
+        assert admin.warm_up(wait=60) is True  # every agent
+        assert store.keyword_index_ready(["agent:a1", "agent:a2"])
+        with pytest.raises(InvalidInput, match="wait must be a number of seconds"):
+            admin.warm_up(wait=-0.5)
+        with pytest.raises(InvalidInput, match="agent"):
+            admin.warm_up([""])
+        assert admin.warm_up(["nobody"]) is True  # an agent with no events: nothing to load
+    with SessionManager("a1", db, embedder=HashEmbedder(), background=False) as mgr:
+        assert {e.recall_count for e in mgr.events(sids["a1"], limit=1000)} == {0}
+        assert len(mgr.events(sids["a1"], limit=1000)) == 401  # nothing recorded

@@ -126,6 +126,8 @@ class Source:
                 agents = list(dict.fromkeys(info.session.agent_id for info in recent))
             for agent in agents[:WARM_AGENTS]:
                 self.manager(agent).warm_up(wait)
+            if self.agent is None:  # the operator's search reads through the admin's caches
+                self.admin.warm_up(agents[:WARM_AGENTS], wait)
             return agents[:WARM_AGENTS]
         except SessionManagerError as exc:
             log.warning("memlane ui: warming up failed (the pages will say why): %s", exc)

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from ..partition_rows import PartitionRows, RowCodes, RowQuery
 from .codec import decode_vector, decode_vectors, vector_dim
+from .exact import exact_scores
 from .quantized import (
     approximate_scores,
     approximate_scores4,
@@ -166,7 +167,7 @@ class _Partition(PartitionRows):
             rows = None
         if self.in_memory and count < APPROXIMATE_FROM:
             picked = slice(0, self.size) if rows is None else rows
-            exact = self.matrix[picked] @ query
+            exact = exact_scores(self.matrix[picked], query)
             positions = np.arange(self.size) if rows is None else rows
             if dead is not None:
                 exact[dead] = -np.inf
@@ -197,9 +198,9 @@ class _Partition(PartitionRows):
                 candidates = _bounded(rough, _STORED_CANDIDATES * k + _STORED_EXTRA)
             positions = candidates if chosen is None else chosen[candidates]
             if self.in_memory:
-                exact = self.matrix[positions] @ query
+                exact = exact_scores(self.matrix[positions], query)
             else:
-                exact = stored(self.vids[positions], self.dim) @ query
+                exact = exact_scores(stored(self.vids[positions], self.dim), query)
                 exact[np.isnan(exact)] = -np.inf  # (a vector deleted meanwhile: NaN row)
             if dead is not None:
                 exact[dead[positions]] = -np.inf

@@ -24,13 +24,13 @@ after the 1-bit pass, the same as the 8-bit codes'.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..arrays import bit_counts
+from .one_op import one_op_session
 
 __all__ = [
     "approximate_scores",
@@ -44,13 +44,10 @@ __all__ = [
 Codes = npt.NDArray[np.uint8]
 Floats = npt.NDArray[np.float32]
 
-_SESSION: Any = None
-
 # hamming_candidates' cut from a sample of the rows (see there)
 _SAMPLED_FROM = 131_072
 _SAMPLE_STEP = 16
 _SAMPLE_MARGIN = 1.1
-_SESSION_LOCK = threading.Lock()
 
 
 #: the query's int8 range in the 8-bit scan (see approximate_scores)
@@ -167,26 +164,7 @@ def hamming_candidates(
 
 
 def _session() -> Any:
-    """One ``MatMulInteger`` graph per process (onnxruntime sessions may run concurrently)."""
-    global _SESSION
-    with _SESSION_LOCK:
-        if _SESSION is None:
-            import onnxruntime
-            from onnx import TensorProto, helper
+    """The ``MatMulInteger`` graph (u8 codes by an s8 column: i32 sums)."""
+    from onnx import TensorProto
 
-            a = helper.make_tensor_value_info("A", TensorProto.UINT8, [None, None])
-            b = helper.make_tensor_value_info("B", TensorProto.INT8, [None, 1])
-            y = helper.make_tensor_value_info("Y", TensorProto.INT32, [None, 1])
-            graph = helper.make_graph(
-                [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])], "scan", [a, b], [y]
-            )
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-            model.ir_version = 9  # what every supported onnxruntime reads
-            options = onnxruntime.SessionOptions()
-            options.log_severity_level = 3
-            # idle threads sleep instead of spinning (they would take a core from the caller)
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            _SESSION = onnxruntime.InferenceSession(
-                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-            )
-        return _SESSION
+    return one_op_session("MatMulInteger", TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32)

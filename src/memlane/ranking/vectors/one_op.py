@@ -1,0 +1,37 @@
+"""One-operator onnxruntime graphs: ``Y = op(A, B)`` with ``B`` a column, one session each
+per process (sessions may run concurrently), threads that sleep when done."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["one_op_session"]
+
+_SESSIONS: dict[tuple[str, int, int, int], Any] = {}
+_LOCK = threading.Lock()
+
+
+def one_op_session(op: str, a_type: int, b_type: int, y_type: int) -> Any:
+    """The session of ``Y = op(A, B)`` (``A``: rows by columns, ``B``: a column), built on
+    first use; the types are ``onnx.TensorProto`` element types."""
+    key = (op, a_type, b_type, y_type)
+    with _LOCK:
+        if key not in _SESSIONS:
+            import onnxruntime
+            from onnx import helper
+
+            a = helper.make_tensor_value_info("A", a_type, [None, None])
+            b = helper.make_tensor_value_info("B", b_type, [None, 1])
+            y = helper.make_tensor_value_info("Y", y_type, [None, 1])
+            graph = helper.make_graph([helper.make_node(op, ["A", "B"], ["Y"])], op, [a, b], [y])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            model.ir_version = 9  # what every supported onnxruntime reads
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            # idle threads sleep instead of spinning (they would take a core from the caller)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            _SESSIONS[key] = onnxruntime.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        return _SESSIONS[key]
