@@ -43,6 +43,7 @@ GROUPS = {
         "events_fts_docsize",
         "events_fts_content",
         "events_fts_config",
+        "keyword_text",  # (0016: the whole texts of flattened outputs, the only copy kept)
     ),
     "outbox": ("outbox", "outbox_by_partition", "deleted_vectors"),
 }

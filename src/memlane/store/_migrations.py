@@ -8,12 +8,13 @@ Layout (see docs/architecture.md):
 - ``sessions`` and ``events`` are the log, the only source of truth;
 - ``outbox`` lists events still waiting for their embedding (written in the same transaction
   as the event, so a crash can never lose one);
-- ``vectors`` (float32 little-endian BLOBs) and ``events_fts`` (FTS5) are projections that
-  ``reindex`` can rebuild from the log. Since ``0002_keyword_context`` the keyword index has
-  two columns: ``content`` (the event's own text) and ``context`` (what surrounds it: the
+- ``vectors`` (half-precision BLOBs since ``0013``) and ``events_fts`` (FTS5) are projections
+  that ``reindex`` can rebuild from the log. Since ``0002_keyword_context`` the keyword index
+  has two columns: ``content`` (the event's own text) and ``context`` (what surrounds it: the
   two events before and the two after it in the same session, cut to 1,000 / 500 characters,
-  and the event's UTC date written out as "8 May 2023"), computed by the view
-  ``events_search_text``;
+  and the event's UTC date written out as "8 May 2023"). Since
+  ``0016_keyword_text_from_the_log`` FTS5 stores no copy of them: it reads both from the view
+  ``events_keyword_text`` (the events marked ``keyword_row``, their neighbours among those);
 - ``large_payloads`` holds payloads over 32 KB (since ``0003_restore_reads``), so the rest of
   their event's row stays cheap to read; ``events.payload_preview`` is what restore reads of
   them;
@@ -289,6 +290,144 @@ DROP TRIGGER events_fts_insert;
 """
 
 
+# The keyword index stores no copy of its text (issue 34: its content table was the biggest
+# thing in the store, ~920 B of ~3.3 KB an event at 100k events). ``events_fts`` is an
+# external-content FTS5 table over the view ``events_keyword_text``, which computes an event's
+# text and context from the log when FTS5 needs them: to delete a row (it must remove exactly
+# the tokens it added), to ``rebuild``. That holds only if the view gives, for every row in
+# the index, the text it was indexed with, and no row that is not in it. So:
+# - ``events.keyword_row`` says which events have their row (the worker sets it when it writes
+#   them: SqliteKeywordIndex.index_new_events), and the view holds only those; an event's
+#   context is read from its neighbours *that have a row* (two before, two after, in its
+#   session), so recording an event changes no indexed context until the worker indexes it,
+#   and then the worker re-indexes the neighbours whose context it joins, in that transaction;
+# - deleting an event, or changing its content, its date or whether it is deferred, takes its
+#   row and its four neighbours' rows out before the change (while the view still gives their
+#   indexed text) and puts them back after (the triggers below);
+# - the whole text of a flattened output that is more than its content (core/searchable.py,
+#   the worker's digest) is kept in ``keyword_text``, the one text the log cannot give back;
+# - an event never moves to another session (the guard below; nothing in the library does).
+# tests/test_keyword_rows.py checks the index against the view (FTS5's integrity-check) after
+# every kind of write.
+_KEYWORD_TEXT_FROM_THE_LOG = """
+ALTER TABLE events ADD COLUMN keyword_row INTEGER NOT NULL DEFAULT 0;
+UPDATE events SET keyword_row = 1 WHERE seq IN (SELECT rowid FROM events_fts);
+CREATE TABLE keyword_text (
+    seq  INTEGER PRIMARY KEY REFERENCES events (seq) ON DELETE CASCADE,
+    text TEXT NOT NULL
+);
+INSERT INTO keyword_text (seq, text)
+SELECT f.rowid, f.content FROM events_fts f JOIN events e ON e.seq = f.rowid
+WHERE NOT e.deferred AND f.content IS NOT e.content;
+DROP TRIGGER events_fts_delete;
+DROP TABLE events_fts;
+DROP VIEW events_search_text;
+CREATE VIEW events_keyword_text (seq, content, context) AS
+SELECT e.seq,
+    CASE WHEN e.deferred THEN substr(e.content, 1, 32768)
+         ELSE coalesce((SELECT k.text FROM keyword_text k WHERE k.seq = e.seq), e.content) END,
+    coalesce((SELECT substr(p.content, 1, 500) FROM events p
+                  WHERE p.session_id = e.session_id AND p.seq < e.seq AND p.keyword_row
+                  ORDER BY p.seq DESC LIMIT 1 OFFSET 1), '')
+    || char(10)
+    || coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+                  WHERE p.session_id = e.session_id AND p.seq < e.seq AND p.keyword_row
+                  ORDER BY p.seq DESC LIMIT 1 OFFSET 0), '')
+    || char(10)
+    || CAST(strftime('%d', e.created_us / 1000000, 'unixepoch') AS INTEGER) || ' '
+    || CASE strftime('%m', e.created_us / 1000000, 'unixepoch')
+        WHEN '01' THEN 'January' WHEN '02' THEN 'February' WHEN '03' THEN 'March'
+        WHEN '04' THEN 'April' WHEN '05' THEN 'May' WHEN '06' THEN 'June'
+        WHEN '07' THEN 'July' WHEN '08' THEN 'August' WHEN '09' THEN 'September'
+        WHEN '10' THEN 'October' WHEN '11' THEN 'November' ELSE 'December' END
+    || ' ' || strftime('%Y', e.created_us / 1000000, 'unixepoch')
+    || char(10)
+    || coalesce((SELECT substr(p.content, 1, 1000) FROM events p
+                  WHERE p.session_id = e.session_id AND p.seq > e.seq AND p.keyword_row
+                  ORDER BY p.seq LIMIT 1 OFFSET 0), '')
+    || char(10)
+    || coalesce((SELECT substr(p.content, 1, 500) FROM events p
+                  WHERE p.session_id = e.session_id AND p.seq > e.seq AND p.keyword_row
+                  ORDER BY p.seq LIMIT 1 OFFSET 1), '')
+FROM events e WHERE e.keyword_row;
+CREATE VIRTUAL TABLE events_fts USING fts5 (
+    content, context, content='events_keyword_text', content_rowid='seq',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER events_fts_before_delete BEFORE DELETE ON events WHEN old.keyword_row BEGIN
+    DELETE FROM events_fts WHERE rowid = old.seq;
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 0);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 1);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 0);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 1);
+END;
+CREATE TRIGGER events_fts_after_delete AFTER DELETE ON events WHEN old.keyword_row BEGIN
+    INSERT INTO events_fts (rowid, content, context)
+    SELECT seq, content, context FROM events_keyword_text WHERE seq IN (
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 0),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 1),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 0),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 1)
+    );
+END;
+CREATE TRIGGER events_fts_before_update BEFORE UPDATE OF content, deferred, created_us
+ON events WHEN old.keyword_row BEGIN
+    DELETE FROM events_fts WHERE rowid = old.seq;
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 0);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 1);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 0);
+    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
+            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 1);
+END;
+CREATE TRIGGER events_fts_after_update AFTER UPDATE OF content, deferred, created_us
+ON events WHEN new.keyword_row BEGIN
+    INSERT INTO events_fts (rowid, content, context)
+    SELECT seq, content, context FROM events_keyword_text WHERE seq IN (
+        new.seq,
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = new.session_id AND p.seq < new.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 0),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = new.session_id AND p.seq < new.seq AND p.keyword_row
+            ORDER BY p.seq DESC LIMIT 1 OFFSET 1),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = new.session_id AND p.seq > new.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 0),
+        (SELECT p.seq FROM events p
+            WHERE p.session_id = new.session_id AND p.seq > new.seq AND p.keyword_row
+            ORDER BY p.seq LIMIT 1 OFFSET 1)
+    );
+END;
+CREATE TRIGGER events_stay_in_their_session BEFORE UPDATE OF session_id, seq ON events
+WHEN new.session_id IS NOT old.session_id OR new.seq IS NOT old.seq BEGIN
+    SELECT RAISE(ABORT, 'an event never moves to another session or position');
+END;
+INSERT INTO events_fts (events_fts) VALUES ('rebuild');
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -369,4 +508,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0013_passages", _PASSAGES),
     ("0014_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
     ("0015_keyword_rows_by_worker", _KEYWORD_ROWS_BY_WORKER),
+    ("0016_keyword_text_from_the_log", _KEYWORD_TEXT_FROM_THE_LOG),
 )

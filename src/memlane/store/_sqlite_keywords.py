@@ -1,5 +1,7 @@
-"""SQLite's keyword index: FTS5 (the persistent index, kept by triggers and the worker) and the
-in-memory BM25 ranking that answers scoped searches (``_keyword_cache.py``).
+"""SQLite's keyword index: FTS5 (the persistent index, kept by triggers and the worker; it
+stores no text of its own, reading it from the view ``events_keyword_text``:
+0016_keyword_text_from_the_log) and the in-memory BM25 ranking that answers scoped searches
+(``_keyword_cache.py``).
 
 A mixin of :class:`~memlane.store.sqlite.SqliteStore`, which creates the cache
 (``_keywords``); the log's connections, reads and filters are the store's. Not part of the
@@ -23,9 +25,6 @@ from .base import batched
 __all__ = ["SqliteKeywordIndex"]
 
 
-#: of an event written ``deferred`` (too large to digest in ``record()``), the keyword row
-#: holds this many first characters until the worker digests it (0007_deferred_digests)
-DEFERRED_HEAD_CHARS = 32_768
 #: a search ranked by FTS5 first writes the keyword rows of at most this many of the newest
 #: events still waiting for the worker
 PENDING_ROWS = 256
@@ -144,7 +143,7 @@ class SqliteKeywordIndex:
             return
         missing = self._read(
             f"SELECT o.seq FROM (SELECT seq FROM outbox ORDER BY seq DESC LIMIT {PENDING_ROWS}) o "
-            "WHERE NOT EXISTS (SELECT 1 FROM events_fts f WHERE f.rowid = o.seq)"
+            "JOIN events e ON e.seq = o.seq WHERE NOT e.keyword_row"
         )
         if missing:
             with self.atomic() as tx:
@@ -152,72 +151,79 @@ class SqliteKeywordIndex:
 
     @staticmethod
     def index_new_events(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
-        """Write the keyword rows of the events ``seqs`` (those indexed, still existing and
-        not written yet: a deferred event's digest may have written its whole text first),
-        with the context they have now.
+        """Write the keyword rows of the events ``seqs`` that have none yet (those indexed
+        and still existing), and rewrite the rows of their neighbours whose context they
+        join (0016_keyword_text_from_the_log: an event's context holds its neighbours that
+        have a row; FTS5 reads both texts from the view, so each neighbour's row is taken out
+        before the new events count as indexed and put back after).
 
         The outbox worker calls this for the batch it embeds (0015_keyword_rows_by_worker):
         in ``record()`` the row cost a third of the call, and FTS5 merged its segments in
         some commits (a new segment a transaction): ``record()`` p50 0.87 → 0.53 ms and p99
         5.6 → 1.3 ms without it (docs/decisions/2026-11-27-keyword-rows-by-the-worker.md).
         """
+        new: list[int] = []
         for chunk in batched(sorted(set(seqs))):
+            marks = ", ".join("?" for _ in chunk)
+            found = conn.execute(
+                f"SELECT seq FROM events WHERE seq IN ({marks}) AND indexed AND NOT keyword_row",
+                chunk,
+            )
+            new.extend(int(row[0]) for row in found.fetchall())
+        if not new:
+            return
+        # Every event whose context a new one joins is among the two indexed events on
+        # either side of it now (tests/test_keyword_rows.py).
+        near = (
+            "SELECT p.seq FROM events p WHERE p.session_id = e.session_id "
+            "AND p.seq {} e.seq AND p.keyword_row ORDER BY p.seq {} LIMIT 2"
+        )
+        touched: set[int] = set()
+        for chunk in batched(new):
+            marks = ", ".join("?" for _ in chunk)
+            for side in (near.format("<", "DESC"), near.format(">", "ASC")):
+                rows = conn.execute(
+                    f"SELECT n.seq FROM events e JOIN events n ON n.seq IN ({side}) "
+                    f"WHERE e.seq IN ({marks})",
+                    chunk,
+                ).fetchall()
+                touched.update(int(row[0]) for row in rows)
+        out = [(seq,) for seq in sorted(touched)]
+        conn.executemany("DELETE FROM events_fts WHERE rowid = ?", out)
+        for chunk in batched(new):
+            marks = ", ".join("?" for _ in chunk)
+            conn.execute(f"UPDATE events SET keyword_row = 1 WHERE seq IN ({marks})", chunk)
+        for chunk in batched(sorted(touched.union(new))):
             marks = ", ".join("?" for _ in chunk)
             conn.execute(
                 "INSERT INTO events_fts (rowid, content, context) "
-                "SELECT t.seq, CASE WHEN e.deferred "
-                f"THEN substr(t.content, 1, {DEFERRED_HEAD_CHARS}) ELSE t.content END, t.context "
-                "FROM events_search_text t JOIN events e ON e.seq = t.seq "
-                f"WHERE t.seq IN ({marks}) AND e.indexed "
-                f"AND t.seq NOT IN (SELECT rowid FROM events_fts WHERE rowid IN ({marks}))",
-                [*chunk, *chunk],
+                f"SELECT seq, content, context FROM events_keyword_text WHERE seq IN ({marks})",
+                chunk,
             )
-
-    @staticmethod
-    def refresh_previous_context(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
-        """Re-index the keyword context of the two events recorded just before each of ``seqs``
-        in its session.
-
-        An event's context includes the next events of its session, which do not exist yet
-        when it is recorded; the outbox worker calls this for the batch it embeds, so
-        ``record()`` never rewrites other keyword rows (0002_keyword_context).
-        """
-        if not seqs:
-            return
-        marks = ", ".join("?" for _ in seqs)
-        before = (
-            "(SELECT p.seq FROM events p WHERE p.session_id = e.session_id AND p.seq < e.seq "
-            "ORDER BY p.seq DESC LIMIT 1 OFFSET {})"
-        )
-        rows = conn.execute(
-            f"SELECT {before.format(0)}, {before.format(1)} FROM events e WHERE e.seq IN ({marks})",
-            list(seqs),
-        ).fetchall()
-        previous = sorted({seq for row in rows for seq in row if seq is not None})
-        conn.executemany(
-            "UPDATE events_fts SET context = "
-            "(SELECT t.context FROM events_search_text t WHERE t.seq = ?) WHERE rowid = ?",
-            [(seq, seq) for seq in previous],
-        )
 
     def finish_deferred(
         self, tx: Tx, seq: int, token_count: int, preview: str | None, text: str | None
     ) -> bool:
         """See :meth:`Store.finish_deferred <memlane.store.base.Store.finish_deferred>`:
-        the keyword row is written with the context the event has now (its neighbours as
-        the insert trigger would have read them)."""
+        the keyword row then holds the whole text (the update's triggers rewrite it, and its
+        neighbours', if the event has one; otherwise the worker writes it from the view). A
+        whole text that is not the event's content is kept in ``keyword_text``, the one text
+        the log cannot give back (0016_keyword_text_from_the_log)."""
+        if text is not None:
+            known = tx.execute(
+                "SELECT content FROM events WHERE seq = ? AND deferred", (seq,)
+            ).fetchone()
+            # (while deferred, the view reads the head of the content: this changes nothing
+            # FTS5 holds until the update below)
+            if known is not None and text != known[0]:
+                tx.execute(
+                    "INSERT OR REPLACE INTO keyword_text (seq, text) VALUES (?, ?)", (seq, text)
+                )
+            elif known is not None:
+                tx.execute("DELETE FROM keyword_text WHERE seq = ?", (seq,))
         cursor = tx.execute(
             "UPDATE events SET token_count = ?, payload_preview = ?, deferred = 0 "
             "WHERE seq = ? AND deferred",
             (token_count, preview, seq),
         )
-        if not cursor.rowcount:
-            return False
-        if text is not None:
-            tx.execute("DELETE FROM events_fts WHERE rowid = ?", (seq,))  # the head's row
-            tx.execute(
-                "INSERT INTO events_fts (rowid, content, context) "
-                "SELECT t.seq, ?, t.context FROM events_search_text t WHERE t.seq = ?",
-                (text, seq),
-            )
-        return True
+        return bool(cursor.rowcount)

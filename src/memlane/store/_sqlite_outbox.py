@@ -135,7 +135,6 @@ class SqliteOutbox:
             write(tx, [row for row in rows if row.seq in existing])
             tx.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])
             self.index_new_events(tx.conn, list(existing))
-            self.refresh_previous_context(tx.conn, seqs)
 
     def requeue_all(self, tx: Tx) -> int:
         """Drop the embedder identity, queue every event for embedding and rebuild the FTS5
@@ -147,17 +146,18 @@ class SqliteOutbox:
             "SELECT seq, partition FROM events WHERE indexed"
         )
         tx.execute("UPDATE outbox SET claimed_until = 0")
-        tx.execute("DELETE FROM events_fts")
-        tx.execute(
-            "INSERT INTO events_fts (rowid, content, context) "
-            "SELECT t.seq, t.content, t.context FROM events_search_text t "
-            "JOIN events e ON e.seq = t.seq WHERE e.indexed"
-        )
+        # The keyword index from the log again: emptied and unmarked first, so that the
+        # updates below (whose triggers would rewrite rows) have none to rewrite, then every
+        # indexed event marked and FTS5 rebuilt from the view (0016_keyword_text_from_the_log).
+        tx.execute("INSERT INTO events_fts (events_fts) VALUES ('delete-all')")
+        tx.execute("UPDATE events SET keyword_row = 0 WHERE keyword_row")
         tx.execute(  # a flattened output's whole text is the worker's (finish_deferred)
             "UPDATE events SET deferred = 1 WHERE indexed AND NOT deferred "
             f"AND length(content) >= {CONTENT_CHARS} "
             "AND json_extract(metadata, '$.derived_content') = 1"
         )
+        tx.execute("UPDATE events SET keyword_row = 1 WHERE indexed")
+        tx.execute("INSERT INTO events_fts (events_fts) VALUES ('rebuild')")
         return int(tx.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
 

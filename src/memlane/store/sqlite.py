@@ -546,11 +546,15 @@ class SqliteStore(SqlStore, SqliteKeywordIndex, SqliteOutbox):
     # -- hooks of the shared statements ----------------------------------------------------
 
     def _deleting_session(self, tx: Tx, session_id: str) -> None:
-        # Drop the session's keyword rows first: the delete trigger then has no neighbour
-        # context left to refresh inside the session (it would be deleted a moment later).
+        # Drop the session's keyword rows first and unmark its events: the delete triggers
+        # then have no neighbour's row to take out and put back (contexts stay within a
+        # session, so no other row changes). Each row once, while the view still gives it.
+        rows = tx.execute(
+            "SELECT seq FROM events WHERE session_id = ? AND keyword_row", (session_id,)
+        ).fetchall()
+        tx.executemany("DELETE FROM events_fts WHERE rowid = ?", rows)
         tx.execute(
-            "DELETE FROM events_fts WHERE rowid IN (SELECT seq FROM events WHERE session_id = ?)",
-            (session_id,),
+            "UPDATE events SET keyword_row = 0 WHERE session_id = ? AND keyword_row", (session_id,)
         )
 
     def _deleted(self, tx: Tx) -> None:
