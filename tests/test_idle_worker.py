@@ -97,3 +97,76 @@ def test_worker_priority_is_checked(db_path: Path) -> None:
 
     with pytest.raises(InvalidInput, match="worker_priority must be 'idle' or 'normal'"):
         SessionManager("a", db_path, embedder=HashEmbedder(), worker_priority="low")  # type: ignore[arg-type]
+
+
+def test_hurry_puts_a_running_call_back_at_normal_priority() -> None:
+    runner = IdleRunner()
+    assert not runner.hurry()  # no thread yet: nothing to hurry
+    inside, go_on = threading.Event(), threading.Event()
+
+    def call() -> tuple[int, int]:
+        before = os.sched_getscheduler(0)
+        inside.set()
+        go_on.wait(10)
+        return before, os.sched_getscheduler(0)
+
+    result: list[tuple[int, int]] = []
+    caller = threading.Thread(target=lambda: result.append(runner.run(call)))
+    caller.start()
+    assert inside.wait(10)
+    hurried = runner.hurry()
+    go_on.set()
+    caller.join(10)
+    if not hurried:  # an unprivileged process whose RLIMIT_NICE is 0 may not switch back
+        pytest.skip("this process may not leave SCHED_IDLE")
+    assert result == [(os.SCHED_IDLE, os.SCHED_OTHER)]
+    runner.close()
+    assert runner.run(os.sched_getscheduler, 0) == os.SCHED_IDLE  # a new thread: idle again
+
+
+def _burn(seconds_of_cpu: float) -> None:
+    """CPU work that releases the GIL (sha256 of large buffers), about ``seconds_of_cpu``."""
+    import hashlib
+
+    block = b"x" * 4_000_000
+    started = time.process_time()
+    while time.process_time() - started < seconds_of_cpu:
+        hashlib.sha256(block).digest()
+
+
+class SlowEmbedder(HashEmbedder):
+    """Half a second of CPU a call, then the hash embedder."""
+
+    def __call__(self, texts: Sequence[str], /) -> np.ndarray[Any, np.dtype[np.float32]]:
+        _burn(0.5)
+        return super().__call__(texts)
+
+
+@pytest.mark.slow
+def test_close_does_not_wait_for_an_idle_slice_on_a_busy_machine(db_path: Path) -> None:
+    """Every core kept busy at normal priority: an idle-priority slice gets almost no time,
+    and close() waited 30 s for it (the CI's failure under a CPU hog). Stopping hurries it."""
+    import subprocess
+    import sys
+
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        mgr = SessionManager("busy", db_path, embedder=SlowEmbedder(), batch_size=4)
+        session = mgr.start_session("busy machine")
+        for i in range(40):
+            mgr.record_fact(session.id, f"fact {i}")
+        time.sleep(2.0)  # the worker's first batch (its own thread), then idle slices
+        started = time.monotonic()
+        mgr.close()
+        took = time.monotonic() - started
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    if not IdleRunner().supported:
+        pytest.skip("no SCHED_IDLE here")
+    # one slice is 0.5 s of CPU; at idle priority beside the hogs it took over 30 s
+    assert took < 15, took

@@ -412,6 +412,8 @@ class Indexer:
         """
         self._stop.set()
         self._wake.set()
+        if self._idle is not None:  # its slice finishes at normal priority, not when it may
+            self._idle.hurry()
         thread, self._thread = self._thread, None
         timeout = STOP_TIMEOUT if timeout is None else timeout
         if thread is not None:
