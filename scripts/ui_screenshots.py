@@ -140,6 +140,8 @@ def shoot(page: Page, url: str, name: str, out: Path) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
     page.wait_for_function("!document.querySelector('time[data-local]')")  # local times
+    # (a restore comparison's second column is its own request, made once the page loaded)
+    page.wait_for_function("!document.querySelector('section.restore-column.later')")
     page.screenshot(path=str(out / name), full_page=False)
     print(f"{out / name}", file=sys.stderr)
 
