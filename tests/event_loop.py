@@ -10,7 +10,10 @@ checks, without a tight clock:
   in progress (in another thread, necessarily: a call on the loop's thread leaves the ticker
   no chance). Work that blocks the loop for the whole operation gets none (measured with
   the off-loading made inline on purpose: 0 ticks during library calls, where a free loop
-  got dozens even beside two busy loops);
+  got dozens even beside two busy loops). One tick is proof enough, and is asked for only
+  when the library's calls lasted :data:`MIN_LIBRARY_TIME` in all: a run whose calls took
+  ~0.06 s got 2 ticks and failed the former demand of 3 (a fresh-clone CI, 2026-11-27); a
+  call made on the loop's thread is caught by the first check whatever its length;
 - no single stall passed :data:`STALL_ALLOWANCE`, a guard against a pathological stall
   rather than a speed target (a free loop's worst stall was ~10 ms on an idle 2-core
   machine, up to 0.9 s with two busy loops beside the tests; bench/speed_targets.py
@@ -38,7 +41,9 @@ TICK = 0.005
 #: the longest single stall of the loop tolerated (a hang or pathological stall, not speed)
 STALL_ALLOWANCE = 5.0
 #: ticks that must land while the library works: blocked work gets none
-MIN_TICKS_IN_LIBRARY = 3
+MIN_TICKS_IN_LIBRARY = 1
+#: the library's calls must have lasted this long in all (s) for a tick to be owed
+MIN_LIBRARY_TIME = 8 * TICK
 
 
 @dataclass
@@ -47,6 +52,7 @@ class LoopReport:
     gaps: list[float]  # between consecutive ticks, the work's start and end included (s)
     ticks_in_library: int  # ticks while a SessionManager call was in progress
     on_loop: list[str] = field(default_factory=list)  # methods called on the loop's thread
+    library_time: float = 0.0  # how long at least one SessionManager call was in progress (s)
 
     @property
     def worst(self) -> float:
@@ -60,9 +66,11 @@ class LoopReport:
         )
         print(f"event loop: {summary}")  # (shown with -s, or beside a failure)
         assert not self.on_loop, f"called on the event loop's thread: {sorted(set(self.on_loop))}"
-        assert self.ticks_in_library >= MIN_TICKS_IN_LIBRARY, (
-            f"the loop did not run while the library worked: {summary}"
-        )
+        if self.library_time >= MIN_LIBRARY_TIME:
+            assert self.ticks_in_library >= MIN_TICKS_IN_LIBRARY, (
+                f"the loop did not run while the library worked "
+                f"({self.library_time:.3f} s in library calls): {summary}"
+            )
         assert self.worst < STALL_ALLOWANCE, f"the loop stalled: {summary}"
 
 
@@ -73,6 +81,8 @@ class _Calls:
         self.loop_thread = loop_thread
         self.running = 0
         self.on_loop: list[str] = []
+        self.busy = 0.0  # how long at least one call was in progress (s)
+        self._since = 0.0
         self._lock = threading.Lock()
 
     def wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,12 +91,16 @@ class _Calls:
             if threading.get_ident() == self.loop_thread:
                 self.on_loop.append(name)
             with self._lock:
+                if not self.running:
+                    self._since = time.perf_counter()
                 self.running += 1
             try:
                 return method(*args, **kwargs)
             finally:
                 with self._lock:
                     self.running -= 1
+                    if not self.running:
+                        self.busy += time.perf_counter() - self._since
 
         return watched
 
@@ -142,4 +156,4 @@ async def watch_loop(work: Callable[[], Awaitable[object]]) -> LoopReport:
     moments = [started, *(when for when, _ in inside), ended]
     gaps = [later - earlier for earlier, later in itertools.pairwise(moments)]
     in_library = sum(working for _, working in inside)
-    return LoopReport(ended - started, gaps, in_library, calls.on_loop)
+    return LoopReport(ended - started, gaps, in_library, calls.on_loop, calls.busy)

@@ -132,3 +132,20 @@ def test_the_event_loop_keeps_ticking_during_a_restore(db_path: Path) -> None:
     report = asyncio.run(main())
     print(f"worst loop stall {report.worst * 1000:.1f} ms during {report.busy:.2f} s of restores")
     report.assert_free()
+
+
+def test_the_loop_watcher_catches_a_call_that_blocks_the_loop(db_path: Path) -> None:
+    """tests/event_loop.py itself: a library call made on the loop's thread fails the check
+    however short it is, and a long one run inline gets no tick while it works."""
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as sync:
+        session = sync.start_session("blocking on purpose")
+
+        async def inline() -> None:  # the sync manager, called on the loop: what must fail
+            for i in range(40):
+                sync.add_message(session.id, "user", f"message {i}")
+            sync.restore(session.id, 2000)
+
+        report = asyncio.run(watch_loop(inline))
+    assert report.on_loop and report.ticks_in_library == 0
+    with pytest.raises(AssertionError, match="called on the event loop's thread"):
+        report.assert_free()
