@@ -290,6 +290,48 @@ DROP TRIGGER events_fts_insert;
 """
 
 
+def _keyword_row_triggers() -> str:
+    """0016's triggers: before a delete or an update of what the view reads, the event's row
+    and its four neighbours' rows out; after it, back in (the same subqueries four times)."""
+
+    def near(ev: str, side: str, offset: int) -> str:
+        op, order = ("<", " DESC") if side == "before" else (">", "")
+        return (
+            f"(SELECT p.seq FROM events p\n"
+            f"            WHERE p.session_id = {ev}.session_id AND p.seq {op} {ev}.seq "
+            f"AND p.keyword_row\n"
+            f"            ORDER BY p.seq{order} LIMIT 1 OFFSET {offset})"
+        )
+
+    def neighbours(ev: str) -> list[str]:
+        return [near(ev, side, offset) for side in ("before", "after") for offset in (0, 1)]
+
+    def take_out(ev: str) -> str:
+        rows = [f"{ev}.seq", *neighbours(ev)]
+        return "\n".join(f"    DELETE FROM events_fts WHERE rowid = {row};" for row in rows)
+
+    def put_back(ev: str, own: bool) -> str:
+        rows = ([f"{ev}.seq"] if own else []) + neighbours(ev)
+        listed = ",\n        ".join(rows)
+        return (
+            "    INSERT INTO events_fts (rowid, content, context)\n"
+            f"    SELECT seq, content, context FROM events_keyword_text WHERE seq IN (\n"
+            f"        {listed}\n    );"
+        )
+
+    watched = "UPDATE OF content, deferred, created_us\nON events"
+    return (
+        "CREATE TRIGGER events_fts_before_delete BEFORE DELETE ON events WHEN old.keyword_row "
+        f"BEGIN\n{take_out('old')}\nEND;\n"
+        "CREATE TRIGGER events_fts_after_delete AFTER DELETE ON events WHEN old.keyword_row "
+        f"BEGIN\n{put_back('old', own=False)}\nEND;\n"
+        f"CREATE TRIGGER events_fts_before_update BEFORE {watched} WHEN old.keyword_row BEGIN\n"
+        f"{take_out('old')}\nEND;\n"
+        f"CREATE TRIGGER events_fts_after_update AFTER {watched} WHEN new.keyword_row BEGIN\n"
+        f"{put_back('new', own=True)}\nEND;"
+    )
+
+
 # The keyword index stores no copy of its text (issue 34: its content table was the biggest
 # thing in the store, ~920 B of ~3.3 KB an event at 100k events). ``events_fts`` is an
 # external-content FTS5 table over the view ``events_keyword_text``, which computes an event's
@@ -309,7 +351,7 @@ DROP TRIGGER events_fts_insert;
 # - an event never moves to another session (the guard below; nothing in the library does).
 # tests/test_keyword_rows.py checks the index against the view (FTS5's integrity-check) after
 # every kind of write.
-_KEYWORD_TEXT_FROM_THE_LOG = """
+_KEYWORD_TEXT_FROM_THE_LOG = f"""
 ALTER TABLE events ADD COLUMN keyword_row INTEGER NOT NULL DEFAULT 0;
 UPDATE events SET keyword_row = 1 WHERE seq IN (SELECT rowid FROM events_fts);
 CREATE TABLE keyword_text (
@@ -354,73 +396,7 @@ CREATE VIRTUAL TABLE events_fts USING fts5 (
     content, context, content='events_keyword_text', content_rowid='seq',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER events_fts_before_delete BEFORE DELETE ON events WHEN old.keyword_row BEGIN
-    DELETE FROM events_fts WHERE rowid = old.seq;
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 0);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 1);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 0);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 1);
-END;
-CREATE TRIGGER events_fts_after_delete AFTER DELETE ON events WHEN old.keyword_row BEGIN
-    INSERT INTO events_fts (rowid, content, context)
-    SELECT seq, content, context FROM events_keyword_text WHERE seq IN (
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 0),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 1),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 0),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 1)
-    );
-END;
-CREATE TRIGGER events_fts_before_update BEFORE UPDATE OF content, deferred, created_us
-ON events WHEN old.keyword_row BEGIN
-    DELETE FROM events_fts WHERE rowid = old.seq;
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 0);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq < old.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 1);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 0);
-    DELETE FROM events_fts WHERE rowid = (SELECT p.seq FROM events p
-            WHERE p.session_id = old.session_id AND p.seq > old.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 1);
-END;
-CREATE TRIGGER events_fts_after_update AFTER UPDATE OF content, deferred, created_us
-ON events WHEN new.keyword_row BEGIN
-    INSERT INTO events_fts (rowid, content, context)
-    SELECT seq, content, context FROM events_keyword_text WHERE seq IN (
-        new.seq,
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = new.session_id AND p.seq < new.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 0),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = new.session_id AND p.seq < new.seq AND p.keyword_row
-            ORDER BY p.seq DESC LIMIT 1 OFFSET 1),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = new.session_id AND p.seq > new.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 0),
-        (SELECT p.seq FROM events p
-            WHERE p.session_id = new.session_id AND p.seq > new.seq AND p.keyword_row
-            ORDER BY p.seq LIMIT 1 OFFSET 1)
-    );
-END;
+{_keyword_row_triggers()}
 CREATE TRIGGER events_stay_in_their_session BEFORE UPDATE OF session_id, seq ON events
 WHEN new.session_id IS NOT old.session_id OR new.seq IS NOT old.seq BEGIN
     SELECT RAISE(ABORT, 'an event never moves to another session or position');
