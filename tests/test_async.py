@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from memlane import AsyncSessionManager, InvalidInput, SessionManager, SessionNotFound
 from memlane.testing import HashEmbedder
 
+from . import event_loop
 from .event_loop import LoopReport, watch_loop
 
 
@@ -149,3 +151,30 @@ def test_the_loop_watcher_catches_a_call_that_blocks_the_loop(db_path: Path) -> 
     assert report.on_loop and report.ticks_in_library == 0
     with pytest.raises(AssertionError, match="called on the event loop's thread"):
         report.assert_free()
+
+
+def test_the_loop_watcher_catches_a_loop_that_waits_for_a_thread(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call handed to a thread while the loop waits for its result blocks the loop just the
+    same, however short the call: the watcher sees the loop not answering."""
+    monkeypatch.setattr(event_loop, "ANSWER_ALLOWANCE", 0.3)
+    with SessionManager("a", db_path, embedder=HashEmbedder(), background=False) as sync:
+        session = sync.start_session("blocking on purpose")
+
+        async def waits() -> None:
+            with ThreadPoolExecutor(1) as pool:  # the loop's thread waits: what must fail
+                pool.submit(sync.add_message, session.id, "user", "one message").result()
+
+        async def free() -> None:
+            await asyncio.to_thread(sync.add_message, session.id, "user", "another message")
+
+        blocked = asyncio.run(watch_loop(waits))
+        assert blocked.blocking == ["add_message"] and not blocked.on_loop
+        with pytest.raises(AssertionError, match="could not answer"):
+            blocked.assert_free()
+        asyncio.run(watch_loop(free)).assert_free()
+        assert [e.content for e in sync.events(session.id)][-2:] == [
+            "one message",
+            "another message",
+        ]
