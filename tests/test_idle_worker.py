@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memlane import HashEmbedder, SessionManager
+from memlane import HashEmbedder, MiniLMEmbedder, SessionManager
 from memlane.core.idle import IdleRunner
+from memlane.embed import load_embedder
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
 
@@ -43,10 +44,12 @@ def test_a_refused_idle_priority_runs_calls_in_the_caller(
 
 
 class PolicyRecorder(HashEmbedder):
-    """The hash embedder, noting the scheduling policy and thread of every call."""
+    """The hash embedder, noting the scheduling policy and thread of every call; it says it
+    computes outside the GIL, as a native model does (``releases_gil``), unless told not."""
 
-    def __init__(self) -> None:
+    def __init__(self, releases_gil: bool = True) -> None:
         super().__init__()
+        self.releases_gil = releases_gil
         self.calls: list[tuple[int, str]] = []
 
     def __call__(self, texts: Sequence[str], /) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -78,6 +81,20 @@ def test_the_worker_embeds_its_first_batch_itself_and_the_rest_at_idle_priority(
         # a search's own embedding stays in the caller's thread, at its priority
         assert mgr.search("otters", k=3)
         assert embedder.calls[-1] == (os.sched_getscheduler(0), "MainThread")
+
+
+def test_an_embedder_that_holds_the_gil_is_never_computed_at_idle_priority(
+    db_path: Path,
+) -> None:
+    """A pure-Python embedder at idle priority would hold the GIL while it waits for a core,
+    and every thread of the process would wait with it: the worker computes it itself."""
+    embedder = PolicyRecorder(releases_gil=False)
+    with SessionManager("researcher", db_path, embedder=embedder, batch_size=8) as mgr:
+        worker = _worker_calls(mgr, embedder)
+        assert len(worker) >= 3
+        assert all(call == (os.SCHED_OTHER, "session-manager-indexer") for call in worker)
+    assert not load_embedder(HashEmbedder()).releases_gil
+    assert load_embedder(MiniLMEmbedder()).releases_gil  # (nothing loaded: an attribute)
 
 
 def test_worker_priority_normal_embeds_in_the_workers_own_thread(db_path: Path) -> None:
@@ -135,7 +152,9 @@ def _burn(seconds_of_cpu: float) -> None:
 
 
 class SlowEmbedder(HashEmbedder):
-    """Half a second of CPU a call, then the hash embedder."""
+    """Half a second of CPU outside the GIL a call, then the hash embedder."""
+
+    releases_gil = True
 
     def __call__(self, texts: Sequence[str], /) -> np.ndarray[Any, np.dtype[np.float32]]:
         _burn(0.5)

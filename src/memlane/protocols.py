@@ -21,8 +21,11 @@ class Embedder(Protocol):
     """Turns texts into vectors: ``list[str] -> (len(texts), dim)`` floats.
 
     Optional attributes are used when present: ``name`` (str, recorded in the store so that
-    vectors from different embedders are never mixed), ``dim`` (int) and ``max_chars`` (int:
-    text beyond it is not embedded, which keeps megabyte-sized events cheap).
+    vectors from different embedders are never mixed), ``dim`` (int), ``max_chars`` (int:
+    text beyond it is not embedded, which keeps megabyte-sized events cheap) and
+    ``releases_gil`` (``True`` when its work runs outside the GIL, as a native model's does:
+    the background worker then computes it at idle priority; otherwise at normal priority,
+    since a thread at idle priority that holds the GIL stalls every thread of the process).
     """
 
     def __call__(self, texts: list[str], /) -> Any: ...

@@ -10,9 +10,15 @@ against 199 to 203 texts/s).
 
 Only the computation moves there, to a thread of its own that stays in ``SCHED_IDLE``: the
 worker's transactions stay in the worker's thread at normal priority, so no lock is held by a
-thread that may wait long for a core. On a machine kept busy by other work the idle thread
-gets almost no time at all, so ``close()`` would wait for a slice that cannot finish (30 s,
-then the store closed behind it): stopping the worker :meth:`IdleRunner.hurry` puts the thread
+thread that may wait long for a core. The GIL is such a lock: a pure-Python embedder at idle
+priority holds it while it waits for a core, and every thread of the process waits with it
+(``record()`` p99 4.9 to 36.5 ms with the hash embedder beside two busy loops; one caller's
+worst wait for the GIL 392 ms, 21 ms once the embedder ran at normal priority). So only an
+embedder that declares ``releases_gil`` (a native model: MiniLM's tokenizer and onnxruntime)
+is computed here, and only its own call: cutting and checking its vectors stay outside.
+On a machine kept busy by other work the idle thread gets almost no time at all, so
+``close()`` would wait for a slice that cannot finish (30 s, then the store closed behind
+it): stopping the worker :meth:`IdleRunner.hurry` puts the thread
 back at normal priority for the call it is in (where the system allows it: a privileged
 process, or one whose ``RLIMIT_NICE`` permits; otherwise the wait stays as it was).
 A model's own threads take the priority of the thread that starts them, so the worker

@@ -15,7 +15,7 @@ the store records so that vectors from different embedders are never mixed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,9 @@ class LoadedEmbedder:
         self.max_chars: int = (
             max_chars if isinstance(max_chars, int) and max_chars > 0 else DEFAULT_MAX_CHARS
         )
+        #: the embedder computes outside the GIL (a native model), so the worker may give
+        #: its calls idle priority; see :attr:`MiniLMEmbedder.releases_gil`
+        self.releases_gil: bool = getattr(embedder, "releases_gil", False) is True
         self._dim: int | None = None
         self._dim_lock = threading.Lock()
 
@@ -87,8 +90,17 @@ class LoadedEmbedder:
         fingerprint = getattr(self.embedder, "fingerprint", None)
         return fingerprint if isinstance(fingerprint, str) else self.name
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        compute: Callable[[Callable[[list[str]], Any], list[str]], Any] | None = None,
+    ) -> Vectors:
         """Embed ``texts`` and return validated, L2-normalised float32 rows.
+
+        ``compute(embedder, texts)``, when given, makes the wrapped embedder's call (the
+        worker's idle-priority thread: ``core/idle.py``); cutting, checking and normalising
+        stay in the caller's thread.
 
         >>> load_embedder(HashEmbedder(dim=8)).embed(["hello world"]).shape
         (1, 8)
@@ -99,7 +111,7 @@ class LoadedEmbedder:
         dim = self.dim
         if not texts:  # never call the user's function (perhaps a paid API) with nothing
             return np.zeros((0, dim or 0), dtype=np.float32)
-        raw = self.embedder(texts)
+        raw = self.embedder(texts) if compute is None else compute(self.embedder, texts)
         who = f"Embedder {self.name!r}"
         try:
             # Overflow to inf is reported below as "non-finite", not as a numpy warning.

@@ -192,6 +192,11 @@ class MiniLMEmbedder:
     #: The word pieces the model reads, its two special tokens included (what a knowledge
     #: chunk must fit: ``text/chunking.py``).
     max_tokens: int = _MAX_TOKENS
+    #: Its work happens outside the GIL (the tokenizer's Rust, onnxruntime's C++), so the
+    #: background worker may compute it at idle priority. An embedder that holds the GIL
+    #: must not be: a thread at idle priority holding the GIL while it waits for a core makes
+    #: every thread of the process wait with it (``core/idle.py``).
+    releases_gil: bool = True
 
     def __init__(
         self,
