@@ -216,22 +216,37 @@ def test_passages_apart_have_an_ellipsis_between_them_and_adjacent_ones_none() -
     text = long_text(answer_at=None)
     paragraphs = text.split("\n\n")
     paragraphs[2] += " The pager rota changed: Dana owns the weekly snapshots now."
-    paragraphs[4] += " Snapshots of the weekly kind were moved off the primary."
+    paragraphs[6] += " Snapshots of the weekly kind were moved off the primary."
     apart = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
     ctx = pack(candidates([apart], chatter(20)), 1_200, TOK)
     check(ctx, 1_200)
-    assert item_of(ctx, apart).passages == (3, 5)
-    block = ctx.text[ctx.text.index("passages 3 and 5 of 9") :]
-    assert re.search(r"Dana owns the weekly snapshots now\.\n    …\n    Part 5 covers", block)
+    assert item_of(ctx, apart).passages == (3, 4, 7)  # 4: the one after the best match
+    block = ctx.text[ctx.text.index("passages 3, 4 and 7 of 9") :]
+    assert "…" not in block.split("Part 4 covers")[0]  # 3 and 4 adjacent: joined
+    assert re.search(r"\n    …\n    Part 7 covers", block)
     paragraphs = text.split("\n\n")
     paragraphs[2] += " The pager rota changed: Dana owns the weekly snapshots now."
     paragraphs[3] += " Snapshots of the weekly kind were moved off the primary."
     adjacent = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
     ctx = pack(candidates([adjacent], chatter(20)), 1_200, TOK)
-    assert item_of(ctx, adjacent).passages == (3, 4)
-    block = ctx.text[ctx.text.index("passages 3 and 4 of 9") :]
-    assert "…" not in block.split("Part 5 covers")[0]
+    assert item_of(ctx, adjacent).passages == (3, 4, 5)
+    block = ctx.text[ctx.text.index("passages 3, 4 and 5 of 9") :]
+    assert "…" not in block.split("Part 6 covers")[0]
     assert block.count("Part 4 covers") == 1  # the two passages joined: nothing said twice
+
+
+def test_the_passage_after_a_matching_one_is_shown_with_it() -> None:
+    """A question's answer is the next turn: the passage after the one that shares the
+    query's words comes with it, though it shares none of them."""
+    paragraphs = long_text(answer_at=None).split("\n\n")
+    paragraphs[2] += " Who owns the weekly snapshots after the pager rota changed?"
+    paragraphs[3] = "Dana does, since Monday. " + paragraphs[3]
+    asked = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
+    ctx = pack(candidates([asked], chatter(20)), 1_200, TOK)
+    check(ctx, 1_200)
+    item = item_of(ctx, asked)
+    assert item.action == "passages" and {3, 4} <= set(item.passages)
+    assert "Dana does, since Monday." in ctx.text and "4: follows passage 3" in item.reason
 
 
 def test_a_whole_event_that_fits_comfortably_is_shown_whole() -> None:
@@ -253,7 +268,8 @@ def test_an_essay_that_fits_is_shown_by_its_relevant_passage_when_others_need_ro
     ctx = pack(candidates([essay, answer], chatter(30)), budget, TOK)
     check(ctx, budget)
     assert TOK.count(essay.content) < budget  # it would have fitted whole
-    assert item_of(ctx, essay).action == "passages" and item_of(ctx, essay).passages == (4,)
+    # its relevant passage and the one after it (a reply, a continuation)
+    assert item_of(ctx, essay).action == "passages" and item_of(ctx, essay).passages == (4, 5)
     assert ANSWER in ctx.text
 
 

@@ -17,7 +17,8 @@ Which passages (:func:`ranked`): those that match the query's words, by BM25 amo
 event's own passages (the library's keyword tokenizer: porter stems, as the keyword index
 reads them; nothing is embedded at restore time), and the search's best passage
 (:attr:`memlane.Hit.passage`, when the search found the event by one): first among them if
-it matches, else after them. An event no query touches keeps the summary it had (head and
+it matches, else after them; then the passage after each (a question's answer is the next
+turn). An event no query touches keeps the summary it had (head and
 tail: its first and last passages, tried, carried no more). The packer decides between the
 passages and the whole event (restore/packer.py).
 """
@@ -180,8 +181,9 @@ def _analyse(content: str, cutter: Cutter) -> Analysis | None:
 def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:
     """The relevant passages of ``event`` best first, as ``(index, why)``: those matching the
     query's words (at least :data:`RELATIVE_SCORE` of the best match; the search's best
-    passage first among them), then the search's best passage if it matches none. Empty
-    when nothing is relevant.
+    passage first among them), then the search's best passage if it matches none, then the
+    passage after each of those (its reply, its continuation). Empty when nothing is
+    relevant.
 
     Words first: the search's passage is the event's nearest *by meaning* to the whole query,
     which on long events was the passage holding the answer less often than the one sharing
@@ -203,6 +205,13 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
         terms = "matches query terms " + ", ".join(found)
         order.append((i, f"best passage of the search, {terms}" if i in searched else terms))
     order += [(i, "best passage of the search") for i in searched if i not in matching]
+    # then the passage after each of them: a question's answer is the next turn, a
+    # heading's or a log line's substance the lines after it (long-events benchmark: the
+    # answer sat in the passage after a chosen one in 15 of the 19 questions restore lost to
+    # its own search packed whole at 8,000 tokens; docs/restore.md, "Long events")
+    chosen = {i for i, _ in order}
+    after = [i + 1 for i, _ in order if i + 1 < len(analysis.spans) and i + 1 not in chosen]
+    order += [(i, f"follows passage {i}") for i in dict.fromkeys(after)]  # (i - 1, from 1)
     return order
 
 
