@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core.clock import now_us
+from ..core.heap import HeapTrimmer
 from ..core.idle import IdleRunner
 from ..core.seams import OutboxRow
 from ..embed import LoadedEmbedder
@@ -164,6 +165,9 @@ class Indexer:
         self._idle = IdleRunner() if idle else None
         self._worker_batches = 0
         self._beat_at = -BEAT_SECONDS
+        #: gives the memory the worker's batches freed back to the system (core/heap.py)
+        self.trim_heap = HeapTrimmer()
+        self._trimmed_at = 0  # _worker_batches at the last trim on catching up
         if check:
             self.check_identity()
 
@@ -355,10 +359,13 @@ class Indexer:
         ``health()`` says so now, not at the worker's next batch. A failure the worker meets
         meanwhile stays (only the one seen when the flush began is cleared)."""
         failed = self.last_error
-        while self.embed_batch(force=True):
-            pass
+        embedded = 0
+        while done := self.embed_batch(force=True):
+            embedded += done
         while self.digest():
             pass
+        if embedded:  # (the caller's thread held the batches' buffers: core/heap.py)
+            self.trim_heap(force=True)
         if failed is not None:
             self.storage.maintenance()
             if self.last_error is failed:
@@ -479,8 +486,12 @@ class Indexer:
                 while not self._stop.is_set() and self._step():
                     self._activity = "writing a checkpoint of the store"
                     self.storage.maintenance()
+                    self.trim_heap()  # (what the batch's buffers held: core/heap.py)
                 if not self._stop.is_set():
                     self._caught_up_at = time.monotonic()
+                    if self._worker_batches != self._trimmed_at:  # (it embedded since)
+                        self._trimmed_at = self._worker_batches
+                        self.trim_heap(force=True)
                 self._activity = "writing a checkpoint of the store"
                 self.storage.maintenance()
                 for hook in self.idle_hooks:
