@@ -15,7 +15,7 @@ priority holds it while it waits for a core, and every thread of the process wai
 (``record()`` p99 4.9 to 36.5 ms with the hash embedder beside two busy loops; one caller's
 worst wait for the GIL 392 ms, 21 ms once the embedder ran at normal priority). So only an
 embedder that declares ``releases_gil`` (a native model: MiniLM's tokenizer and onnxruntime)
-is computed here, and only its own call: cutting and checking its vectors stay outside.
+is computed here, with the checks of its vectors as before.
 On a machine kept busy by other work the idle thread gets almost no time at all, so
 ``close()`` would wait for a slice that cannot finish (30 s, then the store closed behind
 it): stopping the worker :meth:`IdleRunner.hurry` puts the thread

@@ -15,7 +15,7 @@ the store records so that vectors from different embedders are never mixed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -90,17 +90,8 @@ class LoadedEmbedder:
         fingerprint = getattr(self.embedder, "fingerprint", None)
         return fingerprint if isinstance(fingerprint, str) else self.name
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        compute: Callable[[Callable[[list[str]], Any], list[str]], Any] | None = None,
-    ) -> Vectors:
+    def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` and return validated, L2-normalised float32 rows.
-
-        ``compute(embedder, texts)``, when given, makes the wrapped embedder's call (the
-        worker's idle-priority thread: ``core/idle.py``); cutting, checking and normalising
-        stay in the caller's thread.
 
         >>> load_embedder(HashEmbedder(dim=8)).embed(["hello world"]).shape
         (1, 8)
@@ -111,7 +102,7 @@ class LoadedEmbedder:
         dim = self.dim
         if not texts:  # never call the user's function (perhaps a paid API) with nothing
             return np.zeros((0, dim or 0), dtype=np.float32)
-        raw = self.embedder(texts) if compute is None else compute(self.embedder, texts)
+        raw = self.embedder(texts)
         who = f"Embedder {self.name!r}"
         try:
             # Overflow to inf is reported below as "non-finite", not as a numpy warning.

@@ -282,9 +282,9 @@ class Indexer:
         return expanded
 
     def _worker_vectors(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """The worker's vectors of a batch, :data:`EMBED_SLICE` texts at a time; the model's
-        call at idle priority from its second batch (the first loads the model: see
-        ``core/idle.py``) when the embedder computes outside the GIL (``releases_gil``):
+        """The worker's vectors of a batch, :data:`EMBED_SLICE` texts at a time, at idle
+        priority from its second batch (the first loads the model: see ``core/idle.py``)
+        when the embedder computes outside the GIL (``releases_gil``):
         a pure-Python one at idle priority would hold the GIL while it waits for a core, and
         every thread of the process with it. :class:`_Stopped` between two slices when it
         is asked to stop."""
@@ -297,7 +297,7 @@ class Indexer:
                 f"embedding texts {start + 1}-{start + len(part)} of a batch of {len(texts)}"
             )
             if self._worker_batches and self._idle is not None and self.embedder.releases_gil:
-                parts.append(self.embedder.embed(part, compute=self._idle.run))
+                parts.append(self._idle.run(self.embedder.embed, part))
             else:
                 parts.append(self.embedder.embed(part))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
