@@ -15,11 +15,9 @@ sides and modes alternate ``--rounds`` times.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from sides import run_child, sides
 
 HERE = Path(__file__).resolve().parent
 CHILD = """
@@ -85,23 +83,12 @@ def main() -> None:
         help="the worker's (normal on a machine kept busy by other work)",
     )
     args = parser.parse_args()
-    sides = [("after", HERE.parent / "src")]
-    if args.before:
-        sides.insert(0, ("before", args.before))
     print("| side | managers | peak MB | MB after recording | after flush | at the end |")
     print("|---|---|---|---|---|---|")
     for _ in range(args.rounds):
-        for name, src in sides:
+        for name, src in sides(args.before):
             for mode in ("one", "five"):
-                env = dict(os.environ, PYTHONPATH=str(src))
-                run = subprocess.run(
-                    [sys.executable, "-c", CHILD, mode, str(args.path), str(HERE), args.priority],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                got = json.loads(run.stdout)
+                got = run_child(src, CHILD, mode, args.path, HERE, args.priority)
                 print(
                     f"| {name} | {mode} | {got['searched']['VmHWM']} | "
                     f"{got['recorded']['VmRSS']} | {got['flushed']['VmRSS']} | "

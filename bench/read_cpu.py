@@ -15,11 +15,9 @@ side's ``src``; the sides alternate ``--rounds`` times.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from sides import run_child, sides
 
 HERE = Path(__file__).resolve().parent
 CHILD = """
@@ -72,22 +70,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
-    sides = [("after", HERE.parent / "src")]
-    if args.before:
-        sides.insert(0, ("before", args.before))
     print("| side | call | wall p50 ms | wall p95 ms | CPU p50 ms |")
     print("|---|---|---:|---:|---:|")
     for _ in range(args.rounds):
-        for name, src in sides:
-            env = dict(os.environ, PYTHONPATH=str(src))
-            run = subprocess.run(
-                [sys.executable, "-c", CHILD, str(args.store), str(args.calls), str(HERE)],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            for call, (p50, p95, cpu) in json.loads(run.stdout).items():
+        for name, src in sides(args.before):
+            got = run_child(src, CHILD, args.store, args.calls, HERE)
+            for call, (p50, p95, cpu) in got.items():
                 print(f"| {name} | {call} | {p50} | {p95} | {cpu} |", flush=True)
 
 

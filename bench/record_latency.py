@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from sides import SRC, run_child, sides
 
 HERE = Path(__file__).resolve().parent
 CHILD = """
@@ -76,22 +75,13 @@ def main() -> None:
         help="compare worker_priority='idle' and 'normal' (this checkout) instead",
     )
     args = parser.parse_args()
-    sides = [("after", HERE.parent / "src", "-")]
-    if args.before:
-        sides.insert(0, ("before", args.before, "-"))
+    runs = [(name, src, "-") for name, src in sides(args.before)]
     if args.priorities:
-        sides = [(p, HERE.parent / "src", p) for p in ("idle", "normal")]
+        runs = [(p, SRC, p) for p in ("idle", "normal")]
     for _ in range(args.rounds):
-        for name, src, priority in sides:
-            env = dict(os.environ, PYTHONPATH=str(src))
-            run = subprocess.run(
-                [sys.executable, "-c", CHILD, str(args.records), str(HERE), priority],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            print(name, json.dumps(json.loads(run.stdout)), flush=True)
+        for name, src, priority in runs:
+            got = run_child(src, CHILD, args.records, HERE, priority)
+            print(name, json.dumps(got), flush=True)
 
 
 if __name__ == "__main__":

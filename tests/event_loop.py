@@ -52,7 +52,6 @@ class LoopReport:
     gaps: list[float]  # between consecutive ticks, the work's start and end included (s)
     ticks_in_library: int  # ticks while a SessionManager call was in progress
     on_loop: list[str] = field(default_factory=list)  # methods called on the loop's thread
-    library_time: float = 0.0  # how long at least one SessionManager call was in progress (s)
     blocking: list[str] = field(default_factory=list)  # called while the loop waited for them
 
     @property
@@ -84,8 +83,6 @@ class _Calls:
         self.running = 0
         self.on_loop: list[str] = []
         self.blocking: list[str] = []
-        self.busy = 0.0  # how long at least one call was in progress (s)
-        self._since = 0.0
         self._lock = threading.Lock()
 
     def wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,16 +93,12 @@ class _Calls:
             elif not self._loop_answers():
                 self.blocking.append(name)
             with self._lock:
-                if not self.running:
-                    self._since = time.perf_counter()
                 self.running += 1
             try:
                 return method(*args, **kwargs)
             finally:
                 with self._lock:
                     self.running -= 1
-                    if not self.running:
-                        self.busy += time.perf_counter() - self._since
 
         return watched
 
@@ -169,4 +162,4 @@ async def watch_loop(work: Callable[[], Awaitable[object]]) -> LoopReport:
     moments = [started, *(when for when, _ in inside), ended]
     gaps = [later - earlier for earlier, later in itertools.pairwise(moments)]
     in_library = sum(working for _, working in inside)
-    return LoopReport(ended - started, gaps, in_library, calls.on_loop, calls.busy, calls.blocking)
+    return LoopReport(ended - started, gaps, in_library, calls.on_loop, calls.blocking)

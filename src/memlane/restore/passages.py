@@ -211,7 +211,8 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
     # its own search packed whole at 8,000 tokens; docs/restore.md, "Long events")
     chosen = {i for i, _ in order}
     after = [i + 1 for i, _ in order if i + 1 < len(analysis.spans) and i + 1 not in chosen]
-    order += [(i, f"follows passage {i}") for i in dict.fromkeys(after)]  # (i - 1, from 1)
+    # (index i is passage number i + 1, so the one it follows is number i)
+    order += [(i, f"follows passage {i}") for i in dict.fromkeys(after)]
     return order
 
 
