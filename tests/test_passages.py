@@ -211,3 +211,92 @@ def test_a_store_from_before_passages_keeps_its_vectors(
             "SELECT count(*) FROM deleted_vectors WHERE seq = ?", (long.seq,)
         ).fetchone()[0]
         assert logged == len(parts)
+
+
+# -- one encoding instead of one per piece (Cutter.offsets) ---------------------------------------
+
+#: texts that stress the two ways a cut can fall inside a word: halves of a word longer than a
+#: passage, and characters the tokenizer drops (controls) or reads as one word with their
+#: neighbours, besides structure, accents, CJK and emoji
+_STRESS = st.lists(
+    st.sampled_from(
+        [
+            "word",
+            "Unaffable",
+            " ",
+            "  ",
+            "\n",
+            "\n\n",
+            "\t",
+            ".",
+            "; ",
+            "! ",
+            "```",
+            "déjà",
+            "東京",
+            "😀",
+            "\x1c",
+            "\x00",
+            "https://example.com/a/b?c=1",
+            "x" * 300,
+            "0123456789" * 7,
+        ]
+    ),
+    min_size=50,
+    max_size=600,
+).map("".join)
+
+
+@pytest.mark.real_model
+@settings(max_examples=60, deadline=None)
+@given(_STRESS)
+def test_one_encoding_cuts_as_counting_each_piece_does(text: str) -> None:
+    """MiniLM's offsets give the very spans its per-piece count gives: the index and restore
+    cut with whichever the embedder offers, and must agree with stores cut before."""
+    from memlane import MiniLMEmbedder
+    from memlane.text.passages import Cutter
+
+    embedder = _minilm(MiniLMEmbedder)
+    by_piece = Cutter(embedder.count_tokens, 64)
+    by_offsets = Cutter.of(embedder)
+    assert by_offsets.offsets is not None
+    assert passage_spans(text, by_piece.count, 64, size=40) == passage_spans(
+        text, by_offsets.count, 64, size=40, offsets=by_offsets.offsets
+    )
+
+
+_MINILM: list[object] = []
+
+
+def _minilm(make: type) -> object:
+    if not _MINILM:
+        _MINILM.append(make())
+    return _MINILM[0]
+
+
+def _toy_pieces(text: str) -> list[tuple[int, int, int]]:
+    """A tokenizer whose words are runs of letters, cut into pieces of up to 3 letters (so a
+    piece alone may count otherwise than inside its word: "abcd" is 2, "bcd" 1)."""
+    found = []
+    for word, match in enumerate(__import__("re").finditer(r"[a-z]+", text)):
+        for at in range(match.start(), match.end(), 3):
+            found.append((at, min(at + 3, match.end()), word))
+    return found
+
+
+def test_a_piece_cut_inside_a_word_is_counted_alone() -> None:
+    """Where a cut falls inside a word (halves of one too long to fit), the encoding's pieces
+    are not what the piece alone gives: it is counted alone, and the spans stay the same."""
+    calls: list[str] = []
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return len(_toy_pieces(text))
+
+    text = " ".join(["abcdefghij" * 30] + ["word"] * 200)
+    by_piece = passage_spans(text, count, 64, size=30)
+    calls.clear()
+    by_offsets = passage_spans(text, count, 64, size=30, offsets=_toy_pieces)
+    assert by_offsets == by_piece
+    # the long word's halves were counted alone; the words between spaces never were
+    assert calls and all(set(piece) <= set("abcdefghij") for piece in calls)

@@ -617,6 +617,37 @@ def test_an_idle_store_empties_its_wal_unless_a_reader_is_on_it(
         assert mgr.search("fact 299", k=1, mode="keyword")  # nothing lost on the way
 
 
+def test_flush_leaves_everything_in_the_database_file(tmp_path: Path) -> None:
+    """flush() is the application's "done writing for now": the WAL is copied back and
+    emptied (the peers' benchmark found a 36.5 MiB WAL beside a 5.2 MiB database right after
+    an ingest), so the .db file alone is a complete copy — unless another process is reading
+    it, which flush() does not wait out (half a second at most)."""
+    import shutil
+    import sqlite3
+
+    db, wal = tmp_path / "s.db", tmp_path / "s.db-wal"
+    with SessionManager("a", db, embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session("an ingest")
+        for i in range(200):
+            mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
+        reader = sqlite3.connect(db)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # pins the WAL
+        started = time.monotonic()
+        mgr.flush()
+        assert time.monotonic() - started < 30  # gave up on the reader, did not wait for it
+        assert wal.stat().st_size > 0
+        reader.rollback()
+        reader.close()
+        mgr.flush()
+        assert wal.stat().st_size == 0
+        shutil.copy(db, tmp_path / "copy.db")  # the database file alone, while still open
+        assert mgr.search("fact 199", k=1, mode="keyword")
+    with SessionManager("a", tmp_path / "copy.db", embedder=HashEmbedder()) as copy:
+        assert copy.search("fact 199", k=1, mode="keyword")[0].event.content.startswith("fact 199")
+        assert len(copy.events(session.id, kinds="fact", limit=500)) == 200
+
+
 _WAL_WRITER = """
 import sys, time
 from memlane import SessionManager

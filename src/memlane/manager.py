@@ -404,13 +404,17 @@ class SessionManager:
     def flush(self) -> None:
         """Block until every pending event in the store has its embedding, and write the
         recall counts searches made since the last batch (written at most once a second
-        otherwise)."""
+        otherwise). Then a SQLite store empties its write-ahead log into the database when
+        no other process is reading it: after ``flush()`` the ``.db`` file alone holds
+        everything recorded (a copy of it is a complete backup)."""
         if not self.read_only:  # vectors cannot be stored: nothing to wait for
             self._engine.indexer.flush()
             self._engine.recalls.flush()
         if self._extraction is not None:  # every window, full or not (failing ones wait)
             self._extraction.run(force=False, dry_run=False, flush=True)
             self._engine.indexer.flush()  # (the facts it wrote are embedded too)
+        if not self.read_only:
+            self._engine.store.settle()
 
     def extract(self, session_id: str | None = None, *, dry_run: bool = False) -> ExtractionReport:
         """Run this manager's extractor now over the new messages of ``session_id`` (or of

@@ -280,6 +280,26 @@ class MiniLMEmbedder:
     def count_tokens(self, text: str) -> int:
         """The word pieces of ``text`` without the two special tokens, however long it is
         (the embedding itself reads the first ``max_tokens - 2``)."""
+        return len(self._count_encoder().encode(_scrub(text), add_special_tokens=False).ids)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int, int]]:
+        """Where :meth:`count_tokens`'s word pieces of ``text`` lie: ``(start, stop, word)``
+        for each, the characters it was read from and the number of its word, so that long
+        texts are cut into passages with one encoding (:data:`memlane.text.passages.TokenOffsets`).
+
+        >>> MiniLMEmbedder().token_offsets("Unaffable, truly")  # doctest: +SKIP
+        [(0, 3, 0), (3, 6, 0), (6, 9, 0), (9, 10, 1), (11, 16, 2)]
+        """
+        scrubbed = _scrub(text)
+        encoding = self._count_encoder().encode(scrubbed, add_special_tokens=False)
+        if len(scrubbed) != len(text):  # a surrogate pair made one character: no offsets
+            return [(0, len(text), 0)] * len(encoding.ids)
+        return [
+            (start, stop, -1 if word is None else word)
+            for (start, stop), word in zip(encoding.offsets, encoding.word_ids, strict=True)
+        ]
+
+    def _count_encoder(self) -> Tokenizer:
         if self._counter is None:
             from tokenizers import Tokenizer
 
@@ -287,7 +307,7 @@ class MiniLMEmbedder:
             counter.no_truncation()
             counter.no_padding()
             self._counter = counter
-        return len(self._counter.encode(_scrub(text), add_special_tokens=False).ids)
+        return self._counter
 
     def warmup(self) -> None:
         """Load the model now instead of on the first call (e.g. in a background thread)."""

@@ -83,6 +83,21 @@ class WalBound:
         self._trimmed_at = time.monotonic()
         self._truncate(conn, wait_ms=0)
 
+    def empty(self, conn: sqlite3.Connection) -> bool:
+        """A TRUNCATE checkpoint now, trying for at most :data:`CHECKPOINT_WAIT_MS` while
+        other connections keep it from finishing; whether the WAL is empty after. (SQLite
+        answers "busy" at once, without its busy handler, while another connection
+        checkpoints: this process's worker does after each batch, as ``flush()`` returns.)"""
+        if not self.writable:
+            return False
+        deadline = time.monotonic() + CHECKPOINT_WAIT_MS / 1000
+        while self._truncate(conn, wait_ms=CHECKPOINT_WAIT_MS // 5):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        self._trimmed_at = time.monotonic()
+        return True
+
     def keep_bounded(self, conn: sqlite3.Connection) -> None:
         """Before a write: if the WAL has passed :func:`wal_limit` (the worker's checkpoints
         could not reset it — several writing processes on a starved CPU grew 150 MB past a

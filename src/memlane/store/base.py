@@ -381,6 +381,12 @@ class Upkeep(Protocol):
         """Housekeeping the background worker runs between batches (a WAL checkpoint)."""
         ...
 
+    def settle(self) -> None:
+        """The application is done writing for now (``SessionManager.flush()``): leave
+        everything in the store's own file(s) — a SQLite store copies its WAL back and
+        empties it when no other connection is reading it — without waiting for anyone."""
+        ...
+
     def stats(self) -> dict[str, Any]:
         """``size_bytes``, ``vectors``, ``migrations``, ``events_by_agent`` (agent -> kind ->
         count) and ``sessions_by_status``."""

@@ -399,6 +399,9 @@ class PostgresStore(PgOutbox, SqlStore):
             ([seq for seq, _ in ordered], [n for _, n in ordered]),
         )
 
+    def settle(self) -> None:
+        """Nothing to do: the server keeps its own write-ahead log."""
+
     def maintenance(self) -> None:
         """PostgreSQL checkpoints and vacuums by itself; the search caches' ``deletions``
         table is pruned now and then (``_pg_feed.prune_deletions``)."""

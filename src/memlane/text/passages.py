@@ -18,13 +18,22 @@ is embedded and what is shown is ``text[start:stop]``, nothing added.
 
 The cut depends only on the text, ``count_tokens`` and the sizes, so any process recomputes
 the same spans; the index stores them anyway (a later version may cut differently).
+
+An embedder that can say where its word pieces lie (``token_offsets``, as
+:class:`~memlane.MiniLMEmbedder` has) is asked once per text instead of once per piece: a
+piece whose ends fall between two words counts the word pieces of that one encoding inside
+it, which is what encoding the piece alone gives (its tokenizer cuts words at spaces and
+punctuation first); a piece cut inside a word is still counted alone. Same spans, a
+fraction of the calls (restore's first look at a generated run's long events made 27,601 of
+them: docs/decisions/2026-11-27-passages-for-long-events.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .chunking import DEFAULT_WINDOW, SPECIAL_TOKENS, estimate_tokens, window_of
@@ -33,8 +42,14 @@ __all__ = [
     "MAX_PASSAGES",
     "PASSAGE_TOKENS",
     "Cutter",
+    "TokenOffsets",
     "passage_spans",
 ]
+
+#: ``text`` -> ``(start, stop, word)`` of each word piece of its encoding, in order: the
+#: character span it was read from and the number of the word it belongs to (pieces of one
+#: word share it). ``count_tokens(text)`` must equal the number of pieces.
+TokenOffsets = Callable[[str], Sequence[tuple[int, int, int]]]
 
 #: word pieces a passage holds at most (within the embedder's window): MiniLM was trained on
 #: texts of up to 128 word pieces and reads 254; passages of about 200 keep a paragraph or a
@@ -59,11 +74,18 @@ class Cutter:
 
     count: Callable[[str], int] = estimate_tokens
     window: int = DEFAULT_WINDOW
+    #: where the word pieces ``count`` counts lie (``None``: each piece counted alone)
+    offsets: TokenOffsets | None = None
 
     @classmethod
     def of(cls, embedder: object) -> Cutter:
-        """The cutter of ``embedder`` (:func:`~memlane.text.chunking.window_of`)."""
-        return cls(*window_of(embedder))
+        """The cutter of ``embedder`` (:func:`~memlane.text.chunking.window_of`), with its
+        ``token_offsets`` when it has them besides its own ``count_tokens``."""
+        count, window = window_of(embedder)
+        offsets = getattr(embedder, "token_offsets", None)
+        if count is estimate_tokens or not callable(offsets):
+            offsets = None
+        return cls(count, window, offsets)
 
     @property
     def key(self) -> Hashable:
@@ -74,8 +96,8 @@ class Cutter:
         return (getattr(count, "__qualname__", repr(count)), id(owner), self.window)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """:func:`passage_spans` of ``text`` with this count and window."""
-        return passage_spans(text, self.count, self.window)
+        """:func:`passage_spans` of ``text`` with this count, window and offsets."""
+        return passage_spans(text, self.count, self.window, offsets=self.offsets)
 
 
 _FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
@@ -92,12 +114,14 @@ def passage_spans(
     *,
     size: int | None = None,
     limit: int | None = None,
+    offsets: TokenOffsets | None = None,
 ) -> list[tuple[int, int]]:
     """The ``(start, stop)`` spans of ``text``'s passages, in order; ``[]`` when the text fits
     the embedder's window whole (``window`` word pieces, two of them special; counted with
     ``count_tokens``) and needs none. Passages of at most ``size`` word pieces (default
     :data:`PASSAGE_TOKENS`), at most ``limit`` of them (:data:`MAX_PASSAGES`), from the
-    beginning.
+    beginning. ``offsets`` (:data:`TokenOffsets`, of the same tokenizer as ``count_tokens``)
+    give the same spans with one encoding of the text instead of one per piece.
 
     >>> text = "\\n\\n".join(f"Paragraph {i} says something about topic {i}." for i in range(60))
     >>> spans = passage_spans(text, window=64, size=40)
@@ -114,14 +138,57 @@ def passage_spans(
     limit = MAX_PASSAGES if limit is None else limit
     # (a word piece is at least one character: a text this short fits; a text over twelve
     # characters a piece of the window is not counted whole, it cannot fit)
-    if len(text) <= room or (len(text) <= room * 12 and count_tokens(text) <= room):
+    if len(text) <= room:
         return []
     reach = text[: limit * size * 12]
+    if offsets is not None:
+        count_tokens = _Encoded(reach, offsets(reach), count_tokens)
+    if len(text) <= room * 12 and count_tokens(text) <= room:
+        return []
     pieces = (
         (start, stop, _count(reach, start, stop, count_tokens, size))
         for start, stop in _pieces(reach)
     )
     return _pack(reach, pieces, count_tokens, size, limit)
+
+
+class _Encoded:
+    """``count_tokens`` for the substrings of one text, from one encoding of it: the word
+    pieces between ``start`` and ``stop`` when neither end falls inside a word (there,
+    encoding the substring alone gives the same pieces: the tokenizer splits words at
+    spaces and punctuation before it cuts them into pieces), else the substring counted
+    alone. Called with the text itself (``passage_spans``'s does-it-fit check), the
+    encoding's length."""
+
+    def __init__(
+        self, text: str, pieces: Sequence[tuple[int, int, int]], count: Callable[[str], int]
+    ) -> None:
+        self.text, self.fallback = text, count
+        self.starts = [p[0] for p in pieces]
+        self.stops = [p[1] for p in pieces]
+        self.words = [p[2] for p in pieces]
+
+    def __call__(self, text: str) -> int:
+        if text is self.text or text == self.text:
+            return len(self.starts)
+        return self.fallback(text)
+
+    def span(self, start: int, stop: int) -> int:
+        first, end = self._between(start), self._between(stop)
+        if first is None or end is None:
+            return self.fallback(self.text[start:stop])
+        return end - first
+
+    def _between(self, at: int) -> int | None:
+        """The number of pieces that start before ``at``, when ``at`` is between two words
+        (or at an end of the text), else ``None``."""
+        i = bisect_left(self.starts, at)
+        if 0 < at < len(self.text) and i > 0:
+            if self.stops[i - 1] > at:  # a piece runs across it
+                return None
+            if i < len(self.starts) and self.words[i - 1] == self.words[i]:
+                return None  # between two pieces of one word ("una|##ffa|##ble")
+        return i
 
 
 def _pieces(text: str) -> Iterator[tuple[int, int]]:
@@ -147,7 +214,11 @@ def _pieces(text: str) -> Iterator[tuple[int, int]]:
 def _count(text: str, start: int, stop: int, count: Callable[[str], int], size: int) -> int:
     """The word pieces of ``text[start:stop]``, or ``size + 1`` for a span too long to fit
     (over twelve characters a piece: counting a huge block whole would be wasted)."""
-    return count(text[start:stop]) if stop - start <= size * 12 else size + 1
+    if stop - start > size * 12:
+        return size + 1
+    if isinstance(count, _Encoded):
+        return count.span(start, stop)
+    return count(text[start:stop])
 
 
 def _trimmed(text: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
