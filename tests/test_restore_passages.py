@@ -472,3 +472,78 @@ def test_restore_cuts_passages_as_the_index_did(tmp_path: Any, planted: int) -> 
         item = next(i for i in ctx.report.items if i.event_id == event.id)
         assert item.action == "passages"
         assert frame in ctx.text and "KeyError: 'warehouse_id'" in ctx.text
+
+
+def test_restore_takes_the_index_passages_instead_of_cutting_again(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index keeps each passage's span; restore reads them (one query) instead of
+    tokenizing long events again, and shows the passages the index holds even where
+    today's cut would differ (a store indexed by an older version). Spans that cannot be
+    passages of the content are not trusted: the event is cut again."""
+    from memlane.restore import passages as restore_passages
+    from memlane.text.passages import Cutter
+
+    with SessionManager("dba", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
+        session = mgr.start_session(GOAL)
+        long = mgr.add_message(session.id, "assistant", long_text(), created_at=T0)
+        for n in range(30):
+            mgr.add_message(session.id, "user", f"turn {n}: lunch", created_at=T0 + timedelta(n))
+        mgr.flush()
+        store = mgr._engine.store
+        indexed = mgr._engine.storage.passage_spans([long.seq])[long.seq]
+        assert indexed == Cutter.of(HashEmbedder()).spans(long.content) and len(indexed) > 5
+
+        cuts: list[str] = []
+        real = restore_passages.Cutter.spans
+
+        def counted(self: Cutter, text: str) -> list[tuple[int, int]]:
+            cuts.append(text)
+            return real(self, text)
+
+        monkeypatch.setattr(restore_passages.Cutter, "spans", counted)
+        restore_passages._ANALYSES.clear()
+        ctx = mgr.restore(session.id, 600, query=QUESTION)
+        assert ANSWER in ctx.text and item_of(ctx, long).action == "passages"
+        assert cuts == []  # nothing tokenized: the index's spans were taken
+
+        # the index says otherwise (an older cut: the answer's paragraph in a passage with
+        # the one before it): restore shows that passage
+        answer_at = long.content.index(ANSWER)
+        merged = [(a, b) for a, b in indexed if b <= answer_at or a > answer_at]
+        at = next(i for i, (a, b) in enumerate(indexed) if a <= answer_at < b)
+        merged.insert(at - 1, (indexed[at - 1][0], indexed[at][1]))
+        merged = [s for s in merged if s not in (indexed[at - 1],)]
+        conn = store.connection()
+        with conn:
+            conn.execute("DELETE FROM vectors WHERE seq = ? AND part > 0", (long.seq,))
+            conn.executemany(
+                "UPDATE vectors SET start = ?, stop = ? WHERE seq = ? AND part = ?",
+                [(merged[0][0], merged[0][1], long.seq, 0)],
+            )
+            vector = conn.execute(
+                "SELECT vector, partition FROM vectors WHERE seq = ?", (long.seq,)
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO vectors (seq, partition, vector, part, start, stop) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(long.seq, vector[1], vector[0], i, a, b) for i, (a, b) in enumerate(merged) if i],
+            )
+        restore_passages._ANALYSES.clear()
+        ctx = mgr.restore(session.id, 2_000, query=QUESTION)
+        assert cuts == []
+        numbers = item_of(ctx, long).passages
+        assert at in numbers  # passage number `at` (from 1) is the merged one, by the index
+        counts = {m["count"] for m in HEADER.finditer(ctx.text)}
+        assert counts == {str(len(merged))} and len(merged) == len(indexed) - 1
+        assert long.content[indexed[at - 1][0] : indexed[at - 1][1]] in ctx.text
+
+        # spans past the content's end: cut again
+        with conn:
+            conn.execute(
+                "UPDATE vectors SET stop = ? WHERE seq = ? AND part = 1",
+                (len(long.content) + 50, long.seq),
+            )
+        restore_passages._ANALYSES.clear()
+        ctx = mgr.restore(session.id, 600, query=QUESTION)
+        assert cuts == [long.content] and ANSWER in ctx.text

@@ -512,7 +512,9 @@ class AsyncSessionManager:
     async def flush(self) -> None:
         """Block until every pending event in the store has its embedding, and write the
         recall counts searches made since the last batch (written at most once a second
-        otherwise)."""
+        otherwise). Then a SQLite store empties its write-ahead log into the database when
+        no other process is reading it: after ``flush()`` the ``.db`` file alone holds
+        everything recorded (a copy of it is a complete backup)."""
     async def extract(
         self, session_id: str | None = None, *, dry_run: bool = False
     ) -> ExtractionReport:

@@ -26,6 +26,10 @@ class Embedder(Protocol):
     ``releases_gil`` (``True`` when its work runs outside the GIL, as a native model's does:
     the background worker then computes it at idle priority; otherwise at normal priority,
     since a thread at idle priority that holds the GIL stalls every thread of the process).
+    ``count_tokens(text) -> int`` with ``max_tokens`` (int) say what the model reads: a text
+    past that window is indexed as passages cut with that count; ``token_offsets(text)``
+    (each word piece's ``(start, stop, word)``, as :meth:`memlane.MiniLMEmbedder.token_offsets`
+    gives) lets the cut count a text once instead of piece by piece.
     """
 
     def __call__(self, texts: list[str], /) -> Any: ...

@@ -233,4 +233,10 @@ class VectorIndex(Protocol):
         """Bytes the index takes outside the log's own database (0 when it is inside)."""
         ...
 
+    def passage_spans(self, seqs: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        """The ``(start, stop)`` spans each of ``seqs`` was indexed by, for the events cut
+        into passages (restore shows a long event by the passages the index holds); an
+        index that cannot say cheaply answers ``{}``, and restore cuts them again."""
+        ...
+
     def close(self) -> None: ...

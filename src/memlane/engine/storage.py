@@ -124,6 +124,10 @@ class Storage:
         it answers."""
         return self.vectors.search(query, flt, partitions, k, lambda: self.log.select_seqs(flt))
 
+    def passage_spans(self, seqs: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        """The index's passages of the long events among ``seqs`` (``VectorIndex``)."""
+        return self.vectors.passage_spans(seqs) if seqs else {}
+
     # -- the indexer's write ---------------------------------------------------------------
 
     def store_batch(

@@ -260,6 +260,11 @@ class ChromaIndex:
                 return set()
             return {_seq_of(i) for i in collection.get(include=[])["ids"]}
 
+    def passage_spans(self, seqs: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        """Not read back: the spans are in ids of per-partition collections, a round trip
+        each; restore cuts long events again (the same cut: ``text/passages.py``)."""
+        return {}
+
     def size_bytes(self) -> int:
         """What an embedded index's folder takes on disk (0 for a server)."""
         if self.path is None:

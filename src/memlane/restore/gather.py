@@ -216,6 +216,17 @@ def restore_session(
     # (a chunk found but not vouched for is shown nowhere: not as relevant history either)
     references = _vouched_for(searcher, text[:2_000], references, depth)
     covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
+    cutter = searcher.indexer.cutter
+    # the passages the index cut long candidates into, read in one query: cutting them again
+    # means tokenizing each (a third of a restore's time on tool-heavy sessions)
+    longer = cutter.window - 2  # (a text of this many characters or fewer fits the window)
+    indexed = searcher.storage.passage_spans(
+        [
+            event.seq
+            for event in (*pinned, *important, *recent, *(e for e, _ in relevant))
+            if len(event.content) > longer and event.seq
+        ]
+    )
     context = pack(
         RestoreCandidates(
             session=session,
@@ -233,7 +244,8 @@ def restore_session(
             user_facts=user_facts,
             references=references,
             passages=passages,
-            cutter=searcher.indexer.cutter,
+            cutter=cutter,
+            indexed=indexed,
             instructions=instructions,
         ),
         max_tokens,

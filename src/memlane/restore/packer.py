@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -186,13 +186,27 @@ class Packer:
     relevance: Relevance = field(default_factory=lambda: Relevance({}, {}))
     asked: bool = False
     cutter: Cutter = field(default_factory=Cutter)  # how the index cut long events
+    indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)  # its spans
     sizes: dict[str, int] = field(default_factory=dict)
     passage_costs: dict[str, dict[tuple[object, ...], int]] = field(default_factory=dict)
+    #: each event's shown content, by the event object (kept, so its id is never reused):
+    #: a restore tries an event in several sections and shares, and collapsing a long
+    #: output's repeated lines each time was ~10% of a restore of tool-heavy sessions
+    contents: dict[int, tuple[Event, str]] = field(default_factory=dict)
 
     @property
     def left(self) -> int:
         ceiling = self.budget if self.limit is None else min(self.budget, self.limit)
         return ceiling - self.used
+
+    def content_of(self, event: Event) -> str:
+        """:func:`~memlane.restore.text.shown_content` of ``event``, once per restore."""
+        found = self.contents.get(id(event))
+        if found is not None and found[0] is event:
+            return found[1]
+        content = shown_content(event)
+        self.contents[id(event)] = (event, content)
+        return content
 
     def small_count(self, text: str) -> int:
         """Count a short, often repeated piece (time marks, headers) once."""
@@ -256,7 +270,7 @@ class Packer:
     def fit(self, event: Event, section: str, left: int, reason: str) -> tuple[Block | None, str]:
         if left <= 0:
             return None, "share spent" if self.limit is not None else "budget spent"
-        need = too_big(event, left)
+        need = too_big(event, left, self.content_of(event))
         # A long text is shown by its passages relevant to the query, unless the whole fits
         # comfortably (counted only when it may); Recent keeps the whole where it fits.
         analysis = self.analysis(event, section)
@@ -265,7 +279,7 @@ class Packer:
             passages = self.passages(event, analysis, section, left)
         full: int | None = None
         if need is None and (passages is None or self.may_fit_whole(event, passages, left)):
-            text = render_block(event, shown_content(event), payload_json(event))
+            text = render_block(event, self.content_of(event), payload_json(event))
             full = self.tok.count(text + "\n")
             if full <= left and (passages is None or full <= WHOLE_WITHIN * passages.tokens):
                 return Block(event, section, text, full, "included", reason, event.content), ""
@@ -351,8 +365,8 @@ class Packer:
         analysis = self.analysis(event, section)
         if analysis is None:
             return None
-        if too_big(event, allowance) is None:
-            text = render_block(event, shown_content(event), payload_json(event))
+        if too_big(event, allowance, self.content_of(event)) is None:
+            text = render_block(event, self.content_of(event), payload_json(event))
             full = self.tok.count(text + "\n")
             if full <= allowance:
                 why = f"{block.basis}; whole"
@@ -380,7 +394,7 @@ class Packer:
         goal or the summary, which stand alone, nor a payload, which is summarised as JSON)."""
         if section in TIMELESS or event.kind == "summary" or shown_payload(event) is not None:
             return None
-        return analysed(event, self.cutter)
+        return analysed(event, self.cutter, self.indexed.get(event.seq))
 
     def relevance_in(self, section: str) -> Relevance:
         """What makes a passage relevant in ``section``: the query, or the default one
@@ -457,7 +471,7 @@ class Packer:
     def _split_summary(
         self, event: Event, target: int, notes: list[str]
     ) -> tuple[str | None, str | None]:
-        content = shown_content(event)
+        content = self.content_of(event)
         payload_value = shown_payload(event)
         if event.kind == "summary":  # bullets: keep the best first lines, not head and tail
             return head_lines(content, target, self.tok.count), None
@@ -596,14 +610,16 @@ def head_lines(text: str, budget: int, count: Callable[[str], int]) -> str | Non
     return best
 
 
-def too_big(event: Event, left: int) -> str | None:
-    """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None.
+def too_big(event: Event, left: int, content: str | None = None) -> str | None:
+    """Why ``event`` obviously cannot fit in ``left`` tokens (for the report), else None;
+    ``content``: its :func:`~memlane.restore.text.shown_content`, if known.
 
     Bounds the work: a multi-megabyte event is never serialised or counted in full.
     """
     if event.preview:  # only a preview of the payload was read: it is too large to show
         return f"{event.payload_chars or 0:,} chars of payload"
-    content = shown_content(event)
+    if content is None:
+        content = shown_content(event)
     # The stored count (of content and payload as recorded; maybe by another tokenizer)
     # says nothing when the rendering drops or collapses content.
     if len(content) == len(event.content) and event.token_count // 2 > left:

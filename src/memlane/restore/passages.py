@@ -140,12 +140,17 @@ class Shown:
     tokens: int = 0  # the block's count (its text and a line end)
 
 
-def analysed(event: Event, cutter: Cutter | None = None) -> Analysis | None:
+def analysed(
+    event: Event, cutter: Cutter | None = None, indexed: Sequence[tuple[int, int]] | None = None
+) -> Analysis | None:
     """``event``'s content cut into passages as ``cutter`` (default: an estimate of the word
     pieces) cuts it: the index's, so that the search's passage is one of them; None when it
-    needs none (it fits the embedder's window whole) or has only one. Cached by event
-    (events never change, and an agent restores its session every turn; the key holds no
-    content: an event may hold megabytes)."""
+    needs none (it fits the embedder's window whole) or has only one. ``indexed``: the spans
+    the index holds for it (``Storage.passage_spans``), taken instead of cutting again when
+    they fit the content — the same spans, without tokenizing the event (a third of a
+    restore's time on tool-heavy sessions). Cached by event (events never change, and an
+    agent restores its session every turn; the key holds no content: an event may hold
+    megabytes)."""
     cutter = cutter or Cutter()
     content = event.content
     if len(content) <= _SHORT_CHARS:
@@ -159,7 +164,8 @@ def analysed(event: Event, cutter: Cutter | None = None) -> Analysis | None:
         if found is not _MISSING:
             _ANALYSES.move_to_end(key)
             return found  # type: ignore[return-value]
-    made = _analyse(content, cutter)  # (outside the lock: other restores go on meanwhile)
+    # (outside the lock: other restores go on meanwhile)
+    made = _analyse(content, cutter, indexed)
     with _LOCK:
         _ANALYSES[key] = made
         while len(_ANALYSES) > _ANALYSES_CACHED:
@@ -167,8 +173,10 @@ def analysed(event: Event, cutter: Cutter | None = None) -> Analysis | None:
     return made
 
 
-def _analyse(content: str, cutter: Cutter) -> Analysis | None:
-    spans = cutter.spans(content)
+def _analyse(
+    content: str, cutter: Cutter, indexed: Sequence[tuple[int, int]] | None = None
+) -> Analysis | None:
+    spans = list(indexed) if indexed and _spans_of(content, indexed) else cutter.spans(content)
     if len(spans) < 2:
         return None
     terms: list[Counter[str]] = []
@@ -176,6 +184,17 @@ def _analyse(content: str, cutter: Cutter) -> Analysis | None:
         terms.append(Counter(_stem(token) for token in tokens(content[start:stop])))
     whole = not content[spans[-1][1] :].strip()
     return Analysis(tuple(spans), tuple(terms), tuple(sum(t.values()) for t in terms), whole)
+
+
+def _spans_of(content: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``spans`` can be passages of ``content``: ordered, within it, none empty (a
+    row that says otherwise is not trusted: the content is cut again)."""
+    last = 0
+    for start, stop in spans:
+        if not last <= start < stop <= len(content):
+            return False
+        last = start
+    return True
 
 
 def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:

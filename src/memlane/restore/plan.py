@@ -181,6 +181,7 @@ def _pack(
         relevance=Relevance.of(searched[:2_000], candidates.passages),
         asked=candidates.query is not None,
         cutter=candidates.cutter,
+        indexed=candidates.indexed,
     )
 
     goal_events = [e for e in candidates.pinned if e.kind == "goal"]

@@ -8,7 +8,7 @@ chat messages and a report of every event's fate (:class:`RestoredContext`,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -94,6 +94,9 @@ class RestoreCandidates:
     #: how the index cut long events into passages (its embedder's tokenizer and window):
     #: restore shows them cut the same way
     cutter: Cutter = field(default_factory=Cutter)
+    #: the spans the index holds for the long candidates, by seq (read once: the others are
+    #: cut with ``cutter``)
+    indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
     #: the user's messages that state standing instructions or preferences, newest first,
     #: each with those sentences (restore/instructions.py)
     instructions: list[tuple[Event, tuple[str, ...]]] = field(default_factory=list)

@@ -55,6 +55,8 @@ class VectorSearch(Protocol):
     @property
     def log(self) -> SearchedLog: ...
 
+    def passage_spans(self, seqs: Sequence[int]) -> dict[int, list[tuple[int, int]]]: ...
+
     def search_vectors(
         self,
         query: Vectors,

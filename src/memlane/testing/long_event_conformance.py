@@ -29,8 +29,10 @@ from typing import Any
 from ..core.canonical_json import dumps
 from ..core.searchable import CONTENT_CHARS
 from ..embed import DEFAULT_MAX_CHARS
+from ..embed.hashing import HashEmbedder
 from ..events import Event
 from ..manager import SessionManager
+from ..text.passages import Cutter
 from ..text.shrink import PREVIEW_THRESHOLD
 from ..write.reads import SearchMode
 
@@ -142,6 +144,16 @@ class LongEventConformance:
                 assert essay.content[passage.start : passage.stop] == passage.text
                 assert passage.start > 1_000  # (not the event's opening)
             assert essay.id not in {h.event.id for h in found(make("someone-else"), "semantic")}
+            # the spans restore reads back instead of cutting again: the index's, in order
+            # (an index that cannot say answers nothing, and restore cuts them)
+            storage = admin._storage
+            indexed = storage.passage_spans([essay.seq, *(e.seq for e in others)])
+            if indexed:
+                cutter = Cutter.of(HashEmbedder())  # (the backends' embedder)
+                assert indexed == {e.seq: cutter.spans(e.content) for e in (essay, *others)}
+                assert (passage.start, passage.stop) in indexed[essay.seq]
+            else:
+                assert not storage.vectors.transactional  # (Chroma's)
 
             admin.reindex()
             mgr.flush()
