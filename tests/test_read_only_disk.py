@@ -60,6 +60,7 @@ def small_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """A few hundred events make big partitions: their snapshots are saved beside the file."""
     monkeypatch.setattr(keyword_cache, "_CHUNK", 32)
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(vector_cache, "SNAPSHOT_FROM", 100)
 
 
 def _fill(db: Path) -> str:

@@ -1,9 +1,9 @@
 """Snapshots of big vector partitions beside a SQLite file, for a process's first search.
 
 A new process's first semantic search reads every vector of its partitions from the log to
-build the in-memory codes (``_vector_cache.py``): 2.6 s at 100k events, ~25 s at 1M. A
-partition of :data:`~memlane.ranking.vectors.cache.APPROXIMATE_FROM` rows or more is
-therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
+build the in-memory codes (``_vector_cache.py``): ~0.3 s more at 100k events than from a
+snapshot, ~25 s at 1M. A partition of :data:`~memlane.ranking.vectors.cache.SNAPSHOT_FROM`
+rows or more is therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
 columns, their signs and where the store keeps each vector, and its vectors (in half
 precision, as the store keeps them) while the partition keeps them in memory; no text) in the
 folder ``<database>.memlane-cache/``; the next process loads it and reads from the log only the
