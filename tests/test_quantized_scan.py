@@ -329,3 +329,38 @@ def test_a_filter_of_most_rows_ranks_as_a_partition_of_only_those(
         assert set(positions) <= set(rows)
         assert list(positions) == list(rows[expected_positions])
         assert scores == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_big_partition_keeps_half_precision_and_the_same_exact_scores(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    """A partition ranked by its codes keeps its exact vectors in float16 — the store's own
+    values, so every cosine is the same to the last bit — at half the memory."""
+    db = tmp_path / "s.db"
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        many_facts(mgr)
+        monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)  # float32, every row
+        exact = semantic_results(mgr, filtered)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        assert semantic_results(mgr, filtered) == exact
+        (part,) = mgr._engine.storage.vectors._cache._partitions.values()
+        assert part.matrix.dtype == np.float16
+
+
+def test_vectors_half_precision_cannot_hold_keep_a_partition_in_float32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A row past ±65,504 (a store written by an earlier version, in float32) turns the
+    matrix back to float32, for good: the exact scores stay the stored vectors' own."""
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 4)
+    part = vector_cache._Partition(3)
+    part.reserve(8)
+    assert part.matrix.dtype == np.float16
+    part.keep(0, np.array([[0.5, 0.25, 0.0]], np.float32))
+    part.keep(1, np.array([[1e6, 0.0, 1.0]], np.float32))
+    assert part.matrix.dtype == np.float32 and part.matrix[1, 0] == 1e6
+    assert part.matrix[0, 1] == 0.25
+    part.reserve(64)
+    assert part.matrix.dtype == np.float32

@@ -28,8 +28,10 @@ Floats = npt.NDArray[np.float32]
 THREADED_FROM = 460_800
 
 
-def exact_scores(matrix: Floats, query: Floats) -> Floats:
-    """``matrix @ query`` in float32 (``matrix``: rows by dimensions, C-contiguous)."""
+def exact_scores(matrix: npt.NDArray[np.float32 | np.float16], query: Floats) -> Floats:
+    """``matrix @ query`` in float32 (``matrix``: rows by dimensions, C-contiguous; float16
+    rows, a big partition's candidates, are converted exactly first)."""
+    matrix = matrix.astype(np.float32, copy=False)
     if matrix.size < THREADED_FROM:
         small: Floats = matrix @ query
         return small

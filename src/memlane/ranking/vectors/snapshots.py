@@ -3,9 +3,10 @@
 A new process's first semantic search reads every vector of its partitions from the log to
 build the in-memory codes (``_vector_cache.py``): ~0.3 s more at 100k events than from a
 snapshot, ~25 s at 1M. A partition of :data:`~memlane.ranking.vectors.cache.SNAPSHOT_FROM`
-rows or more is therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales and filter
-columns, their signs and where the store keeps each vector, and its vectors (in half
-precision, as the store keeps them) while the partition keeps them in memory; no text) in the
+rows or more is therefore saved, once built, as one file (its codes — 8 or 4 bits —, scales
+and filter columns, their signs and where the store keeps each vector, and its vectors (in
+half precision, as the store and the partition keep them) while the partition keeps them in
+memory; no text) in the
 folder ``<database>.memlane-cache/``; the next process loads it and reads from the log only the
 vectors added since.
 
@@ -97,11 +98,10 @@ class VectorSnapshots(SnapshotFolder):
             part.stamp = stamp
             size = int(meta["size"])
             part.in_memory = "matrix" in saved
-            part.matrix = (
-                saved["matrix"].astype(np.float32)
-                if part.in_memory
-                else np.zeros((0, part.dim), np.float32)
-            )
+            # (float16 as saved, as a partition this big keeps it; float32 if saved so: a
+            # component beyond half precision's range)
+            part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
+            part.half_ok = part.matrix.dtype == np.float16
             part.codes = np.ascontiguousarray(saved["codes"])
             part.signs = np.ascontiguousarray(saved["signs"])
             part.vids = saved["vids"]
@@ -179,7 +179,7 @@ def _half(matrix: Any) -> Any:
     """The float32 copy as the store keeps its vectors (``codec.py``): in half precision,
     which holds them exactly (rows an earlier version stored in float32 are rounded), unless
     a component is beyond half precision's range."""
-    return matrix.astype(np.float16) if fits_half(matrix) else matrix
+    return matrix.astype(np.float16, copy=False) if fits_half(matrix) else matrix
 
 
 class _Stale(Exception):
