@@ -84,14 +84,16 @@ class WalBound:
         self._truncate(conn, wait_ms=0)
 
     def empty(self, conn: sqlite3.Connection) -> bool:
-        """A TRUNCATE checkpoint now, trying for at most :data:`CHECKPOINT_WAIT_MS` while
-        other connections keep it from finishing; whether the WAL is empty after. (SQLite
-        answers "busy" at once, without its busy handler, while another connection
-        checkpoints: this process's worker does after each batch, as ``flush()`` returns.)"""
+        """A TRUNCATE checkpoint now, tried again for at most :data:`CHECKPOINT_WAIT_MS`
+        while other connections keep it from finishing; whether the WAL is empty after.
+        (SQLite answers "busy" at once, without its busy handler, while another connection
+        checkpoints: this process's worker does after each batch, as ``flush()`` returns.
+        Each attempt waits for nobody: a checkpoint waiting for readers would hold the write
+        lock, and this process's writers with it, for as long.)"""
         if not self.writable:
             return False
         deadline = time.monotonic() + CHECKPOINT_WAIT_MS / 1000
-        while self._truncate(conn, wait_ms=CHECKPOINT_WAIT_MS // 5):
+        while self._truncate(conn, wait_ms=0):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
