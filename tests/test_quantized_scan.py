@@ -364,3 +364,36 @@ def test_vectors_half_precision_cannot_hold_keep_a_partition_in_float32(
     assert part.matrix[0, 1] == 0.25
     part.reserve(64)
     assert part.matrix.dtype == np.float32
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
+    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    """From BITS_FROM rows a partition that keeps its exact vectors (in float16) ranks the
+    rows' signs first, then the 8-bit codes of the best 200·k, then re-scores exactly: the
+    same cosines and the same events above the last one as the exact scan (dense vectors)."""
+    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    many_facts(make())
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
+    exact = semantic_results(make(), filtered)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    monkeypatch.setattr(vector_cache, "BITS_FROM", 100)
+    monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
+    monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES_IN_MEMORY", 20)  # 200 of the 601 rows
+    asked: list[int] = []
+    first_pass = vector_cache.hamming_candidates
+    monkeypatch.setattr(
+        vector_cache,
+        "hamming_candidates",
+        lambda *a, **kw: asked.append(a[2]) or first_pass(*a, **kw),
+    )
+    manager = make()
+    found = semantic_results(manager, filtered)
+    for got, want in zip(found, exact, strict=True):
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+        last = want[-1][1] + 1e-4
+        assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
+    assert asked and set(asked) == {200}  # 20 · k, k = 10
+    (part,) = manager._writer.storage.vectors._cache._partitions.values()
+    assert part.in_memory and part.matrix.dtype == np.float16

@@ -64,14 +64,18 @@ _CANDIDATES = 4
 # at 100k rows, which is why the copy stays while it is affordable).
 IN_MEMORY_UNDER = 262_144
 # From this many rows to score, the 8-bit pass itself is too slow (it reads every row's 384
-# bytes: ~23 ms at 1M rows) and is preceded by a 1-bit one: the rows' signs (48 bytes) by
-# Hamming distance, whose best ``_BIT_CANDIDATES`` times k (at least ``_BIT_FLOOR``) go on to
-# the 8-bit pass: ~8 ms instead of ~23 at 1M rows. Recall of the exact top k among them, on
-# real MiniLM vectors (bench/quantized_recall.py, 40k rows): 0.9987 at k = 10 with 100 k,
-# 0.9995 with 200 k, 1.0 at k = 166; 20 k would keep 0.988. Candidates cost little (their
-# 8-bit scores: ~1 ms for 16k rows), so they are many.
-BITS_FROM = 262_144
+# bytes: ~4 ms at 100k rows on this machine, ~23 ms at 1M) and is preceded by a 1-bit one: the
+# rows' signs (48 bytes) by Hamming distance, whose best ``_BIT_CANDIDATES`` times k (at
+# least ``_BIT_FLOOR``) go on to the 8-bit pass — 200 k in a partition that keeps its exact
+# vectors in memory (re-scoring them costs nothing), 100 k past IN_MEMORY_UNDER. At 100k rows
+# a semantic search takes ~1.9 ms instead of ~6, a hybrid one ~4 instead of ~8. This pass can
+# lose a row: recall of the exact top k among its candidates, on real MiniLM vectors
+# (bench/quantized_recall.py, LoCoMo dev questions), at 65,536 / 100,000 rows: k = 10 (4,096
+# candidates) 0.9999 / 0.9995, k = 50 with 200 k 0.9997 / 0.9994 (100 k: 0.9986 / 0.9976),
+# k = 166 1.0 / 0.9999 (docs/decisions/2026-11-27-one-bit-pass-from-65k-rows.md).
+BITS_FROM = 65_536
 _BIT_CANDIDATES = 100
+_BIT_CANDIDATES_IN_MEMORY = 200
 _BIT_FLOOR = 4_096
 # A partition that keeps no float32 copy re-scores its candidates with vectors read from the
 # store (~7 µs each; restore's semantic half, ~330 deep, read ~1,300 of them: 11 ms at 1M
@@ -213,7 +217,10 @@ class _Partition(PartitionRows):
                 first = hamming_candidates(
                     self.signs[:, : self.size],
                     signs,
-                    max(_BIT_CANDIDATES * k, _BIT_FLOOR),
+                    max(
+                        (_BIT_CANDIDATES_IN_MEMORY if self.in_memory else _BIT_CANDIDATES) * k,
+                        _BIT_FLOOR,
+                    ),
                     excluded,
                 )
             chosen = first if first is not None else rows
