@@ -217,8 +217,23 @@ def encoding(name: str) -> tiktoken.Encoding:
         return cached
     with _load_lock:  # two threads racing here would each spend the load time
         if name not in _ENCODINGS:
-            _ENCODINGS[name] = tiktoken.Encoding(**_spec(name))
+            _ENCODINGS[name] = _LeanEncoding(name)
         return _ENCODINGS[name]
+
+
+class _LeanEncoding(tiktoken.Encoding):
+    """tiktoken's ``Encoding`` without its Python copy of the ranks: its Rust core keeps its
+    own, which is all that encoding and decoding read; tiktoken keeps the dictionary only
+    to pickle the encoding. That copy of o200k_base's 200k ranks was ~31 MB of the ~74 MB
+    the encoding adds to a process (every process that records events counts them with it).
+    A pickled encoding is rebuilt from the bundled file by name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(**_spec(name))
+        self._mergeable_ranks = {}
+
+    def __reduce__(self) -> tuple[Callable[[str], tiktoken.Encoding], tuple[str]]:
+        return encoding, (self.name,)
 
 
 _ENCODINGS: dict[str, tiktoken.Encoding] = {}
