@@ -144,6 +144,7 @@ def test_a_big_partition_re_scores_from_the_store(
     monkeypatch.setattr(vector_cache, "BITS_FROM", 100 if bits else 10**9)
     monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
     monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES", 20)  # 200 of the 601 rows
+    monkeypatch.setattr(vector_cache, "_BIT_SHARE", 1)  # (however large a share)
     scanned: list[int] = []
     first_pass = vector_cache.hamming_candidates
     monkeypatch.setattr(
@@ -381,6 +382,7 @@ def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
     monkeypatch.setattr(vector_cache, "BITS_FROM", 100)
     monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
     monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES_IN_MEMORY", 20)  # 200 of the 601 rows
+    monkeypatch.setattr(vector_cache, "_BIT_SHARE", 1)  # (however large a share)
     asked: list[int] = []
     first_pass = vector_cache.hamming_candidates
     monkeypatch.setattr(
@@ -397,3 +399,71 @@ def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
     assert asked and set(asked) == {200}  # 20 · k, k = 10
     (part,) = manager._writer.storage.vectors._cache._partitions.values()
     assert part.in_memory and part.matrix.dtype == np.float16
+    # candidates that would be more than an eighth of the rows: no 1-bit pass (copying their
+    # codes out would cost more than the 8-bit pass over every row), the same results
+    monkeypatch.setattr(vector_cache, "_BIT_SHARE", 8)
+    asked.clear()
+    for got, want in zip(semantic_results(make(), filtered), exact, strict=True):
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+    assert asked == []
+
+
+def test_a_half_precision_partition_ranks_a_large_filtered_scan_by_its_codes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered scan of fewer rows than APPROXIMATE_FROM in a float16 partition would pay a
+    float32 conversion of every row it scores (~5 ms for 10k rows): past HALF_SCANNED_UNDER
+    rows it takes the 8-bit pass and re-scores the candidates, with the same results."""
+    db = tmp_path / "s.db"
+
+    def thirds(mgr: SessionManager) -> list[list[tuple[str, float]]]:
+        return [
+            [
+                (h.event.id, h.score)
+                for h in mgr.search(q, k=10, mode="semantic", where={"third": 0})
+            ]
+            for q in QUERIES
+        ]
+
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("many facts")
+        for i in range(900):
+            mgr.record_fact(
+                session.id,
+                f"fact {i} about topic {i % 37} and item {i % 11}",
+                metadata={"third": i % 3},
+            )
+        monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
+        exact = thirds(mgr)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 400)  # 901 rows: float16
+    monkeypatch.setattr(vector_cache, "HALF_SCANNED_UNDER", 100)  # 300 of them: codes first
+    passes: list[int] = []
+    eight_bits = vector_cache.approximate_scores
+    monkeypatch.setattr(
+        vector_cache,
+        "approximate_scores",
+        lambda codes, *a: passes.append(len(codes)) or eight_bits(codes, *a),
+    )
+    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
+        assert thirds(mgr) == exact
+        (part,) = mgr._engine.storage.vectors._cache._partitions.values()
+        assert part.matrix.dtype == np.float16
+    assert passes and set(passes) == {300}
+
+
+def test_half_precision_rows_convert_to_float32_bit_for_bit() -> None:
+    """Big float16 matrices convert in onnxruntime (4 times numpy's speed): the very values
+    numpy gives, subnormals, signed zeros and extremes included, so re-scored cosines stay
+    the stored vectors' own."""
+    from memlane.ranking.vectors.one_op import CAST_FROM, as_float32
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((CAST_FROM // 64 + 3, 384)).astype(np.float16)
+    rows[0, :6] = [0.0, -0.0, 6.0e-8, -6.0e-8, 65504.0, -65504.0]  # (6e-8: a subnormal)
+    converted = as_float32(rows[::2])  # (a strided view too)
+    assert converted.dtype == np.float32
+    assert np.array_equal(converted.view(np.uint32), rows[::2].astype(np.float32).view(np.uint32))
+    small = rows[:3]
+    assert np.array_equal(as_float32(small), small.astype(np.float32))
+    same = rows.astype(np.float32)
+    assert as_float32(same) is same

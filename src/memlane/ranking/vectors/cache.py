@@ -57,6 +57,11 @@ APPROXIMATE_FROM = 16_384
 # a 24.8 MB file (1,242 bytes an event, beside a database of ~1,900); at 100k rows 301 vs
 # 585 ms for 124 MB (docs/decisions/2026-11-27-snapshots-only-where-they-pay.md).
 SNAPSHOT_FROM = 65_536
+# A partition that keeps float16 vectors (APPROXIMATE_FROM rows or more) scores a filtered
+# scan of fewer rows than APPROXIMATE_FROM exactly only up to this many: converting 10k rows
+# to float32 for the product cost ~5 ms (a restore of a 10k-event session in a 100k-event
+# partition: p50 30 -> 40 ms), their 8-bit pass and the re-scoring of 4 k ~1 ms.
+HALF_SCANNED_UNDER = 2_048
 _CANDIDATES = 4
 # A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
 # re-scores candidates from it; past it, its codes are 4-bit ones (half the memory, the same
@@ -77,6 +82,8 @@ BITS_FROM = 65_536
 _BIT_CANDIDATES = 100
 _BIT_CANDIDATES_IN_MEMORY = 200
 _BIT_FLOOR = 4_096
+# ... and only when its candidates are at most one row in this many
+_BIT_SHARE = 8
 # A partition that keeps no float32 copy re-scores its candidates with vectors read from the
 # store (~7 µs each; restore's semantic half, ~330 deep, read ~1,300 of them: 11 ms at 1M
 # events), so it takes 2 k + 64 candidates, not 4 k. Recall of the exact top k among 2 k of
@@ -167,6 +174,16 @@ class _Partition(PartitionRows):
                 self.matrix = self.matrix.astype(np.float32)
         self.matrix[start : start + len(vectors)] = vectors
 
+    def scans_exactly(self, count: int) -> bool:
+        """Whether a scan of ``count`` of its rows scores every one of them exactly (else
+        the 8-bit pass chooses candidates first): fewer than APPROXIMATE_FROM rows, held in
+        float32 — or in float16 but few enough to convert (HALF_SCANNED_UNDER)."""
+        return (
+            self.in_memory
+            and count < APPROXIMATE_FROM
+            and (self.matrix.dtype == np.float32 or count <= HALF_SCANNED_UNDER)
+        )
+
     def encode(self, vectors: Matrix) -> tuple[npt.NDArray[np.uint8], Matrix]:
         """``(codes, scales)`` of ``vectors`` as this partition keeps them."""
         return quantize(vectors) if self.in_memory else quantize4(vectors)
@@ -200,7 +217,9 @@ class _Partition(PartitionRows):
             dead = np.ones(self.size, np.bool_)
             dead[rows] = False
             rows = None
-        if self.in_memory and count < APPROXIMATE_FROM:
+        if self.scans_exactly(count) or (
+            self.in_memory and count < APPROXIMATE_FROM and _CANDIDATES * k >= count
+        ):  # (every row scored exactly; or every row would be a candidate: no 8-bit pass)
             picked = slice(0, self.size) if rows is None else rows
             exact = exact_scores(self.matrix[picked], query)
             positions = np.arange(self.size) if rows is None else rows
@@ -208,21 +227,18 @@ class _Partition(PartitionRows):
                 exact[dead] = -np.inf
         else:
             first = None
-            if count >= BITS_FROM:  # the 1-bit pass first: a few candidates per result
+            multiple = _BIT_CANDIDATES_IN_MEMORY if self.in_memory else _BIT_CANDIDATES
+            wanted = max(multiple * k, _BIT_FLOOR)
+            # the 1-bit pass first, when it leaves the 8-bit one a small share of the rows:
+            # copying many candidates' codes out costs more than scanning them all (restore's
+            # depth of ~166 at 100k rows: 33k candidates, ~8 ms slower than no 1-bit pass)
+            if count >= BITS_FROM and wanted * _BIT_SHARE <= count:
                 excluded = dead
                 if rows is not None:
                     excluded = np.ones(self.size, np.bool_)
                     excluded[rows] = False
                 signs = binarize(quantize(query[None, :])[0])[0]
-                first = hamming_candidates(
-                    self.signs[:, : self.size],
-                    signs,
-                    max(
-                        (_BIT_CANDIDATES_IN_MEMORY if self.in_memory else _BIT_CANDIDATES) * k,
-                        _BIT_FLOOR,
-                    ),
-                    excluded,
-                )
+                first = hamming_candidates(self.signs[:, : self.size], signs, wanted, excluded)
             chosen = first if first is not None else rows
             codes = self.codes[: self.size] if chosen is None else self.codes[chosen]
             scales = self.scales[: self.size] if chosen is None else self.scales[chosen]
@@ -457,8 +473,7 @@ class VectorCache:
         # The exact scan costs the same for any k (one product over the rows, which a retry
         # copies again: 8 → 31 ms p95 on sessions of long events), so it ranks every row at
         # once; the approximate scans ask for more as they go.
-        exact = part.in_memory and available < APPROXIMATE_FROM
-        want = available if exact else k
+        want = available if part.scans_exactly(available) else k
         while True:
             positions, scores = part.scores(rows, query, want, self._stored)
             order = np.lexsort((part.seqs[positions], -scores))

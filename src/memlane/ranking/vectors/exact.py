@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .one_op import one_op_session
+from .one_op import as_float32, one_op_session
 
 __all__ = ["THREADED_FROM", "exact_scores"]
 
@@ -31,7 +31,7 @@ THREADED_FROM = 460_800
 def exact_scores(matrix: npt.NDArray[np.float32 | np.float16], query: Floats) -> Floats:
     """``matrix @ query`` in float32 (``matrix``: rows by dimensions, C-contiguous; float16
     rows, a big partition's candidates, are converted exactly first)."""
-    matrix = matrix.astype(np.float32, copy=False)
+    matrix = as_float32(matrix)
     if matrix.size < THREADED_FROM:
         small: Floats = matrix @ query
         return small
