@@ -408,49 +408,6 @@ def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
     assert asked == []
 
 
-def test_a_half_precision_partition_ranks_a_large_filtered_scan_by_its_codes(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A filtered scan of fewer rows than APPROXIMATE_FROM in a float16 partition would pay a
-    float32 conversion of every row it scores (~5 ms for 10k rows): past HALF_SCANNED_UNDER
-    rows it takes the 8-bit pass and re-scores the candidates, with the same results."""
-    db = tmp_path / "s.db"
-
-    def thirds(mgr: SessionManager) -> list[list[tuple[str, float]]]:
-        return [
-            [
-                (h.event.id, h.score)
-                for h in mgr.search(q, k=10, mode="semantic", where={"third": 0})
-            ]
-            for q in QUERIES
-        ]
-
-    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
-        session = mgr.start_session("many facts")
-        for i in range(900):
-            mgr.record_fact(
-                session.id,
-                f"fact {i} about topic {i % 37} and item {i % 11}",
-                metadata={"third": i % 3},
-            )
-        monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
-        exact = thirds(mgr)
-    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 400)  # 901 rows: float16
-    monkeypatch.setattr(vector_cache, "HALF_SCANNED_UNDER", 100)  # 300 of them: codes first
-    passes: list[int] = []
-    eight_bits = vector_cache.approximate_scores
-    monkeypatch.setattr(
-        vector_cache,
-        "approximate_scores",
-        lambda codes, *a: passes.append(len(codes)) or eight_bits(codes, *a),
-    )
-    with SessionManager("a", db, embedder=HashEmbedder(), background=False) as mgr:
-        assert thirds(mgr) == exact
-        (part,) = mgr._engine.storage.vectors._cache._partitions.values()
-        assert part.matrix.dtype == np.float16
-    assert passes and set(passes) == {300}
-
-
 def test_half_precision_rows_convert_to_float32_bit_for_bit() -> None:
     """Big float16 matrices convert in onnxruntime (4 times numpy's speed): the very values
     numpy gives, subnormals, signed zeros and extremes included, so re-scored cosines stay

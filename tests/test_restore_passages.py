@@ -506,6 +506,13 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert ANSWER in ctx.text and item_of(ctx, long).action == "passages"
         assert cuts == []  # nothing tokenized: the index's spans were taken
+        # the next turn's restore finds the event analysed: it asks the index for nothing
+        asked: list[list[int]] = []
+        storage = mgr._engine.storage
+        read = storage.passage_spans
+        monkeypatch.setattr(storage, "passage_spans", lambda seqs: asked.append(seqs) or read(seqs))
+        mgr.restore(session.id, 600, query=QUESTION)
+        assert asked == [[]]
 
         # the index says otherwise (an older cut: the answer's paragraph in a passage with
         # the one before it): restore shows that passage

@@ -28,6 +28,7 @@ from ..protocols import Summarizer
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
 from .instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, standing
+from .passages import needs_analysis
 from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
@@ -218,13 +219,13 @@ def restore_session(
     covered_ids, covered_count = _covered(summary, (*recent, *(e for e, _ in relevant), *important))
     cutter = searcher.indexer.cutter
     # the passages the index cut long candidates into, read in one query: cutting them again
-    # means tokenizing each (a third of a restore's time on tool-heavy sessions)
-    longer = cutter.window - 2  # (a text of this many characters or fewer fits the window)
+    # means tokenizing each (a third of a restore's time on tool-heavy sessions); only for
+    # those not analysed yet (the same events come back every turn)
     indexed = searcher.storage.passage_spans(
         [
             event.seq
             for event in (*pinned, *important, *recent, *(e for e, _ in relevant))
-            if len(event.content) > longer and event.seq
+            if event.seq and needs_analysis(event, cutter)
         ]
     )
     context = pack(

@@ -157,8 +157,7 @@ def analysed(
         return None
     if not event.id:
         return _analyse(content, cutter)
-    # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
-    key = (event.id, len(content), hash(content[:_REACH]), content[-64:], cutter.key)
+    key = _key(event, cutter)
     with _LOCK:
         found = _ANALYSES.get(key, _MISSING)
         if found is not _MISSING:
@@ -171,6 +170,22 @@ def analysed(
         while len(_ANALYSES) > _ANALYSES_CACHED:
             _ANALYSES.popitem(last=False)
     return made
+
+
+def _key(event: Event, cutter: Cutter) -> tuple[str, int, int, str, Hashable]:
+    # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
+    content = event.content
+    return (event.id, len(content), hash(content[:_REACH]), content[-64:], cutter.key)
+
+
+def needs_analysis(event: Event, cutter: Cutter) -> bool:
+    """Whether :func:`analysed` would cut ``event`` now: long enough to have passages
+    (``window - 2`` characters or more) and not in its cache (an agent restores the same
+    events every turn: restore reads the index's spans only for the others)."""
+    if len(event.content) <= max(_SHORT_CHARS, cutter.window - 2) or not event.id:
+        return False
+    with _LOCK:
+        return _key(event, cutter) not in _ANALYSES
 
 
 def _analyse(

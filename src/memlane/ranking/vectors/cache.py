@@ -57,11 +57,6 @@ APPROXIMATE_FROM = 16_384
 # a 24.8 MB file (1,242 bytes an event, beside a database of ~1,900); at 100k rows 301 vs
 # 585 ms for 124 MB (docs/decisions/2026-11-27-snapshots-only-where-they-pay.md).
 SNAPSHOT_FROM = 65_536
-# A partition that keeps float16 vectors (APPROXIMATE_FROM rows or more) scores a filtered
-# scan of fewer rows than APPROXIMATE_FROM exactly only up to this many: converting 10k rows
-# to float32 for the product cost ~5 ms (a restore of a 10k-event session in a 100k-event
-# partition: p50 30 -> 40 ms), their 8-bit pass and the re-scoring of 4 k ~1 ms.
-HALF_SCANNED_UNDER = 2_048
 _CANDIDATES = 4
 # A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
 # re-scores candidates from it; past it, its codes are 4-bit ones (half the memory, the same
@@ -176,13 +171,9 @@ class _Partition(PartitionRows):
 
     def scans_exactly(self, count: int) -> bool:
         """Whether a scan of ``count`` of its rows scores every one of them exactly (else
-        the 8-bit pass chooses candidates first): fewer than APPROXIMATE_FROM rows, held in
-        float32 — or in float16 but few enough to convert (HALF_SCANNED_UNDER)."""
-        return (
-            self.in_memory
-            and count < APPROXIMATE_FROM
-            and (self.matrix.dtype == np.float32 or count <= HALF_SCANNED_UNDER)
-        )
+        the 8-bit pass chooses candidates first): fewer than APPROXIMATE_FROM rows, whose
+        vectors it holds (float16 ones are converted by onnxruntime: 12,799 rows in ~1.4 ms)."""
+        return self.in_memory and count < APPROXIMATE_FROM
 
     def encode(self, vectors: Matrix) -> tuple[npt.NDArray[np.uint8], Matrix]:
         """``(codes, scales)`` of ``vectors`` as this partition keeps them."""
@@ -217,9 +208,7 @@ class _Partition(PartitionRows):
             dead = np.ones(self.size, np.bool_)
             dead[rows] = False
             rows = None
-        if self.scans_exactly(count) or (
-            self.in_memory and count < APPROXIMATE_FROM and _CANDIDATES * k >= count
-        ):  # (every row scored exactly; or every row would be a candidate: no 8-bit pass)
+        if self.scans_exactly(count):
             picked = slice(0, self.size) if rows is None else rows
             exact = exact_scores(self.matrix[picked], query)
             positions = np.arange(self.size) if rows is None else rows
