@@ -109,6 +109,31 @@ def test_a_search_returns_what_the_exact_scan_returns(
     assert semantic_results(mgr, filtered) == exact
 
 
+@pytest.fixture
+def first_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The candidate count each 1-bit pass (``hamming_candidates``) was asked for."""
+    asked: list[int] = []
+    first_pass = vector_cache.hamming_candidates
+    monkeypatch.setattr(
+        vector_cache,
+        "hamming_candidates",
+        lambda *a, **kw: asked.append(a[2]) or first_pass(*a, **kw),
+    )
+    return asked
+
+
+def same_above_ties(
+    found: list[list[tuple[str, float]]], exact: list[list[tuple[str, float]]]
+) -> None:
+    """The same cosines, and the same events above the last one: among rows tied with it
+    (the hash vectors tie often; turned, up to the half precision they are stored in: ~2e-5
+    apart) any may make the cut."""
+    for got, want in zip(found, exact, strict=True):
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+        last = want[-1][1] + 1e-4
+        assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
+
+
 class RotatedHashEmbedder(HashEmbedder):
     """The hash embedder's vectors turned by a fixed random rotation: the same cosines, but
     dense, as a real model's are (the hash vectors' few nonzero components leave most sign
@@ -128,7 +153,11 @@ class RotatedHashEmbedder(HashEmbedder):
 @pytest.mark.parametrize("filtered", [False, True])
 @pytest.mark.parametrize("bits", [False, True])
 def test_a_big_partition_re_scores_from_the_store(
-    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool, bits: bool
+    make_manager: object,
+    monkeypatch: pytest.MonkeyPatch,
+    first_passes: list[int],
+    filtered: bool,
+    bits: bool,
 ) -> None:
     """A partition of IN_MEMORY_UNDER rows or more keeps only 4-bit codes: its candidates are
     re-scored with their float32 vectors read from the store, and the results (events and
@@ -145,26 +174,13 @@ def test_a_big_partition_re_scores_from_the_store(
     monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
     monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES", 20)  # 200 of the 601 rows
     monkeypatch.setattr(vector_cache, "_BIT_SHARE", 1)  # (however large a share)
-    scanned: list[int] = []
-    first_pass = vector_cache.hamming_candidates
-    monkeypatch.setattr(
-        vector_cache,
-        "hamming_candidates",
-        lambda *a, **kw: scanned.append(1) or first_pass(*a, **kw),
-    )
     codes_only = make()
     found = semantic_results(codes_only, filtered)
     if not bits:
         assert found == exact
     else:
-        # The same cosines, and the same events above the last one: among rows tied with it
-        # (the hash vectors tie often; turned, up to the half precision they are stored in:
-        # ~2e-5 apart) any may make the cut.
-        for got, want in zip(found, exact, strict=True):
-            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
-            last = want[-1][1] + 1e-4
-            assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
-    assert bool(scanned) == bits
+        same_above_ties(found, exact)
+    assert bool(first_passes) == bits
     (part,) = codes_only._writer.storage.vectors._cache._partitions.values()
     assert not part.in_memory and part.matrix.size == 0 and part.size == 601
     assert part.codes.shape[1] == 384 // 2  # 4 bits a dimension
@@ -369,7 +385,7 @@ def test_vectors_half_precision_cannot_hold_keep_a_partition_in_float32(
 
 @pytest.mark.parametrize("filtered", [False, True])
 def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
-    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
+    make_manager: object, monkeypatch: pytest.MonkeyPatch, first_passes: list[int], filtered: bool
 ) -> None:
     """From BITS_FROM rows a partition that keeps its exact vectors (in float16) ranks the
     rows' signs first, then the 8-bit codes of the best 200·k, then re-scores exactly: the
@@ -383,29 +399,18 @@ def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
     monkeypatch.setattr(vector_cache, "_BIT_FLOOR", 0)
     monkeypatch.setattr(vector_cache, "_BIT_CANDIDATES_IN_MEMORY", 20)  # 200 of the 601 rows
     monkeypatch.setattr(vector_cache, "_BIT_SHARE", 1)  # (however large a share)
-    asked: list[int] = []
-    first_pass = vector_cache.hamming_candidates
-    monkeypatch.setattr(
-        vector_cache,
-        "hamming_candidates",
-        lambda *a, **kw: asked.append(a[2]) or first_pass(*a, **kw),
-    )
     manager = make()
-    found = semantic_results(manager, filtered)
-    for got, want in zip(found, exact, strict=True):
-        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
-        last = want[-1][1] + 1e-4
-        assert [e for e, s in got if s > last] == [e for e, s in want if s > last]
-    assert asked and set(asked) == {200}  # 20 · k, k = 10
+    same_above_ties(semantic_results(manager, filtered), exact)
+    assert first_passes and set(first_passes) == {200}  # 20 · k, k = 10
     (part,) = manager._writer.storage.vectors._cache._partitions.values()
     assert part.in_memory and part.matrix.dtype == np.float16
     # candidates that would be more than an eighth of the rows: no 1-bit pass (copying their
     # codes out would cost more than the 8-bit pass over every row), the same results
     monkeypatch.setattr(vector_cache, "_BIT_SHARE", 8)
-    asked.clear()
+    first_passes.clear()
     for got, want in zip(semantic_results(make(), filtered), exact, strict=True):
         assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
-    assert asked == []
+    assert first_passes == []
 
 
 def test_half_precision_rows_convert_to_float32_bit_for_bit() -> None:
