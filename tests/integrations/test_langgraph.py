@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlane import PermissionDenied, SessionManager
+from memlane.events import Hits
 from memlane.testing import HashEmbedder
 
 from ..event_loop import LoopReport, watch_loop
@@ -155,6 +156,26 @@ def test_query_searches_find_the_same_items(
         assert _comparable(got) == _comparable(want)
         assert all(item.score is not None for item in got if item.key != "hidden")
     ours.manager.close()
+
+
+def test_an_item_embedded_during_a_search_is_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a loaded machine met (an example's second process lost the first one's
+    memory): the search ranks before the worker embeds an item, and the worker embeds it
+    before the page is filled with the unranked items. It must be in one of the two."""
+    store = _store(tmp_path, index={"fields": ["text"]})
+    store.put(("memories", "u1"), "diet", {"text": "I'm vegetarian and I live in Porto."})
+    manager = store.manager
+    assert manager.events(None)[0].indexed  # (background=False: embedded by now)
+
+    def ranked_before_the_embedding(*args: Any, **kwargs: Any) -> Hits:
+        return Hits([], waiting=1)  # what the search saw while the item had no vector
+
+    monkeypatch.setattr(manager, "search", ranked_before_the_embedding)
+    found = store.search(("memories", "u1"), query="Suggest a restaurant for tonight.")
+    assert [item.value["text"] for item in found] == ["I'm vegetarian and I live in Porto."]
+    manager.close()
 
 
 # -- LangGraph's store behaviours, ported -------------------------------------------------------

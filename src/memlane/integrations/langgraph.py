@@ -165,8 +165,13 @@ class SessionStore(BaseStore):
             depth *= 4  # filters rejected too many candidates: look deeper
         page = [_search_item(hit.event, hit.score) for hit in kept[op.offset : wanted]]
         if len(page) < op.limit:
+            # A short page means the search ranked every item it could: the others had no
+            # vector when it ran. They are told apart by "not among the hits", not by their
+            # `indexed` flag now: the worker may have embedded one since, and the flag would
+            # then lose it from both lists.
+            ranked = {hit.event.id for hit in hits}
             listed = self.manager.events(None, kinds=ITEM_KIND, where=where, newest_first=True)
-            unranked = [e for e in listed if not e.indexed and _matches(e.payload, op.filter)]
+            unranked = [e for e in listed if e.id not in ranked and _matches(e.payload, op.filter)]
             page += [_search_item(event) for event in unranked[: op.limit - len(page)]]
         return page
 
