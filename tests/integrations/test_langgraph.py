@@ -158,19 +158,20 @@ def test_query_searches_find_the_same_items(
     ours.manager.close()
 
 
-def test_an_item_embedded_during_a_search_is_still_found(
+def test_an_item_the_search_could_not_rank_is_still_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The race a loaded machine met (an example's second process lost the first one's
-    memory): the search ranks before the worker embeds an item, and the worker embeds it
-    before the page is filled with the unranked items. It must be in one of the two."""
+    """What a loaded machine met (an example's second process lost the first one's memory):
+    the item waits for its vector, the search's bounded catch-up does not reach it, and its
+    words do not match the query. The page must still hold it, as LangGraph's own stores
+    list items without a vector after the ranked ones."""
     store = _store(tmp_path, index={"fields": ["text"]})
     store.put(("memories", "u1"), "diet", {"text": "I'm vegetarian and I live in Porto."})
     manager = store.manager
-    assert manager.events(None)[0].indexed  # (background=False: embedded by now)
+    assert manager.events(None)[0].indexed  # an item to embed, not one put with index=False
 
     def ranked_before_the_embedding(*args: Any, **kwargs: Any) -> Hits:
-        return Hits([], waiting=1)  # what the search saw while the item had no vector
+        return Hits([], waiting=1)  # what the search gives while the item has no vector
 
     monkeypatch.setattr(manager, "search", ranked_before_the_embedding)
     found = store.search(("memories", "u1"), query="Suggest a restaurant for tonight.")

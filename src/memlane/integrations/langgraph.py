@@ -165,10 +165,9 @@ class SessionStore(BaseStore):
             depth *= 4  # filters rejected too many candidates: look deeper
         page = [_search_item(hit.event, hit.score) for hit in kept[op.offset : wanted]]
         if len(page) < op.limit:
-            # A short page means the search ranked every item it could: the others had no
-            # vector when it ran. They are told apart by "not among the hits", not by their
-            # `indexed` flag now: the worker may have embedded one since, and the flag would
-            # then lose it from both lists.
+            # A short page means the search ranked every item it could: the others were put
+            # with index=False or still wait for their vector (a loaded machine's worker, the
+            # search's catch-up being bounded). Both are listed after the ranked ones.
             ranked = {hit.event.id for hit in hits}
             listed = self.manager.events(None, kinds=ITEM_KIND, where=where, newest_first=True)
             unranked = [e for e in listed if e.id not in ranked and _matches(e.payload, op.filter)]
