@@ -302,8 +302,8 @@ def test_close_leaves_the_store_to_a_worker_still_embedding(
     mgr = SessionManager("a", db_path, embedder=SlowEmbedder())
     session = mgr.start_session("embedding takes a while")
     assert entered.wait(10)
-    mgr.close()  # returns after 0.2 s, the batch still running
     indexer = mgr._writer.indexer
+    mgr.close()  # returns after 0.2 s, the batch still running
     assert indexer._exited is False
     release.set()
     wait_for(lambda: indexer._exited)

@@ -4,8 +4,7 @@ re-scoring decides, so a search returns what the exact scan returns."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,15 +97,28 @@ def semantic_results(mgr: SessionManager, filtered: bool) -> list[list[tuple[str
     ]
 
 
+def in_fresh_caches(
+    make_manager: object, embedder: Callable[[], HashEmbedder]
+) -> Callable[[], SessionManager]:
+    """``make()``: a manager with caches of its own, as a fresh process's. Managers of one
+    store in a process share one engine and its caches (engine/shared.py) when they share
+    the embedder object: each is given its own (the same vectors)."""
+    return lambda: make_manager(embedder=embedder())  # type: ignore[operator,no-any-return]
+
+
 @pytest.mark.parametrize("filtered", [False, True])
 def test_a_search_returns_what_the_exact_scan_returns(
-    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, filtered: bool
+    make_manager: object, monkeypatch: pytest.MonkeyPatch, filtered: bool
 ) -> None:
-    many_facts(mgr)
+    make = in_fresh_caches(make_manager, HashEmbedder)
+    many_facts(make())
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
-    exact = semantic_results(mgr, filtered)
+    exact = semantic_results(make(), filtered)
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 0)  # every search: 8 bits first
-    assert semantic_results(mgr, filtered) == exact
+    coded = make()
+    assert semantic_results(coded, filtered) == exact
+    (part,) = coded._writer.storage.vectors._cache._partitions.values()
+    assert part.coded and part.codes.shape == (part.capacity, 384)
 
 
 @pytest.fixture
@@ -163,8 +175,7 @@ def test_a_big_partition_re_scores_from_the_store(
     re-scored with their float32 vectors read from the store, and the results (events and
     exact cosines) equal the all-in-memory scan's — with the 1-bit pass before the 4-bit one
     too (BITS_FROM rows or more)."""
-    embedder = RotatedHashEmbedder() if bits else HashEmbedder()
-    make = functools.partial(make_manager, embedder=embedder)  # type: ignore[call-arg]
+    make = in_fresh_caches(make_manager, RotatedHashEmbedder if bits else HashEmbedder)
     many_facts(make())
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = semantic_results(make(), filtered)
@@ -192,7 +203,7 @@ def test_a_partition_growing_past_the_in_memory_size_keeps_its_results(
     """A partition read while small (float32 and 8-bit codes), then grown past
     IN_MEMORY_UNDER in the same process: its rows so far are turned into 4-bit codes, the
     new ones join them, and searches return what the exact scan returns."""
-    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    make = in_fresh_caches(make_manager, RotatedHashEmbedder)
     mgr = make()
     many_facts(mgr)
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
@@ -267,7 +278,7 @@ def test_copies_of_one_vector_do_not_make_a_big_partition_read_them_all(
     """One text recorded 600 times: its copies tie in their codes, and a big partition reads
     each candidate's vector from the store. It reads a bounded number of them, and returns
     what the exact scan returns (ties go to the earliest copies)."""
-    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    make = in_fresh_caches(make_manager, RotatedHashEmbedder)
     mgr = make()
     session = mgr.start_session("copies")
     for i in range(100):
@@ -390,7 +401,7 @@ def test_a_partition_in_memory_takes_the_1_bit_pass_from_bits_from_rows(
     """From BITS_FROM rows a partition that keeps its exact vectors (in float16) ranks the
     rows' signs first, then the 8-bit codes of the best 200·k, then re-scores exactly: the
     same cosines and the same events above the last one as the exact scan (dense vectors)."""
-    make = functools.partial(make_manager, embedder=RotatedHashEmbedder())  # type: ignore[call-arg]
+    make = in_fresh_caches(make_manager, RotatedHashEmbedder)
     many_facts(make())
     monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 10**9)
     exact = semantic_results(make(), filtered)
@@ -429,3 +440,57 @@ def test_half_precision_rows_convert_to_float32_bit_for_bit() -> None:
     assert np.array_equal(as_float32(small), small.astype(np.float32))
     same = rows.astype(np.float32)
     assert as_float32(same) is same
+
+
+def _stored_cosines(mgr: SessionManager, query: str) -> dict[str, float]:
+    """Every event's cosine with ``query``, from the vectors as the store keeps them."""
+    import sqlite3
+
+    from memlane.ranking.vectors.codec import decode_vectors
+
+    with sqlite3.connect(mgr.db_path) as conn:
+        rows = conn.execute(
+            "SELECT e.id, v.vector FROM vectors v JOIN events e ON e.seq = v.seq"
+        ).fetchall()
+    matrix = decode_vectors([blob for _, blob in rows], 384)
+    (vector,) = mgr._writer.indexer.embedder([query])
+    scores = matrix @ vector.astype(np.float32)
+    return {event: float(score) for (event, _), score in zip(rows, scores, strict=True)}
+
+
+def test_a_small_partition_keeps_half_precision_and_no_codes(
+    make_manager: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under HALF_UNDER rows a partition holds the stored float16 values and no codes (a
+    process of many agents holds many such partitions); its scores are still the exact
+    cosines of the stored vectors, in float32. Growing past HALF_UNDER turns it to float32,
+    past APPROXIMATE_FROM gives it codes: both as a fresh load would have them."""
+    make = in_fresh_caches(make_manager, RotatedHashEmbedder)
+    mgr = make()
+    many_facts(mgr)
+    found = mgr.search(QUERIES[0], k=10, mode="semantic")
+    (part,) = mgr._writer.storage.vectors._cache._partitions.values()
+    assert part.matrix.dtype == np.float16 and not part.coded and part.codes.size == 0
+    assert part.nbytes() < part.capacity * 384 * 2 + part.capacity * 64
+    exact = _stored_cosines(mgr, QUERIES[0])
+    assert [h.score for h in found] == pytest.approx([exact[h.event.id] for h in found], abs=1e-6)
+    assert {h.event.id for h in found} == set(sorted(exact, key=lambda e: -exact[e])[:10])
+
+    monkeypatch.setattr(vector_cache, "HALF_UNDER", 1_000)
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 1_000)  # crossed by the growth below
+    assert part.capacity < 1_000
+    session = mgr.start_session("more facts")
+    for i in range(400):
+        mgr.record_fact(session.id, f"later fact {i} about topic {i % 37} and item {i % 5}")
+    mgr.flush()
+    grown = semantic_results(mgr, filtered=False)
+    assert part.matrix.dtype == np.float32 and part.coded and part.size == 1_002
+    fresh = make()
+    assert semantic_results(fresh, filtered=False) == grown
+    (loaded,) = fresh._writer.storage.vectors._cache._partitions.values()
+    assert loaded.coded and loaded.matrix.dtype == np.float32
+    n = part.size
+    assert np.array_equal(part.matrix[:n], loaded.matrix[:n])
+    assert np.array_equal(part.codes[:n], loaded.codes[:n])
+    assert np.array_equal(part.scales[:n], loaded.scales[:n])
+    assert np.array_equal(part.signs[:, :n], loaded.signs[:, :n])

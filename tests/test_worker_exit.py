@@ -62,11 +62,12 @@ def test_close_stops_the_worker_between_two_slices_and_hands_the_batch_back(
     slow.calls.clear()
     slow.embedding.clear()
     assert slow.embedding.wait(10)  # the worker is inside its batch of 4,000
+    worker = mgr._writer.indexer
     started = time.monotonic()
     mgr.close()
     assert time.monotonic() - started < 2.0  # one slice, not 25 s (nor STOP_TIMEOUT)
     assert slow.calls and max(slow.calls) <= indexer.EMBED_SLICE
-    assert not mgr._writer.indexer.running
+    assert not worker.running
     # what the batch did not store is the next process's, unclaimed: nothing lost
     with SessionManager("x", db_path, embedder=HashEmbedder(), background=False) as again:
         assert len(again.events(session.id, kinds="message")) == 4_000

@@ -45,6 +45,7 @@ from .manager import SessionManager
 from .memory import Fact, RememberResult, Resolution
 from .privacy.erasure import ErasureReceipt
 from .protocols import Embedder, Summarizer, TokenCounter
+from .ranking.budget import CacheUsage, cache_usage, set_cache_limit
 from .redaction import PiiRedactor, Redaction, Redactor, Span
 from .restore import BudgetShares, ReportItem, RestoredContext, RestoreReport, SectionShare
 from .retention import RetentionPolicy
@@ -58,6 +59,7 @@ __all__ = [
     "AsyncSessionManager",
     "BudgetShares",
     "BudgetTooSmall",
+    "CacheUsage",
     "DocumentInfo",
     "DocumentNotFound",
     "Embedder",
@@ -112,4 +114,6 @@ __all__ = [
     "Summarizer",
     "TokenCounter",
     "__version__",
+    "cache_usage",
+    "set_cache_limit",
 ]

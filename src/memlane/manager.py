@@ -9,16 +9,17 @@ are thin layers over ``record``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from .buffer import RedisBuffer, open_buffer
 from .core.delegate import Delegated
 from .core.observed import Observer
 from .core.scope import Scope
-from .engine.engine import Engine, Health, resolve_target
+from .engine.engine import Health, resolve_target
+from .engine.shared import open_engine
 from .errors import InvalidInput, shown
 from .extraction.calling import extractor_of
 from .extraction.reports import ExtractionReport, Forgotten
@@ -232,7 +233,9 @@ class SessionManager:
                 "retention= is applied by the background worker; open the manager with "
                 "background=True, or call apply_retention() yourself."
             )
-        self._engine = Engine(
+        # Managers of one store in a process share its engine (engine/shared.py): one
+        # connection, one worker, one set of caches for every agent the process serves.
+        self._engine = open_engine(
             resolve_target(db_path, url),
             index,
             embedder=embedder,
@@ -241,9 +244,13 @@ class SessionManager:
             reindex=reindex,
             worker_priority=worker_priority,
             read_only=self.read_only,
+            model=model,
         )
         self.url, self.db_path = self._engine.url, self._engine.db_path
         engine = self._engine
+        # (what describes the manager stays readable after close)
+        self._capabilities = engine.storage.capabilities
+        self._embedder = engine.indexer.embedder
         backend = engine.storage.capabilities.name
         self._writer = Writer(
             agent_id=self.agent_id,
@@ -280,18 +287,20 @@ class SessionManager:
         engine.indexer.count_tokens = self._writer.count_tokens  # deferred events: this model
         if metrics is not None:
             metrics.attach(engine.store, backend, store_identity(self.url) or self.url)
+        #: what this manager asked the (maybe shared) worker to run when idle; close() takes
+        #: them back
+        self._idle_hooks: list[Callable[[], Any]] = []
         if retention is not None:
-            engine.indexer.idle_hooks.append(
-                RetentionSchedule(engine.storage, retention, self.agent_id)
-            )
+            self._idle_hooks.append(RetentionSchedule(engine.storage, retention, self.agent_id))
         if auto_summary is not None:
-            engine.indexer.idle_hooks.append(AutoSummary(self, self._writer.searcher, auto_summary))
+            self._idle_hooks.append(AutoSummary(self, self._writer.searcher, auto_summary))
         self._extraction = (
             None if chosen is None else ExtractionStage(self._writer, self._users, chosen)
         )
         if self._extraction is not None and background:
             self._extraction.start()  # (a thread of its own: an LLM never holds up embedding)
-            engine.indexer.idle_hooks.append(self._extraction.notify)
+            self._idle_hooks.append(self._extraction.notify)
+        engine.indexer.idle_hooks.extend(self._idle_hooks)
         if background:
             engine.indexer.start()
             engine.indexer.notify()  # catch up whatever a crashed process left behind
@@ -304,10 +313,23 @@ class SessionManager:
         The worker stops after the slice of its batch it is embedding (at most 64 texts); the
         rest of the batch stays queued for the next process. When that takes more than a
         second, a warning on the ``memlane.indexer`` logger says what it waits for.
+
+        Managers of one store in a process share its engine: the worker stops and the store
+        closes with the last of them. A closed manager refuses every call, whoever else still
+        holds the engine. Closing again does nothing.
         """
+        if isinstance(self._engine, _Closed):
+            return
         if self._extraction is not None:  # (first: its batches write through the engine)
             self._extraction.stop()
-        self._engine.close()
+        self._engine.drop_idle_hooks(self._idle_hooks)  # (another manager may keep it on)
+        self._idle_hooks = []
+        engine = self._engine
+        # Every part goes: a call reaching one says the manager is closed, as a closed store
+        # does (the shared engine may stay open for the other managers).
+        for part in _PARTS:
+            setattr(self, part, _CLOSED)
+        engine.close()
         if self._buffer is not None and self._owns_buffer:
             self._buffer.close()
 
@@ -327,11 +349,11 @@ class SessionManager:
         >>> mgr.capabilities.multi_process  # doctest: +SKIP
         True
         """
-        return self._engine.storage.capabilities
+        return self._capabilities
 
     @property
     def embedder_name(self) -> str:
-        return self._engine.indexer.embedder.name
+        return self._embedder.name
 
     def health(self) -> Health:
         """The embedding backlog, how far behind the worker is, and its last error.
@@ -483,3 +505,29 @@ class SessionManager:
         count = self._engine.storage.reindex()
         self.flush()
         return count
+
+
+class _Closed:
+    """What a closed manager's parts become: any use says the manager is closed."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise InvalidInput("This SessionManager is closed; open a new one.")
+
+    def __bool__(self) -> bool:
+        return False
+
+
+_CLOSED: Any = _Closed()
+#: the manager's parts a call goes through (``Delegated`` holders and the engine)
+_PARTS = (
+    "_engine",
+    "_writer",
+    "_sessions",
+    "_conveniences",
+    "_users",
+    "_knowledge",
+    "_pools",
+    "_reads",
+    "_privacy",
+    "_restorer",
+)

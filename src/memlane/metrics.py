@@ -112,8 +112,9 @@ class Metrics:
         with self._lock:
             self._stores[store] = (backend, identity)
         hooks = getattr(store, "on_busy", None)
-        if hooks is not None:
-            hooks.append(self.lock_retries.labels(backend).inc)
+        count = self.lock_retries.labels(backend).inc
+        if hooks is not None and count not in hooks:  # (managers sharing one store's engine)
+            hooks.append(count)
 
     def observe(self, operation: str, backend: str, seconds: float, ok: bool) -> None:
         self.operation_seconds.labels(operation, backend, "ok" if ok else "error").observe(seconds)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -218,6 +219,10 @@ class Engine:
         #: recall counts of every searcher, written in batches (search/recalls.py)
         self.recalls = RecallCounts(self.storage.log)
         self._lock = threading.Lock()
+        #: how many front ends hold this engine (engine/shared.py); the last close() closes it
+        self._holders = 1
+        #: called once when the engine really closes (the shared registry forgets it)
+        self.on_close: list[Callable[[], None]] = []
         try:
             if check_embedder:
                 try:
@@ -232,9 +237,40 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def hold(self) -> bool:
+        """One more front end holds this engine (False: it is closed, open another)."""
+        with self._lock:
+            if self._holders == 0:
+                return False
+            self._holders += 1
+            return True
+
+    @property
+    def holders(self) -> int:
+        """How many front ends hold this engine now (0 once closed)."""
+        return self._holders
+
+    def drop_idle_hooks(self, hooks: list[Callable[[], Any]]) -> None:
+        """Take back what one front end asked the worker to run when idle (it closes; the
+        engine may serve others on)."""
+        indexer = self._indexer
+        if indexer is not None:
+            for hook in hooks:
+                if hook in indexer.idle_hooks:
+                    indexer.idle_hooks.remove(hook)
+
     def close(self) -> None:
-        """Stop the background worker (if any) and close the store — after the worker's
-        last batch, if it is still embedding when close() stops waiting."""
+        """Let go of the engine; the last holder stops the background worker (if any) and
+        closes the store — after the worker's last batch, if it is still embedding when
+        close() stops waiting. Closing again does nothing."""
+        with self._lock:
+            if self._holders == 0:
+                return
+            self._holders -= 1
+            if self._holders:
+                return
+        for forget in self.on_close:
+            forget()
         self.recalls.flush()
         if self._indexer is not None:
             self._indexer.stop(then=self.storage.close)

@@ -90,6 +90,7 @@ class PgKeywordCache(KeywordCache):
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
+            self._budget.forget(self)
             self._session_tails.clear()
             self._feed.forget()
 
@@ -99,6 +100,7 @@ class PgKeywordCache(KeywordCache):
             xmin, dropped = feed.dropped(conn)
             for gone in list(self._partitions) if dropped is None else dropped:
                 self._partitions.pop(gone, None)
+                self._budget.forget(self, gone)
                 self._session_tails.pop(gone, None)
                 feed.forget(gone)
             part = self._partitions.get(name)
@@ -145,6 +147,7 @@ class PgVectorCache(VectorCache):
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
+            self._budget.forget(self)
             self._feed.forget()
 
     def _stored(self, vids: npt.NDArray[np.int64], dim: int) -> Matrix:
@@ -168,6 +171,7 @@ class PgVectorCache(VectorCache):
             xmin, dropped = feed.dropped(conn)
             for gone in list(self._partitions) if dropped is None else dropped:
                 self._partitions.pop(gone, None)
+                self._budget.forget(self, gone)
                 feed.forget(gone)
             part = self._partitions.get(name)
             if part is not None and name in feed.marks:

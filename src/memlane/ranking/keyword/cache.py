@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from ...core import canonical_json
 from ...core.searchable import searchable_text
+from ..budget import CacheBudget, process_budget
 from ..partition_rows import PartitionRows, RowCodes, RowQuery
 from .counts import common_terms, document_frequency
 from .postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
@@ -326,12 +327,15 @@ class KeywordCache:
         *,
         background: bool = True,
         snapshots: KeywordSnapshots | None = None,
+        budget: CacheBudget | None = None,
     ) -> None:
         self._source = source
         self.background = background
         self._snapshots = snapshots
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
+        #: the process's byte limit over every cache (ranking/budget.py)
+        self._budget = budget or process_budget()
         self._generation = -1
         self._codes = RowCodes()
         self._words = Words()
@@ -345,8 +349,16 @@ class KeywordCache:
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
+            self._budget.forget(self)
             self._built.clear()
             self._generation = -1
+
+    def _drop_evicted(self) -> None:
+        """Let go of the partitions the process's byte limit dropped (under the lock); they
+        are built again when next searched."""
+        for name in self._budget.take_dropped(self):
+            self._partitions.pop(name, None)
+            self._built.pop(name, None)
 
     def close(self) -> None:
         """Stop a background build (between two chunks) and forget everything."""
@@ -364,6 +376,12 @@ class KeywordCache:
         if not self.background:
             return True
         generation = self._source.generation()
+        with self._lock:
+            self._drop_evicted()
+            for name in partitions:  # in use: the search that follows must find them built
+                part = self._partitions.get(name)
+                if part is not None and self._built.get(name) == generation:
+                    self._budget.charge(self, name, part.nbytes())
         missing = [name for name in partitions if self._built.get(name) != generation]
         if not missing:
             return True
@@ -411,6 +429,7 @@ class KeywordCache:
                     if name not in self._partitions:
                         self._load(name)
                     part = self._refresh(name)
+                    self._budget.charge(self, name, part.nbytes())
                     complete = self._built.get(name) == self._generation
                     # saved after a build from the log, or once the events added since the
                     # snapshot are a quarter of it (each process would tokenize them again)
@@ -451,6 +470,7 @@ class KeywordCache:
         generation = self._source.generation()
         if generation != self._generation:
             self._partitions.clear()
+            self._budget.forget(self)
             self._generation = generation
 
         def last_row(seq: int) -> Any:
@@ -489,7 +509,10 @@ class KeywordCache:
         """Top ``k`` ``(seq, bm25)`` over ``(partition, owner_only)`` pairs for the query
         ``stems`` (from :meth:`query_stems`)."""
         with self._lock:
+            self._drop_evicted()
             parts = [(self._refresh(name), owner_only) for name, owner_only in partitions]
+            for (name, _), (part, _) in zip(partitions, parts, strict=True):
+                self._budget.charge(self, name, part.nbytes())
             parts = [(part, owner_only) for part, owner_only in parts if part.size]
             if not parts:
                 return []
@@ -531,6 +554,7 @@ class KeywordCache:
         generation = self._source.generation()
         if generation != self._generation:
             self._partitions.clear()
+            self._budget.forget(self)
             self._generation = generation
         part = self._partitions.get(name)
         if part is None:

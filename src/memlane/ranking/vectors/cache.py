@@ -25,9 +25,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..budget import CacheBudget, process_budget
 from ..partition_rows import PartitionRows, RowCodes, RowQuery
-from .codec import decode_vector, decode_vectors, fits_half, vector_dim
+from .codec import decode_stored, decode_vector, decode_vectors, fits_half, vector_dim
 from .exact import exact_scores
+from .one_op import as_float32
 from .quantized import (
     approximate_scores,
     approximate_scores4,
@@ -58,6 +60,14 @@ APPROXIMATE_FROM = 16_384
 # 585 ms for 124 MB (docs/decisions/2026-11-27-snapshots-only-where-they-pay.md).
 SNAPSHOT_FROM = 65_536
 _CANDIDATES = 4
+# A partition of fewer rows (of capacity) keeps its vectors in half precision, as the store
+# does, and converts them at each exact scan (1,000 rows: 0.045 ms instead of 0.018; 2,800:
+# 0.14 instead of 0.06): a process serving many agents holds one such partition per agent,
+# and memory decides how many it keeps (a 1,000-event agent: 2.0 → 0.8 MB with the codes
+# below; docs/decisions/2026-11-28-a-byte-limit-for-the-caches.md). From it up to twice
+# APPROXIMATE_FROM, float32: those scans are the latency-critical ones (16k rows: 0.36 ms
+# against 1.2 in half precision).
+HALF_UNDER = 4_096
 # A partition keeps its vectors' float32 copy below this many rows (400 MB at 384 dims), and
 # re-scores candidates from it; past it, its codes are 4-bit ones (half the memory, the same
 # candidates: _quantized.py) and it re-scores from the store (~2.4 ms for hybrid's 200 candidates
@@ -120,7 +130,13 @@ class _Partition(PartitionRows):
         #: every vector so far fits half precision (an embedder that does not normalise may
         #: give components past ±65,504: then the matrix stays float32)
         self.half_ok = True
+        #: every vector so far came from the store in half precision (SQLite's; PostgreSQL
+        #: keeps float32, and so must a small partition of it, to score what it stores)
+        self.stored_half = True
         self.in_memory = True
+        #: whether it keeps codes and signs: only a partition that can be ranked by them
+        #: (APPROXIMATE_FROM rows of capacity); a smaller one scans its exact vectors
+        self.coded = False
         # the vectors in 8 bits, or in 4 (two to a byte) once not in memory (_quantized.py)
         self.codes = np.zeros((0, dim), np.uint8)
         # their signs in bits, one row of 64-bit words per word of the vector (_quantized.py)
@@ -135,6 +151,11 @@ class _Partition(PartitionRows):
 
     def _resize(self, capacity: int) -> None:
         super()._resize(capacity)
+        if not self.coded and capacity >= min(APPROXIMATE_FROM, IN_MEMORY_UNDER):
+            # ranked by codes from now on: made from the exact vectors of the rows so far
+            self.coded = True
+            self.codes, self.scales = _in_chunks(quantize, self.matrix[: self.size])
+            self.signs = np.ascontiguousarray(binarize(self.codes).T)
         if self.in_memory and capacity >= IN_MEMORY_UNDER:
             # big from now on: 4-bit codes rank (made from the exact vectors while they are
             # here), the store re-scores
@@ -143,37 +164,68 @@ class _Partition(PartitionRows):
             self.matrix = np.zeros((0, self.dim), np.float32)
         if self.in_memory:
             self._grow("matrix", capacity, self._matrix_type(capacity))
-        self._grow("codes", capacity, np.uint8)
+        if self.coded:
+            self._grow("codes", capacity, np.uint8)
+            grown = np.zeros((self.signs.shape[0], capacity), np.uint64)
+            grown[:, : self.size] = self.signs[:, : self.size]
+            self.signs = grown
+            self._grow("scales", capacity, np.float32)
         self._grow("vids", capacity, np.int64)
-        grown = np.zeros((self.signs.shape[0], capacity), np.uint64)
-        grown[:, : self.size] = self.signs[:, : self.size]
-        self.signs = grown
-        self._grow("scales", capacity, np.float32)
         self._grow("live", capacity, np.bool_, fill=1)
 
+    def _grow(self, name: str, capacity: int, dtype: Any, fill: int = 0) -> None:
+        old = getattr(self, name)
+        if name == "matrix" and old.dtype == np.float16 and dtype == np.float32 and self.size:
+            # (numpy converts half floats one at a time: onnxruntime's Cast, bit for bit)
+            grown = np.zeros((capacity, self.dim), np.float32)
+            grown[: self.size] = as_float32(old[: self.size])
+            self.matrix = grown
+            return
+        super()._grow(name, capacity, dtype, fill)
+
     def _matrix_type(self, capacity: int) -> type[np.floating[Any]]:
-        """float16 from twice APPROXIMATE_FROM rows of capacity — the partition then holds at
-        least APPROXIMATE_FROM rows, so a full scan reads its codes and only candidates are
-        converted — while every vector fits half precision; float32 otherwise."""
+        """While every vector fits half precision: float16 under HALF_UNDER rows of capacity
+        (small partitions, many of them) and from twice APPROXIMATE_FROM (the partition then
+        holds at least APPROXIMATE_FROM rows, so a full scan reads its codes and only
+        candidates are converted); float32 in between, and otherwise."""
         if not self.half_ok:
             return np.float32
-        if self.matrix.dtype == np.float16 or capacity >= 2 * APPROXIMATE_FROM:
-            return np.float16
-        return np.float32
+        if capacity < HALF_UNDER:
+            return np.float16 if self.stored_half else np.float32
+        return np.float16 if capacity >= 2 * APPROXIMATE_FROM else np.float32
 
-    def keep(self, start: int, vectors: Matrix) -> None:
-        """Write rows ``start …`` of the exact matrix (capacity reserved)."""
-        if self.half_ok and not fits_half(vectors):
-            self.half_ok = False
-            if self.matrix.dtype != np.float32:
-                self.matrix = self.matrix.astype(np.float32)
+    def keep(self, start: int, vectors: npt.NDArray[np.float32 | np.float16]) -> None:
+        """Write rows ``start …`` of the exact matrix (capacity reserved); ``vectors`` as
+        the store keeps them (float16 ones need no range check)."""
+        if vectors.dtype != np.float16:
+            self.stored_half = False
+            if self.half_ok and not fits_half(vectors):
+                self.half_ok = False
+            # (a big partition rounds float32 rows to half precision, as the store now keeps
+            # them; a small one keeps them as they are stored)
+            small = self.capacity < HALF_UNDER
+            if self.matrix.dtype == np.float16 and (small or not self.half_ok):
+                self.matrix = as_float32(self.matrix)
+        if self.matrix.dtype == np.float32 and vectors.dtype == np.float16:
+            vectors = as_float32(vectors)
         self.matrix[start : start + len(vectors)] = vectors
+
+    def nbytes(self) -> int:
+        """What the partition's arrays hold (their capacity: rows reserved ahead count)."""
+        return (
+            self.matrix.nbytes
+            + self.codes.nbytes
+            + self.scales.nbytes
+            + self.signs.nbytes
+            + self.vids.nbytes
+            + self.column_bytes()
+        )
 
     def scans_exactly(self, count: int) -> bool:
         """Whether a scan of ``count`` of its rows scores every one of them exactly (else
         the 8-bit pass chooses candidates first): fewer than APPROXIMATE_FROM rows, whose
         vectors it holds (float16 ones are converted by onnxruntime: 12,799 rows in ~1.4 ms)."""
-        return self.in_memory and count < APPROXIMATE_FROM
+        return self.in_memory and (count < APPROXIMATE_FROM or not self.coded)
 
     def encode(self, vectors: Matrix) -> tuple[npt.NDArray[np.uint8], Matrix]:
         """``(codes, scales)`` of ``vectors`` as this partition keeps them."""
@@ -293,11 +345,18 @@ def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
 class VectorCache:
     """In-memory matrices of one database, refreshed incrementally from the store."""
 
-    def __init__(self, store: _VectorSource, snapshots: VectorSnapshots | None = None) -> None:
+    def __init__(
+        self,
+        store: _VectorSource,
+        snapshots: VectorSnapshots | None = None,
+        budget: CacheBudget | None = None,
+    ) -> None:
         self._store = store
         self._snapshots = snapshots
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
+        #: the process's byte limit over every cache (ranking/budget.py)
+        self._budget = budget or process_budget()
         # the index's clear counter, and the deletion log's id up to which every cached
         # partition has its deleted rows marked dead (migration 0008_deletion_log)
         self._cleared = -1
@@ -307,6 +366,7 @@ class VectorCache:
     def invalidate(self) -> None:
         with self._lock:
             self._partitions.clear()
+            self._budget.forget(self)
             self._cleared = -1
 
     def _follow_deletions(self) -> None:
@@ -315,6 +375,7 @@ class VectorCache:
         cleared, pruned, rows = self._store.deletions(self._seen)
         if cleared != self._cleared or pruned > self._seen or len(rows) > DELETION_LOG_KEEP:
             self._partitions.clear()
+            self._budget.forget(self)
             self._cleared = cleared
             self._seen = self._store.deletion_head()  # (read before any row is loaded)
             return
@@ -329,6 +390,7 @@ class VectorCache:
                 part.kill(np.asarray(seqs, np.int64))
                 if part.dead * 4 > part.size:  # compact: the scan would read too many dead
                     del self._partitions[partition]
+                    self._budget.forget(self, partition)
         self._seen = int(rows[-1][0])
 
     def _refresh(self, name: str) -> _Partition | None:
@@ -355,6 +417,7 @@ class VectorCache:
         if (
             part is not None
             and self._snapshots is not None
+            and part.coded
             and part.size >= max(APPROXIMATE_FROM, SNAPSHOT_FROM)
             and part.size >= part.snapshot_size * (1 + REWRITE_GROWTH)
             and not part.erased
@@ -397,14 +460,16 @@ class VectorCache:
         """Copy fetched rows into the partition's arrays (capacity already reserved)."""
         if rows:
             start, end = part.size, part.size + len(rows)
-            vectors = decode_vectors([row[6] for row in rows], part.dim)
+            stored = decode_stored([row[6] for row in rows], part.dim)
             if part.in_memory:
-                part.keep(start, vectors)
-            eight, scales = quantize(vectors)
-            part.signs[:, start:end] = binarize(eight).T
-            part.codes[start:end], part.scales[start:end] = (
-                (eight, scales) if part.in_memory else quantize4(vectors)
-            )
+                part.keep(start, stored)
+            if part.coded:
+                vectors = as_float32(stored)
+                eight, scales = quantize(vectors)
+                part.signs[:, start:end] = binarize(eight).T
+                part.codes[start:end], part.scales[start:end] = (
+                    (eight, scales) if part.in_memory else quantize4(vectors)
+                )
             part.vids[start:end] = [row[0] for row in rows]
             part.append_columns(self._codes, rows, first=1)
             part.size = end
@@ -424,10 +489,13 @@ class VectorCache:
         candidates_score: list[npt.NDArray[np.float32]] = []
         candidates_vid: list[npt.NDArray[np.int64]] = []
         with self._lock:
+            for name in self._budget.take_dropped(self):  # (over the process's limit)
+                self._partitions.pop(name, None)
             for name, owner_only in partitions:
                 part = self._refresh(name)
                 if part is None or part.size == 0:
                     continue
+                self._budget.charge(self, name, part.nbytes())
                 if part.dim != query.shape[0]:
                     continue  # vectors of another embedder; the manager refuses that earlier
                 mask = part.mask(self._codes, owner_only, agent_id, filters)
@@ -484,12 +552,4 @@ class VectorCache:
         return decode_vectors([found.get(int(vid), missing) for vid in vids], dim)
 
     def memory_bytes(self) -> int:
-        return sum(
-            p.matrix.nbytes
-            + p.codes.nbytes
-            + p.scales.nbytes
-            + p.signs.nbytes
-            + p.vids.nbytes
-            + p.column_bytes()
-            for p in self._partitions.values()
-        )
+        return sum(p.nbytes() for p in self._partitions.values())

@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["decode_vector", "decode_vectors", "encode_vector", "fits_half", "vector_dim"]
+from .one_op import as_float32
+
+__all__ = [
+    "decode_stored",
+    "decode_vector",
+    "decode_vectors",
+    "encode_vector",
+    "fits_half",
+    "vector_dim",
+]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -59,12 +68,19 @@ def decode_vector(blob: bytes) -> Matrix:
 def decode_vectors(blobs: Sequence[bytes], dim: int) -> Matrix:
     """Stored vectors of one dimension as a float32 matrix, a row each (half and single
     precision rows may be mixed: a store written by an earlier version)."""
+    converted: Matrix = as_float32(decode_stored(blobs, dim))
+    return converted
+
+
+def decode_stored(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float32 | np.float16]:
+    """:func:`decode_vectors`, but float16 when every row is stored so: the values
+    themselves, without a conversion."""
     if not blobs:
         return np.zeros((0, dim), np.float32)
     half = 2 * dim + 1
     if all(len(blob) == half for blob in blobs):  # (the common case: one pass)
         joined = np.frombuffer(b"".join(blobs), np.uint8).reshape(len(blobs), half)
-        return joined[:, :-1].copy().view("<f2").astype(np.float32)
+        return joined[:, :-1].copy().view("<f2").astype(np.float16, copy=False)
     if all(len(blob) == 4 * dim for blob in blobs):
         return np.frombuffer(b"".join(blobs), "<f4").reshape(len(blobs), dim).astype(np.float32)
     out = np.empty((len(blobs), dim), np.float32)

@@ -102,6 +102,7 @@ class VectorSnapshots(SnapshotFolder):
             # component beyond half precision's range)
             part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
             part.half_ok = part.matrix.dtype == np.float16
+            part.coded = True  # (only a partition ranked by its codes is saved)
             part.codes = np.ascontiguousarray(saved["codes"])
             part.signs = np.ascontiguousarray(saved["signs"])
             part.vids = saved["vids"]
