@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memlane import HashEmbedder, InvalidInput, RetentionPolicy, SessionManager
+from memlane import HashEmbedder, InvalidInput, PoolAccessDenied, RetentionPolicy, SessionManager
 from memlane.engine import shared
 
 
@@ -129,3 +129,28 @@ def test_a_closed_managers_idle_work_leaves_the_shared_worker(db_path: Path) -> 
     assert all(hook in hooks for hook in mine)
     assert not any(hook in hooks for hook in theirs)
     keeper.close()
+
+
+def test_a_manager_that_fails_to_open_lets_go_of_the_engine(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails after the engine is held (a pool it may not read, any part that
+    cannot be built) releases that hold once: the engine closes with its last manager."""
+    embedder = HashEmbedder()
+    first = SessionManager("a", db_path, embedder=embedder)
+    for _ in range(3):
+        with pytest.raises(PoolAccessDenied):
+            SessionManager("b", db_path, embedder=embedder, subscribe=["team"])
+    from memlane import manager as manager_module
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("a part that cannot be built")
+
+    monkeypatch.setattr(manager_module, "Writer", broken)
+    with pytest.raises(RuntimeError):
+        SessionManager("c", db_path, embedder=embedder)
+    monkeypatch.undo()
+    assert first._engine.holders == 1
+    engine = first._engine
+    first.close()
+    assert engine.holders == 0  # (closed: a failed open had not kept it)

@@ -246,64 +246,64 @@ class SessionManager:
             read_only=self.read_only,
             model=model,
         )
-        self.url, self.db_path = self._engine.url, self._engine.db_path
-        engine = self._engine
-        # (what describes the manager stays readable after close)
-        self._capabilities = engine.storage.capabilities
-        self._embedder = engine.indexer.embedder
-        backend = engine.storage.capabilities.name
-        self._writer = Writer(
-            agent_id=self.agent_id,
-            scope=self.scope,
-            url=self.url,
-            model=model,
-            read_only=self.read_only,
-            storage=engine.storage,
-            indexer=engine.indexer,
-            searcher=engine.searcher(self.scope),
-            observer=Observer(self.agent_id, backend, metrics, tracing),
-            buffer=self._buffer,
-            buffer_epoch=None
-            if self._buffer is None
-            else BufferEpoch(engine.store, self._buffer, writable=not self.read_only),
-            redactor=self._redactor,
-        )
-        self._observer = self._writer.observer
-        self._sessions = Sessions(self._writer)
-        self._conveniences = Conveniences(self._writer)
-        self._users = UserMemory(self._writer, self._sessions, fact_resolver)
-        self._knowledge = KnowledgeMemory(self._writer, self._sessions)
-        self._pools = PoolSharing(self._writer)
-        self._reads = Reads(self._writer, self._users.facts, count_recalls=self.count_recalls)
-        self._privacy = AgentPrivacy(
-            engine.storage, self._writer.observer, self._writer.check_writable, self._buffer
-        )
-        self._restorer = Restorer(self._writer, summarizer, count_recalls=self.count_recalls)
         try:
+            self.url, self.db_path = self._engine.url, self._engine.db_path
+            engine = self._engine
+            # (what describes the manager stays readable after close)
+            self._capabilities = engine.storage.capabilities
+            self._embedder = engine.indexer.embedder
+            backend = engine.storage.capabilities.name
+            self._writer = Writer(
+                agent_id=self.agent_id,
+                scope=self.scope,
+                url=self.url,
+                model=model,
+                read_only=self.read_only,
+                storage=engine.storage,
+                indexer=engine.indexer,
+                searcher=engine.searcher(self.scope),
+                observer=Observer(self.agent_id, backend, metrics, tracing),
+                buffer=self._buffer,
+                buffer_epoch=None
+                if self._buffer is None
+                else BufferEpoch(engine.store, self._buffer, writable=not self.read_only),
+                redactor=self._redactor,
+            )
+            self._observer = self._writer.observer
+            self._sessions = Sessions(self._writer)
+            self._conveniences = Conveniences(self._writer)
+            self._users = UserMemory(self._writer, self._sessions, fact_resolver)
+            self._knowledge = KnowledgeMemory(self._writer, self._sessions)
+            self._pools = PoolSharing(self._writer)
+            self._reads = Reads(self._writer, self._users.facts, count_recalls=self.count_recalls)
+            self._privacy = AgentPrivacy(
+                engine.storage, self._writer.observer, self._writer.check_writable, self._buffer
+            )
+            self._restorer = Restorer(self._writer, summarizer, count_recalls=self.count_recalls)
             self._pools.check_subscriptions()
+            engine.indexer.count_tokens = self._writer.count_tokens  # deferred events: this model
+            if metrics is not None:
+                metrics.attach(engine.store, backend, store_identity(self.url) or self.url)
+            #: what this manager asked the (maybe shared) worker to run when idle; close() takes
+            #: them back
+            self._idle_hooks: list[Callable[[], Any]] = []
+            if retention is not None:
+                self._idle_hooks.append(RetentionSchedule(engine.storage, retention, self.agent_id))
+            if auto_summary is not None:
+                self._idle_hooks.append(AutoSummary(self, self._writer.searcher, auto_summary))
+            self._extraction = (
+                None if chosen is None else ExtractionStage(self._writer, self._users, chosen)
+            )
+            if self._extraction is not None and background:
+                self._extraction.start()  # (a thread of its own: an LLM never holds up embedding)
+                self._idle_hooks.append(self._extraction.notify)
+            engine.indexer.idle_hooks.extend(self._idle_hooks)
+            if background:
+                engine.indexer.start()
+                engine.indexer.notify()  # catch up whatever a crashed process left behind
         except BaseException:
-            engine.close()
+            self._engine.close()  # (this manager's hold: the engine may be shared)
             raise
-        engine.indexer.count_tokens = self._writer.count_tokens  # deferred events: this model
-        if metrics is not None:
-            metrics.attach(engine.store, backend, store_identity(self.url) or self.url)
-        #: what this manager asked the (maybe shared) worker to run when idle; close() takes
-        #: them back
-        self._idle_hooks: list[Callable[[], Any]] = []
-        if retention is not None:
-            self._idle_hooks.append(RetentionSchedule(engine.storage, retention, self.agent_id))
-        if auto_summary is not None:
-            self._idle_hooks.append(AutoSummary(self, self._writer.searcher, auto_summary))
-        self._extraction = (
-            None if chosen is None else ExtractionStage(self._writer, self._users, chosen)
-        )
-        if self._extraction is not None and background:
-            self._extraction.start()  # (a thread of its own: an LLM never holds up embedding)
-            self._idle_hooks.append(self._extraction.notify)
-        engine.indexer.idle_hooks.extend(self._idle_hooks)
-        if background:
-            engine.indexer.start()
-            engine.indexer.notify()  # catch up whatever a crashed process left behind
 
     # -- lifecycle -------------------------------------------------------------------------
 
