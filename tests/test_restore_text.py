@@ -3,6 +3,7 @@ chat-shaped view, and large payloads read as their stored previews."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from memlane import SessionManager
 from memlane.events import Session
 from memlane.restore import MESSAGE_OVERHEAD, RestoreCandidates, pack
+from memlane.restore.text import collapse_repeats
 from memlane.store.base import EventFilter
 from memlane.text.tokens import tokenizer_for
 
@@ -275,3 +277,18 @@ def test_pending_steps_that_do_not_fit_are_still_counted(mgr: SessionManager) ->
     ctx = mgr.restore(session.id, goal_only + 20)
     assert "## Pending steps\n(+5 pending steps)" in ctx.text
     assert ctx.token_count <= goal_only + 20
+
+
+@given(st.lists(st.sampled_from(["a", "b", "", "  ", "a "]), max_size=12))
+def test_collapse_repeats_is_the_plain_rule(lines: list[str]) -> None:
+    """Runs of _REPEAT_MIN or more equal non-blank lines become one line with a count; all
+    else is kept (the no-repeat fast path included)."""
+    expected: list[str] = []
+    for line, group in itertools.groupby(lines):
+        run = len(list(group))
+        if run >= 3 and line.strip():
+            expected.append(f"{line} (×{run})")
+        else:
+            expected += [line] * run
+    assert collapse_repeats(lines) == expected
+    assert collapse_repeats(tuple(lines)) == expected
