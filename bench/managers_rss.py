@@ -25,18 +25,11 @@ import json, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from locomo import load
+from sides import memory_mb as status
 from memlane import MiniLMEmbedder, SessionManager
 mode, path, priority = sys.argv[1], Path(sys.argv[2]), sys.argv[4]
 conversations, _ = load(path)
 
-def status():
-    found = {}
-    with open("/proc/self/status") as lines:
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                found[key] = int(value.split()[0]) // 1024
-    return found
 
 embedder = MiniLMEmbedder()
 embedder(["load the model before the first figure"])

@@ -42,6 +42,7 @@ import json, os, random, sys, threading, time
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 from perf import ReplayEmbedder, agent_texts
+from sides import memory_mb as status
 import memlane
 from memlane import MiniLMEmbedder, SessionManager
 
@@ -49,14 +50,6 @@ target, agents, steady = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv
 sample = np.load(sys.argv[5])
 embedder = ReplayEmbedder(sample, MiniLMEmbedder().name)
 
-def status():
-    found = {}
-    with open("/proc/self/status") as lines:
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                found[key] = int(value.split()[0]) // 1024
-    return found
 
 def pct(values, q):
     return round(float(np.percentile(np.asarray(values), q)), 2)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SRC", "run_child", "sides"]
+__all__ = ["SRC", "memory_mb", "run_child", "sides"]
 
 #: this checkout's library
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -36,3 +36,15 @@ def run_child(src: Path, child: str, *args: object) -> Any:
         check=True,
     )
     return json.loads(run.stdout)
+
+
+def memory_mb() -> dict[str, int]:
+    """This process's peak (``VmHWM``) and current (``VmRSS``) resident memory in MB (a
+    child script imports it: bench/ is on its path)."""
+    found = {}
+    with open("/proc/self/status") as lines:
+        for line in lines:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                found[key] = int(value.split()[0]) // 1024
+    return found

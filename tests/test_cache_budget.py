@@ -151,3 +151,40 @@ def test_a_bad_limit_says_how_to_write_one(monkeypatch: pytest.MonkeyPatch, bad:
     for wrong in (bad, 0, -1, 2.5, True):
         with pytest.raises(InvalidInput, match="512MB"):
             memlane.set_cache_limit(wrong)  # type: ignore[arg-type]
+
+
+def test_a_search_does_not_wait_for_a_build_to_ask_whether_it_is_ready(
+    db_path: Path,
+) -> None:
+    """While a background build holds the keyword cache's lock (seconds at 100k events),
+    ready() answers at once, so that the search ranks with FTS5 meanwhile."""
+    import threading
+
+    (mgr,) = _agents(db_path, 1)
+    mgr.search("note about topic 3", k=5)  # (its partition is built)
+    cache = mgr._engine.store._keywords
+    partitions = [name for name, _ in mgr._writer.searcher._partitions(_flt(mgr))]
+    held, release = threading.Event(), threading.Event()
+
+    def build() -> None:
+        with cache._lock:
+            held.set()
+            release.wait(10)
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    held.wait(10)
+    answered = threading.Event()
+    threading.Thread(target=lambda: (cache.ready(partitions), answered.set())).start()
+    try:
+        assert answered.wait(5)  # (it would wait for the release, 10 s, if it took the lock)
+    finally:
+        release.set()
+        builder.join()
+    mgr.close()
+
+
+def _flt(mgr: SessionManager) -> object:
+    from memlane.store.base import EventFilter
+
+    return EventFilter(mgr.scope)

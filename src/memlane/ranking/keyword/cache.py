@@ -376,12 +376,17 @@ class KeywordCache:
         if not self.background:
             return True
         generation = self._source.generation()
-        with self._lock:
-            self._drop_evicted()
-            for name in partitions:  # in use: the search that follows must find them built
-                part = self._partitions.get(name)
-                if part is not None and self._built.get(name) == generation:
-                    self._budget.charge(self, name, part.nbytes())
+        # Never waiting for the lock: a background build holds it for seconds, and this
+        # answer is what lets the search go to FTS5 meanwhile (the drops wait for the search).
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_evicted()
+                for name in partitions:  # in use: the search that follows must find them
+                    part = self._partitions.get(name)
+                    if part is not None and self._built.get(name) == generation:
+                        self._budget.charge(self, name, part.nbytes())
+            finally:
+                self._lock.release()
         missing = [name for name in partitions if self._built.get(name) != generation]
         if not missing:
             return True
