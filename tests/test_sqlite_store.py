@@ -441,6 +441,15 @@ class _WallClock:
         return getattr(time, name)
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 if absent: SQLite deletes the WAL when the last connection to the
+    database closes, which can happen between an exists() and a stat() (a CI failure)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _until(condition: Any, seconds: float = 30.0) -> bool:
     """Poll ``condition`` until it holds (True) or ``seconds`` pass (False): a generous
     deadline for an event, never a timing that is asserted."""
@@ -548,8 +557,8 @@ def test_the_wal_stays_bounded_while_the_worker_is_always_busy(
         session = mgr.start_session("a long ingest")
         for i in range(1_500):
             mgr.record_fact(session.id, f"fact {i} " + "lorem ipsum dolor sit amet " * 40)
-            if i % 50 == 0 and wal.exists():
-                peak = max(peak, wal.stat().st_size)
+            if i % 50 == 0:
+                peak = max(peak, _size(wal))
                 limit_seen = max(limit_seen, sqlite_wal.wal_limit(db))
     assert limit_seen and peak <= limit_seen + 96 * 1024 * 1024, (peak, limit_seen)
 
@@ -685,11 +694,16 @@ def test_the_wal_stays_bounded_with_two_writer_processes(tmp_path: Path) -> None
         for n in range(2)
     ]
     peak, limit_seen = 0, 0
-    while any(writer.poll() is None for writer in writers):
-        if wal.exists():
-            peak = max(peak, wal.stat().st_size)
+    try:
+        while any(writer.poll() is None for writer in writers):
+            peak = max(peak, _size(wal))
             limit_seen = max(limit_seen, max(2 * 1024 * 1024, db.stat().st_size))
-        time.sleep(0.01)
+            time.sleep(0.01)
+    finally:  # a failure here must not leave the writers running into the next test
+        for writer in writers:
+            if writer.poll() is None:
+                writer.kill()
+            writer.wait()
     assert [writer.returncode for writer in writers] == [0, 0]
     with SessionManager("w0", db, embedder=HashEmbedder()) as mgr:
         assert len(mgr.events(None, kinds="fact")) == 1_500  # nothing lost either
