@@ -554,3 +554,30 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
         restore_passages._ANALYSES.clear()
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert cuts == [long.content] and ANSWER in ctx.text
+
+
+def test_only_the_events_that_may_be_shown_by_passages_are_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cutting and stemming a long event is most of a first restore's time (cold restores of
+    the long-events benchmark: ~85% of the events analysed were then dropped for a spent
+    share). An event is analysed only when its share leaves room for a passages block; the
+    context is the same."""
+    from memlane.restore import passages as restore_passages
+
+    relevant = [ev(10 + n, "message", long_text(n % 9 + 1), role="assistant") for n in range(24)]
+    whole = pack(candidates(relevant, chatter(20)), 900, TOK)
+    analysed: list[int] = []
+    real = restore_passages._analyse
+
+    def counted(content: str, *args: Any) -> Any:
+        analysed.append(len(content))
+        return real(content, *args)
+
+    monkeypatch.setattr(restore_passages, "_analyse", counted)
+    restore_passages._ANALYSES.clear()
+    ctx = pack(candidates(relevant, chatter(20)), 900, TOK)
+    check(ctx, 900)
+    assert ctx.text == whole.text
+    shown = [item for item in ctx.report.items if item.action == "passages"]
+    assert shown and len(analysed) <= len(shown) + 2, (len(analysed), len(shown))

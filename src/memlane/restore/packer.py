@@ -273,10 +273,9 @@ class Packer:
         need = too_big(event, left, self.content_of(event))
         # A long text is shown by its passages relevant to the query, unless the whole fits
         # comfortably (counted only when it may); Recent keeps the whole where it fits.
-        analysis = self.analysis(event, section)
-        passages = None
-        if analysis is not None and section != "recent":
-            passages = self.passages(event, analysis, section, left)
+        # (analysed only when passages may be shown: most candidates meet a spent share, and
+        # cutting and stemming the rest was ~85% of a first restore of long events)
+        passages = self.passages(event, section, left) if section != "recent" else None
         full: int | None = None
         if need is None and (passages is None or self.may_fit_whole(event, passages, left)):
             text = render_block(event, self.content_of(event), payload_json(event))
@@ -285,8 +284,8 @@ class Packer:
                 return Block(event, section, text, full, "included", reason, event.content), ""
             if full > left:
                 need = f"{full:,} tokens"
-        if passages is None and analysis is not None and section == "recent":
-            passages = self.passages(event, analysis, section, left)
+        if passages is None and section == "recent":
+            passages = self.passages(event, section, left)
         if passages is not None:
             if need is not None:
                 why = f"{need} > {left:,} left"
@@ -316,13 +315,17 @@ class Packer:
         block.reason = f"{reason}; summarised: {need} > {left:,} left" + block.reason
         return block, ""
 
-    def passages(self, event: Event, analysis: Analysis, section: str, left: int) -> Shown | None:
+    def passages(self, event: Event, section: str, left: int) -> Shown | None:
         """``event``'s passages relevant to the query within half of ``left``
-        (restore/passages.py), or None: none is relevant (the event keeps its summary, head
-        and tail: its first and last passages were measured to carry no more), or none fits."""
+        (restore/passages.py), or None: it is not a long text shown by passages, none is
+        relevant (the event keeps its summary, head and tail: its first and last passages
+        were measured to carry no more), or none fits."""
         allowance = int(left * SUMMARY_SHARE)
         if allowance < LEAST_PASSAGES:
             return None  # (most candidates meet a spent share: no ranking for them)
+        analysis = self.analysis(event, section)
+        if analysis is None:
+            return None
         order = ranked(event, analysis, self.relevance_in(section))
         if not order:
             return None
