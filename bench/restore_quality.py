@@ -39,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,13 +74,17 @@ class Tally:
 
     hits: dict[tuple[str, int], list[bool]] = field(default_factory=dict)
     dated: dict[tuple[str, int], list[bool]] = field(default_factory=dict)
+    complete: dict[tuple[str, int], list[bool]] = field(default_factory=dict)
     latencies_ms: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     violations: dict[tuple[str, int], int] = field(default_factory=dict)
     tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
-    def add(self, method: str, budget: int, hit: bool, tokens: int, dated: bool) -> None:
+    def add(
+        self, method: str, budget: int, hit: bool, tokens: int, dated: bool, complete: bool
+    ) -> None:
         self.hits.setdefault((method, budget), []).append(hit)
         self.dated.setdefault((method, budget), []).append(dated)
+        self.complete.setdefault((method, budget), []).append(complete)
         self.tokens.setdefault((method, budget), []).append(tokens)
         if tokens > budget:
             self.violations[(method, budget)] = self.violations.get((method, budget), 0) + 1
@@ -96,6 +100,12 @@ def o200k() -> Any:
 
 def contains_evidence(text: str, question: Question, turns: dict[str, str]) -> bool:
     return any(turns[dia_id] in text for dia_id in question.gold)
+
+
+def contains_all_evidence(text: str, question: Question, turns: dict[str, str]) -> bool:
+    """Every gold turn of ``question`` is in ``text`` (what a question about several events
+    needs: its order, a summary, what changed)."""
+    return all(turns[dia_id] in text for dia_id in question.gold)
 
 
 def contains_dated_evidence(
@@ -219,6 +229,7 @@ def evaluate(
                                 contains_evidence(text, question, turns),
                                 counter(text),
                                 contains_dated_evidence(text, question, turns, dates),
+                                contains_all_evidence(text, question, turns),
                             )
                         for method, mgr, sid, other in (
                             ("restore-long", long_mgr, long_session, False),
@@ -236,6 +247,7 @@ def evaluate(
                                 contains_evidence(ctx.text, question, turns),
                                 counter(ctx.text),
                                 contains_dated_evidence(ctx.text, question, turns, dates),
+                                contains_all_evidence(ctx.text, question, turns),
                             )
     if cached:
         cached.save()
@@ -251,6 +263,9 @@ def evaluate(
         "seconds": time.perf_counter() - started,
         "scores": scores(tally.hits, questions, budgets),
         "dated_scores": scores(tally.dated, questions, budgets),
+        "complete_scores": scores(
+            tally.complete, questions, budgets, only=lambda q: len(q.gold) > 1
+        ),
         "latency_ms": {
             f"{method}@{budget}": {
                 "p50": percentile(values, 50),
@@ -267,8 +282,10 @@ def scores(
     tallied: dict[tuple[str, int], list[bool]],
     questions: Sequence[Question],
     budgets: Sequence[int],
+    only: Callable[[Question], bool] = lambda q: True,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """method -> category -> {"n", str(budget): the share of questions that hit}."""
+    """method -> category -> {"n", str(budget): the share of questions that hit}, among the
+    questions ``only`` keeps."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for method in METHODS:
         out[method] = {}
@@ -276,7 +293,7 @@ def scores(
             picked = [
                 i
                 for i, q in enumerate(questions)
-                if name == "overall" or CATEGORIES[q.category] == name
+                if (name == "overall" or CATEGORIES[q.category] == name) and only(q)
             ]
             if not picked:
                 continue
@@ -317,6 +334,20 @@ def markdown(result: dict[str, Any]) -> str:
     for category in ("temporal", "overall"):
         for method in METHODS:
             row = result.get("dated_scores", {}).get(method, {}).get(category)
+            if row is None:
+                continue
+            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
+            lines.append(f"| {method} | {category} | {int(row['n'])} | {cells} |")
+    lines += [
+        "",
+        "Every gold turn in the context (questions with two or more)",
+        "",
+        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
+        "|---|---|---|" + "---|" * len(budgets),
+    ]
+    for category in [*CATEGORIES.values(), "overall"]:
+        for method in METHODS:
+            row = result.get("complete_scores", {}).get(method, {}).get(category)
             if row is None:
                 continue
             cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)

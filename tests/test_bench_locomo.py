@@ -130,4 +130,9 @@ def test_restore_quality_harness_runs_both_scenarios_and_baselines(
     assert dated["buffer"]["overall"]["400"] == dated["search-pack"]["overall"]["400"] == 0
     assert dated["search-pack-dated"]["overall"]["400"] == 1.0
     assert dated["restore-long"]["overall"]["400"] == dated["restore-cross"]["overall"]["400"] == 1
+    # every gold turn: one question has two ("Pets?"); the whole conversation fits 400
+    complete = result["complete_scores"]
+    assert complete["restore-long"]["overall"]["n"] == 1
+    assert all(complete[m]["overall"]["400"] == 1.0 for m in complete)
     assert "restore-long p50 / p95" in module.markdown(result)
+    assert "Every gold turn in the context" in module.markdown(result)
