@@ -1,6 +1,6 @@
 """A fresh process's first search after the operating system's page cache was emptied: a
 machine that just booted, or a store whose files something else pushed out of memory
-(issue 34: 5–14 s at 1M events, measured from outside; target ≤ 2 s).
+(issue 34: 5-14 s at 1M events, measured from outside; target ≤ 2 s).
 
     python bench/cold_start.py STORE.db [--rounds 3] [--before SRC_DIR]
 
