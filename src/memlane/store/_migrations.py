@@ -404,6 +404,19 @@ END;
 INSERT INTO events_fts (events_fts) VALUES ('rebuild');
 """
 
+# An event's keyword context is read from its session's neighbours *that have a row*: the
+# worker looks them up for each event it indexes, and FTS5 reads the view's four subqueries
+# for each row it writes. With only ``events_by_session_seq`` each lookup walked the
+# session's events until it met two with a row, so events recorded faster than the worker
+# indexed them (a bulk import, ``background=False`` until ``flush()``, a starved worker) made
+# indexing quadratic in the backlog: one session of 16,000 facts flushed in 14.9 s, of 64,000
+# in 256 s; a 1M-event store did not finish in 20 minutes. This partial index holds only the
+# events with a row, so each lookup is one seek (2.4 s for the 64,000;
+# docs/decisions/2026-11-28-keyword-neighbours-by-index.md).
+_KEYWORD_NEIGHBOURS = """
+CREATE INDEX events_keyword_rows ON events (session_id, seq) WHERE keyword_row;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_initial",
@@ -485,4 +498,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0014_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
     ("0015_keyword_rows_by_worker", _KEYWORD_ROWS_BY_WORKER),
     ("0016_keyword_text_from_the_log", _KEYWORD_TEXT_FROM_THE_LOG),
+    ("0017_keyword_neighbours", _KEYWORD_NEIGHBOURS),
 )
