@@ -288,3 +288,37 @@ def test_own_counts_are_16_bit_and_saturate() -> None:
     found_terms, found_rows, counts = count_pairs(terms, rows)
     assert counts.dtype == np.uint16
     assert list(zip(found_terms, found_rows, counts, strict=True)) == [(7, 0, 65_535), (3, 1, 2)]
+
+
+def _first_keyword_search_by(mgr: SessionManager) -> str:
+    """Which ranking answered a new process's first keyword search: "memory" or "fts5"."""
+    store = mgr._writer.searcher.store
+    assert isinstance(store, SqliteStore)
+    answered: list[str] = []
+    fts = store.fts_search
+    store.fts_search = lambda *a, **k: answered.append("fts5") or fts(*a, **k)  # type: ignore[method-assign]
+    hits = mgr.search("staging database error", k=5, mode="keyword")
+    assert hits
+    return answered[0] if answered else "memory"
+
+
+def test_a_first_search_waits_for_a_snapshot_load_not_for_a_build_from_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a snapshot is reading a file (at 1M events ~0.5 s, where FTS5's ranking took
+    1.0-1.7 s after the page cache was emptied): a new process's first search waits for it,
+    up to SNAPSHOT_WAIT. A build from the log is not waited for: FTS5 answers meanwhile."""
+    db = tmp_path / "s.db"
+    with opened(db) as mgr:
+        add_turns(mgr, 300, seed=1)
+        built(mgr)
+    assert len(snapshot_files(db)) == 1
+    with opened(db) as mgr:
+        assert _first_keyword_search_by(mgr) == "memory"
+    monkeypatch.setattr(keyword_cache, "SNAPSHOT_WAIT", 0.0)  # a load that takes too long
+    with opened(db) as mgr:
+        assert _first_keyword_search_by(mgr) == "fts5"
+    monkeypatch.setattr(keyword_cache, "SNAPSHOT_WAIT", 30.0)
+    snapshot_files(db)[0].unlink()
+    with opened(db) as mgr:
+        assert _first_keyword_search_by(mgr) == "fts5"  # (from the log: not waited for)

@@ -66,6 +66,12 @@ log = logging.getLogger("memlane.store.keywords")
 _CACHES: weakref.WeakSet[KeywordCache] = weakref.WeakSet()
 #: how long close() and interpreter exit wait for a build to reach its next chunk
 _STOP_TIMEOUT = 10.0
+#: How long a search waits for a background build that starts from snapshot files, before
+#: FTS5 answers instead. Loading is reading: at 1M events 0.4-0.5 s (310 MB, page cache
+#: emptied or not), where FTS5's own ranking took 1.0-1.7 s — a fresh process's first search
+#: after `drop_caches` went from 2.0-3.0 s to ~1 s (bench/cold_start.py). A build from the
+#: log (seconds to minutes) is not waited for.
+SNAPSHOT_WAIT = 1.5
 
 
 @atexit.register
@@ -407,10 +413,17 @@ class KeywordCache:
                         self._refresh(name, chunks=_BUILT_IN_SEARCH)
                     if all(self._built.get(name) == self._generation for name in missing):
                         return True
+            built = threading.Event()  # (set once the partitions are, before counting)
             self._builder = threading.Thread(
-                target=self._build, args=(missing,), name="asm-keyword-index", daemon=True
+                target=self._build, args=(missing, built), name="asm-keyword-index", daemon=True
             )
             self._builder.start()
+            loading = self._snapshots is not None and all(
+                name in self._partitions or self._snapshots.path(name).exists()
+                for name in missing
+            )
+        if loading and built.wait(SNAPSHOT_WAIT):
+            return all(self._built.get(name) == generation for name in missing)
         return False
 
     def wait_ready(self, partitions: Sequence[str], timeout: float) -> bool:
@@ -423,9 +436,10 @@ class KeywordCache:
             builder.join(left)
         return True
 
-    def _build(self, names: list[str]) -> None:
+    def _build(self, names: list[str], built: threading.Event) -> None:
         """Build partitions in the background: from their snapshot and the rows added since,
-        or from the log (and then save a snapshot, for the next processes)."""
+        or from the log (and then save a snapshot, for the next processes); ``built`` is set
+        once they are (or the build gave up)."""
         try:
             with self._lock:
                 for name in names:
@@ -442,10 +456,13 @@ class KeywordCache:
                     if complete and grown and self._snapshots is not None:
                         self._snapshots.save(name, part, self._codes, self._words, self._generation)
                         part.snapshot_size = part.size
+            built.set()
             for name in names:
                 self._count_common(name)
         except Exception as exc:  # the next search tries again; FTS5 answers meanwhile
             log.warning("building the in-memory keyword index failed: %s", exc)
+        finally:
+            built.set()
 
     def _count_common(self, name: str) -> None:
         """Count BM25's ``n`` of the partition's common terms now, in the background, a few
