@@ -419,8 +419,7 @@ class KeywordCache:
             )
             self._builder.start()
             loading = self._snapshots is not None and all(
-                name in self._partitions or self._snapshots.path(name).exists()
-                for name in missing
+                name in self._partitions or self._snapshots.path(name).exists() for name in missing
             )
         if loading and built.wait(SNAPSHOT_WAIT):
             return all(self._built.get(name) == generation for name in missing)
