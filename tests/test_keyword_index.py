@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -803,6 +804,9 @@ def test_a_first_search_answers_from_fts5_while_a_big_partition_builds_in_the_ba
 
     def first_two_searches(chunk: int) -> tuple[list[str], list[Any], list[Any]]:
         monkeypatch.setattr(keyword_cache, "_CHUNK", chunk)
+        # built from the log: a snapshot an earlier build left would be loaded, and a first
+        # search waits for that (test_keyword_snapshots.py)
+        shutil.rmtree(Path(str(db_path) + ".memlane-cache"), ignore_errors=True)
         with SessionManager(
             "researcher", db_path, embedder=HashEmbedder(), background=False
         ) as mgr:

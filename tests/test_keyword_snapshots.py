@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -315,10 +316,25 @@ def test_a_first_search_waits_for_a_snapshot_load_not_for_a_build_from_the_log(
     assert len(snapshot_files(db)) == 1
     with opened(db) as mgr:
         assert _first_keyword_search_by(mgr) == "memory"
-    monkeypatch.setattr(keyword_cache, "SNAPSHOT_WAIT", 0.0)  # a load that takes too long
+    # a load that takes longer than the wait
+    monkeypatch.setattr(keyword_cache, "SNAPSHOT_WAIT", 0.05)
+    load = keyword_cache.KeywordCache._load
+
+    def slow(self: keyword_cache.KeywordCache, name: str) -> bool:
+        time.sleep(1.0)
+        return load(self, name)
+
+    monkeypatch.setattr(keyword_cache.KeywordCache, "_load", slow)
     with opened(db) as mgr:
         assert _first_keyword_search_by(mgr) == "fts5"
+        store = mgr._writer.searcher.store
+        assert isinstance(store, SqliteStore)
+        builder = store._keywords._builder
+        assert builder is not None
+        builder.join()  # (done before the files go: it may write a snapshot)
+    monkeypatch.setattr(keyword_cache.KeywordCache, "_load", load)
     monkeypatch.setattr(keyword_cache, "SNAPSHOT_WAIT", 30.0)
-    snapshot_files(db)[0].unlink()
+    for file in snapshot_files(db):
+        file.unlink()
     with opened(db) as mgr:
         assert _first_keyword_search_by(mgr) == "fts5"  # (from the log: not waited for)

@@ -413,14 +413,16 @@ class KeywordCache:
                         self._refresh(name, chunks=_BUILT_IN_SEARCH)
                     if all(self._built.get(name) == self._generation for name in missing):
                         return True
+            # (decided before the thread starts: it puts a partition it builds from the log
+            # in _partitions at once)
+            loading = self._snapshots is not None and all(
+                name in self._partitions or self._snapshots.path(name).exists() for name in missing
+            )
             built = threading.Event()  # (set once the partitions are, before counting)
             self._builder = threading.Thread(
                 target=self._build, args=(missing, built), name="asm-keyword-index", daemon=True
             )
             self._builder.start()
-            loading = self._snapshots is not None and all(
-                name in self._partitions or self._snapshots.path(name).exists() for name in missing
-            )
         if loading and built.wait(SNAPSHOT_WAIT):
             return all(self._built.get(name) == generation for name in missing)
         return False
