@@ -305,53 +305,45 @@ def scores(
     return out
 
 
+def score_table(
+    scores: dict[str, Any], categories: Sequence[str], budgets: Sequence[int], bold: bool = False
+) -> list[str]:
+    """A markdown table of ``scores`` (method -> category -> row) for ``categories``; with
+    ``bold``, the overall rows' label in bold."""
+    lines = [
+        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
+        "|---|---|---|" + "---|" * len(budgets),
+    ]
+    for category in categories:
+        for method in METHODS:
+            row = scores.get(method, {}).get(category)
+            if row is None:
+                continue
+            label = f"**{category}**" if bold and category == "overall" else category
+            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
+            lines.append(f"| {method} | {label} | {int(row['n'])} | {cells} |")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     budgets = result["budgets"]
+    every = [*CATEGORIES.values(), "overall"]
     lines = [
         f"Evidence in context — {result['data']} — n = {result['questions']} questions "
         f"(categories 1-4) — commit {result['commit']}",
         f"machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, "
         f"Python {result['machine']['python']}; {result['seconds']:.0f} s",
         "",
-        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
-        "|---|---|---|" + "---|" * len(budgets),
-    ]
-    for category in [*CATEGORIES.values(), "overall"]:
-        for method in METHODS:
-            row = result["scores"][method].get(category)
-            if row is None:
-                continue
-            label = f"**{category}**" if category == "overall" else category
-            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
-            lines.append(f"| {method} | {label} | {int(row['n'])} | {cells} |")
-    lines += [
+        *score_table(result["scores"], every, budgets, bold=True),
         "",
         "Dated evidence: the gold turn and, before it, its own date",
         "",
-        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
-        "|---|---|---|" + "---|" * len(budgets),
-    ]
-    for category in ("temporal", "overall"):
-        for method in METHODS:
-            row = result.get("dated_scores", {}).get(method, {}).get(category)
-            if row is None:
-                continue
-            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
-            lines.append(f"| {method} | {category} | {int(row['n'])} | {cells} |")
-    lines += [
+        *score_table(result.get("dated_scores", {}), ("temporal", "overall"), budgets),
         "",
         "Every gold turn in the context (questions with two or more)",
         "",
-        "| method | category | n | " + " | ".join(f"B={b}" for b in budgets) + " |",
-        "|---|---|---|" + "---|" * len(budgets),
+        *score_table(result.get("complete_scores", {}), every, budgets),
     ]
-    for category in [*CATEGORIES.values(), "overall"]:
-        for method in METHODS:
-            row = result.get("complete_scores", {}).get(method, {}).get(category)
-            if row is None:
-                continue
-            cells = " | ".join(f"{row[str(b)]:.3f}" for b in budgets)
-            lines.append(f"| {method} | {category} | {int(row['n'])} | {cells} |")
     lines += ["", "| restore() latency | " + " | ".join(f"B={b}" for b in budgets) + " |"]
     lines.append("|---|" + "---|" * len(budgets))
     for method in ("restore-long", "restore-cross"):
