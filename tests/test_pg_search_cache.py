@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -105,6 +106,69 @@ def test_keyword_scores_equal_sqlites_under_every_filter(store_url: str, tmp_pat
                         assert got, (query, options)
             got = contents(pg, query, mode="keyword", session_id=pg_sessions[1])
             assert got == contents(lite, query, mode="keyword", session_id=lite_sessions[1])
+
+
+def embedding_type(url: str) -> str:
+    """The type of the store's ``vectors.embedding`` column."""
+    settings = parse_url(url)
+    with psycopg.connect(settings.conninfo) as conn:
+        row = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            (f"{settings.schema}.vectors",),
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def small_partitions(mgr: SessionManager) -> list[Any]:
+    return list(mgr._writer.storage.vectors._cache._partitions.values())  # type: ignore[attr-defined]
+
+
+def test_vectors_are_kept_in_half_precision_and_score_as_in_sqlite(
+    store_url: str, tmp_path: Path
+) -> None:
+    """PostgreSQL stores vectors as SQLite does, in half precision (``halfvec``): the same
+    semantic scores on both backends, and a small partition's cache holds the stored half
+    floats (half the memory) rather than float32."""
+    with manager(store_url) as pg, manager(f"sqlite:///{tmp_path / 's.db'}") as lite:
+        conversation(pg)
+        conversation(lite)
+        assert embedding_type(store_url) == "halfvec"
+        for query in QUERIES:
+            got = contents(pg, query, mode="semantic")
+            assert got == contents(lite, query, mode="semantic"), query
+        (part,) = small_partitions(pg)
+        assert part.matrix.dtype == np.float16
+
+
+def test_a_store_with_float32_vectors_is_migrated_to_half_precision(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before 0016_half_vectors (a ``vector`` column) is converted when a
+    newer version opens it: the same events found, scores within half precision's rounding."""
+    from memlane.store import postgres
+
+    with monkeypatch.context() as before:
+        before.setattr(postgres, "MIGRATIONS", postgres.MIGRATIONS[:-1])
+        with manager(store_url) as old:
+            conversation(old)
+            assert embedding_type(store_url) == "vector"
+            found = {query: ranking(old, query, mode="semantic") for query in QUERIES}
+            (part,) = small_partitions(old)
+            assert part.matrix.dtype == np.float32
+    with manager(store_url) as new:
+        assert embedding_type(store_url) == "halfvec"
+        for query, want in found.items():
+            got = ranking(new, query, mode="semantic")
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-3)
+            cut = want[-1][1] + 1e-3  # (which of several tied at the cut may differ)
+            assert {i for i, s in got if s > cut} == {i for i, s in want if s > cut}
+        new.record_fact(new.start_session("after").id, "caroline painting at sunrise")
+        new.flush()
+        assert new.search("caroline painting", 3, mode="semantic")
+        (part,) = small_partitions(new)
+        assert part.matrix.dtype == np.float16
 
 
 @pytest.mark.parametrize("codes_only", [False, True])

@@ -1,7 +1,7 @@
 """SQLite's in-memory search caches, fed from PostgreSQL in commit order.
 
 The keyword cache (FTS5's BM25 over postings, ``_keyword_cache.py``) and the vector cache
-(exact cosine over float32 matrices with an 8-bit first pass, ``_vector_cache.py``) rank the
+(exact cosine over the stored vectors with an 8-bit first pass, ``_vector_cache.py``) rank the
 same way whatever fills them; only how they learn of new and deleted rows differs. SQLite's
 refresh reads rows above the last ``seq`` seen, which a PostgreSQL sequence cannot support
 (see ``_pg_feed.py``), so these subclasses replace ``_refresh`` alone: each refresh asks the
@@ -26,7 +26,7 @@ from ..ranking.keyword.cache import KeywordCache, _NewPostings
 from ..ranking.keyword.cache import _Partition as _KeywordPartition
 from ..ranking.vectors.cache import Matrix, VectorCache
 from ..ranking.vectors.cache import _Partition as _VectorPartition
-from ..ranking.vectors.codec import decode_vector
+from ..ranking.vectors.codec import decode_vector, vector_dim
 from ._pg_feed import CommitFeed, Connect, _cursor
 
 #: a vid's room for a passage number: seq * PARTS + part (text/passages.py's MAX_PASSAGES
@@ -151,8 +151,8 @@ class PgVectorCache(VectorCache):
             self._feed.forget()
 
     def _stored(self, vids: npt.NDArray[np.int64], dim: int) -> Matrix:
-        """A big partition's re-scoring: the float32 vectors of ``vids`` (NaN rows for any
-        deleted meanwhile), read from pgvector by event and part (``vid`` is
+        """A big partition's re-scoring: the vectors of ``vids`` as float32 (NaN rows for
+        any deleted meanwhile), read from pgvector by event and part (``vid`` is
         ``seq * PARTS + part`` here)."""
         matrix = np.full((len(vids), dim), np.nan, np.float32)
         where = {int(vid): i for i, vid in enumerate(vids)}
@@ -190,7 +190,7 @@ class PgVectorCache(VectorCache):
     ) -> _VectorPartition | None:
         for rows in chunks:
             if part is None:
-                part = self._partitions[name] = _VectorPartition(len(rows[0][6]) // 4)
+                part = self._partitions[name] = _VectorPartition(vector_dim(rows[0][6]))
             # a load sizes the matrix once (``total`` counted before it began)
             part.reserve(max(total - part.size, len(rows)), exact=total > part.size + len(rows))
             self._append(part, rows)

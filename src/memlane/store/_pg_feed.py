@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ranking.vectors.codec import HALF_TAG
+
 __all__ = ["DELETIONS_KEPT_SECONDS", "CommitFeed", "Watermark", "prune_deletions"]
 
 Connect = Callable[[], AbstractContextManager[Any]]
@@ -100,13 +102,19 @@ def _cursor(conn: Any, binary: bool, name: str = "") -> Any:
     """A cursor (server-side when ``name`` is given); ``binary`` reads vectors as bytes."""
     cursor = conn.cursor(name, binary=binary)
     if binary:
-        cursor.adapters.register_loader(conn.adapters.types["vector"].oid, raw_vector_loader())
+        types = conn.adapters.types
+        cursor.adapters.register_loader(types["vector"].oid, raw_vector_loader())
+        half = types.get("halfvec")
+        if half is not None:
+            cursor.adapters.register_loader(half.oid, raw_vector_loader(half=True))
     return cursor
 
 
-def raw_vector_loader() -> type:
-    """A psycopg binary loader turning a pgvector value into little-endian float32 bytes (the
-    cache's format) without building a Python list or a ``Vector`` object per row."""
+def raw_vector_loader(*, half: bool = False) -> type:
+    """A psycopg binary loader turning a pgvector value into the bytes SQLite stores
+    (``ranking/vectors/codec.py``) without building a Python list or a ``Vector`` object per
+    row: a ``vector`` as little-endian float32, a ``halfvec`` (``half``) as little-endian
+    float16 and the half-precision tag."""
     from psycopg.adapt import Loader
     from psycopg.pq import Format
 
@@ -117,7 +125,14 @@ def raw_vector_loader() -> type:
             # pgvector's binary format: int16 dimension, int16 unused, big-endian float4s
             return np.frombuffer(data, ">f4", offset=4).astype("<f4").tobytes()
 
-    return RawVector
+    class RawHalfVector(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> bytes:
+            # halfvec's: int16 dimension, int16 unused, big-endian float2s
+            return np.frombuffer(data, ">f2", offset=4).astype("<f2").tobytes() + HALF_TAG
+
+    return RawHalfVector if half else RawVector
 
 
 class CommitFeed:

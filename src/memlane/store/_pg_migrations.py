@@ -20,9 +20,10 @@ index) the projections. Differences:
 - ``outbox`` rows carry their claim (``claimed_by``, ``claimed_until``): a lease, as in
   SQLite, renewed while the worker embeds (0003_outbox_lease).
 - ``vectors`` repeats each event's partition and agent, so a search of a scope reads that
-  table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``vector``: the
-  dimension is the embedder's (recorded in ``meta``); an HNSW index, when chosen, is an
-  expression index on the sized cast.
+  table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``halfvec`` (``vector``
+  before 0016_half_vectors, or with a pgvector older than 0.7): the dimension is the
+  embedder's (recorded in ``meta``); an HNSW index, when chosen, is an expression index on the
+  sized cast to ``vector``.
 """
 
 from __future__ import annotations
@@ -332,6 +333,20 @@ _SESSIONS_BY_ACTIVITY = """
 CREATE INDEX sessions_by_activity ON sessions (updated_us, id);
 """
 
+# Vectors in half precision, as SQLite keeps them (its codec, ranking/vectors/codec.py): half
+# the bytes on disk and in a small partition's cache, and the same cosines on both backends.
+# The library's embedders return unit vectors, which halfvec always holds. pgvector before
+# 0.7 has no halfvec: the column stays ``vector`` there, and the store reads either.
+_HALF_VECTORS = """
+DO $$
+BEGIN
+    IF to_regtype('halfvec') IS NOT NULL THEN
+        ALTER TABLE vectors ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec;
+    END IF;
+END
+$$;
+"""
+
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
@@ -351,4 +366,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0013_stale_facts", STALE_FACTS),
     ("0014_passages", _PASSAGES),
     ("0015_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
+    ("0016_half_vectors", _HALF_VECTORS),
 )

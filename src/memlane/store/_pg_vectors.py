@@ -128,7 +128,11 @@ class PgVectors(VectorTable):
         if self.kind == "hnsw":
             distance = f"(v.embedding::vector({dim})) <=> ?::vector({dim})"
         else:
-            distance = "v.embedding <=> ?"
+            # 1 - the dot product of the stored half floats, as float32, with the query: what
+            # the caches compute (SQLite's and these), the cosine of unit vectors. pgvector's
+            # cosine would divide by the stored vector's norm, which rounding to half
+            # precision moves off 1 by up to ~1e-4. (A no-op cast on a ``vector`` column.)
+            distance = "1 + (v.embedding::vector <#> ?)"
         sql = (
             f"SELECT v.seq, v.part, {distance} AS distance FROM {source} "
             f"WHERE {where} ORDER BY {distance} LIMIT ?"

@@ -130,8 +130,9 @@ class _Partition(PartitionRows):
         #: every vector so far fits half precision (an embedder that does not normalise may
         #: give components past ±65,504: then the matrix stays float32)
         self.half_ok = True
-        #: every vector so far came from the store in half precision (SQLite's; PostgreSQL
-        #: keeps float32, and so must a small partition of it, to score what it stores)
+        #: every vector so far came from the store in half precision (SQLite's, and
+        #: PostgreSQL's ``halfvec``; a PostgreSQL column still ``vector`` — pgvector before
+        #: 0.7 — keeps float32, and so must a small partition of it, to score what it stores)
         self.stored_half = True
         self.in_memory = True
         #: whether it keeps codes and signs: only a partition that can be ranked by them

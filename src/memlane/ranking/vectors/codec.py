@@ -1,4 +1,6 @@
-"""How a vector is kept as bytes in a SQLite store (the ``vectors`` table's BLOBs).
+"""How a vector is kept as bytes in a SQLite store (the ``vectors`` table's BLOBs), and how
+the caches read PostgreSQL's (its ``halfvec`` column is read into the same half-precision
+form: ``store/_pg_feed.py``).
 
 A vector is stored in half precision: 2 bytes a dimension and one tag byte (``0x02``) at the
 end, 769 bytes for MiniLM's 384 dimensions instead of 1,536 in float32. A sentence
@@ -26,6 +28,7 @@ import numpy.typing as npt
 from .one_op import as_float32
 
 __all__ = [
+    "HALF_TAG",
     "decode_stored",
     "decode_vector",
     "decode_vectors",
@@ -36,7 +39,8 @@ __all__ = [
 
 Matrix = npt.NDArray[np.float32]
 
-_HALF = b"\x02"  # the tag that ends a half-precision row
+#: the byte that ends a half-precision row (PostgreSQL's ``halfvec`` values are read into it)
+HALF_TAG = _HALF = b"\x02"
 _HALF_MAX = float(np.finfo(np.float16).max)
 
 
