@@ -27,6 +27,10 @@ the repository):
   above, with messages of 150-1,500 tokens (~590 on average), recorded one after the other
   as one session of ~80k tokens: at 8k tokens a joined conversation's restore chooses among
   half its session, an agent's long chat's among a tenth; this one's too.
+- **mixed** (``--dataset mixed``, not in ``both``): one-session, but each block of turns is
+  left, with probability ``MIXED_SHORT_SHARE`` (one half), as LoCoMo's single turns, a message
+  each (roles by speaker): short turns and long messages in one session, where a ranking that
+  helps long events must not cost the short ones.
 - **generated**: ``--sessions`` agent runs (default 10) of 100-200 events made from ``--seed``:
   JSON API responses (2k-20k characters, half recorded as JSON payloads, half as printed
   text), application logs, stack traces, file listings and CSV tables as ``tool_output``
@@ -110,6 +114,9 @@ DATASETS = ("joined", "generated")
 #: besides: "one-session", every LoCoMo conversation joined into one session of ~80k tokens
 #: (messages of ONE_SESSION_SIZES tokens: ~590 on average, as in the held-out long chats)
 ONE_SESSION_SIZES = (150, 1500)
+#: besides: "mixed", the same session but with this share of its blocks left as LoCoMo's
+#: single turns: short turns and long messages in one session, as an agent's chat holds them
+MIXED_SHORT_SHARE = 0.5
 DEFAULT_LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 SEED = 31
 QUICK = {"conversations": 1, "sessions": 2}  # < 2 minutes with MiniLM on 2 cores
@@ -451,23 +458,27 @@ def build(
     events: tuple[int, int] = (100, 200),
     conversations_only: Sequence[str] | None = None,
     join_sizes: tuple[int, int] = (300, 2000),
+    short_share: float = 0.0,
 ) -> tuple[list[LongSession], dict[str, int]]:
     """The sessions of ``dataset`` (and for LoCoMo, what its loader skipped)."""
     if dataset == "generated":
         return generated_runs(seed, QUICK["sessions"] if quick else sessions, events), {}
-    if dataset == "one-session":
+    if dataset in ("one-session", "mixed"):
         parts, skipped = build(
             "joined", path, seed, quick, count, conversations_only=conversations_only,
             join_sizes=ONE_SESSION_SIZES,
+            short_share=MIXED_SHORT_SHARE if dataset == "mixed" else 0.0,
         )  # fmt: skip
-        return [one_session(parts)], skipped
+        return [one_session(parts, name=dataset)], skipped
     conversations, skipped = load(path)
     if conversations_only:
         conversations = [c for c in conversations if c.sample_id in conversations_only]
     if quick:
         conversations = conversations[: QUICK["conversations"]]
     return [
-        joined_locomo(conv, count, random.Random(f"{seed}-{conv.sample_id}"), join_sizes)
+        joined_locomo(
+            conv, count, random.Random(f"{seed}-{conv.sample_id}"), join_sizes, short_share
+        )
         for conv in conversations
     ], skipped
 
@@ -514,7 +525,7 @@ def evaluate(
             where.mkdir(parents=True, exist_ok=True)
             db = where / f"long-events-{dataset}.db"
             entry = run_dataset(dataset, sessions, db, model, budgets, count)
-            if dataset in ("joined", "one-session"):
+            if dataset in ("joined", "one-session", "mixed"):
                 entry["data"] = path.name
                 entry["skipped"] = skipped
             result["datasets"][dataset] = entry
@@ -626,10 +637,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--dataset",
-        choices=("joined", "generated", "both", "one-session"),
+        choices=("joined", "generated", "both", "one-session", "mixed"),
         default="both",
         help="both: joined and generated; one-session: every LoCoMo conversation joined into "
-        "one session of ~80k tokens (messages of ~590 tokens), as an agent's long chat",
+        "one session of ~80k tokens (messages of ~590 tokens), as an agent's long chat; "
+        "mixed: the same with half of its blocks left as single turns",
     )
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     parser.add_argument(
@@ -658,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     datasets = DATASETS if args.dataset == "both" else (args.dataset,)
-    if {"joined", "one-session"} & set(datasets) and not args.path.is_file():
+    if {"joined", "one-session", "mixed"} & set(datasets) and not args.path.is_file():
         sys.exit(
             f"{args.path} is not a file; pass the path of a LoCoMo JSON file, or run "
             "--dataset generated."

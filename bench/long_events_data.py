@@ -136,25 +136,37 @@ def joined_locomo(
     count: Callable[[str], int],
     rng: random.Random,
     sizes: tuple[int, int] = (300, 2000),
+    short_share: float = 0.0,
 ) -> LongSession:
     """One LoCoMo conversation (bench/locomo.py's ``Conversation``) as one session of long
-    messages; its questions become probes (category: LoCoMo's name)."""
+    messages; its questions become probes (category: LoCoMo's name). With ``short_share``,
+    that share of the blocks (drawn one by one) stays as LoCoMo's single turns, a message
+    each (role by speaker: the first one's ``user``), so that short turns and long messages
+    mix in one session."""
     low, high = sizes
     items: list[Item] = []
     where: dict[str, int] = {}  # dia_id -> the item holding it
     lines: list[str] = []
+    speakers: list[str] = []
     used = 0
     target = _log_uniform(rng, low, high)
+    short = short_share > 0 and rng.random() < short_share  # (no draw without: same data)
     first_date: datetime | None = None
+    dates: list[datetime] = []
 
     def close() -> None:
-        nonlocal lines, used, target, first_date
-        if lines:
+        nonlocal lines, speakers, dates, used, target, first_date, short
+        if lines and short:
+            for line, speaker, when in zip(lines, speakers, dates, strict=True):
+                role = "user" if speaker == conversation.speakers[0] else "assistant"
+                items.append(Item("message", line, when, role=role))
+        elif lines:
             assert first_date is not None
             role = "user" if len(items) % 2 == 0 else "assistant"
             items.append(Item("message", "\n".join(lines), first_date, role=role))
-        lines, used, first_date = [], 0, None
+        lines, speakers, dates, used, first_date = [], [], [], 0, None
         target = _log_uniform(rng, low, high)
+        short = short_share > 0 and rng.random() < short_share
 
     for part in conversation.sessions:
         for turn in part.turns:
@@ -164,8 +176,10 @@ def joined_locomo(
             if first_date is None:
                 first_date = part.date
             lines.append(turn.content)
+            speakers.append(turn.speaker)
+            dates.append(part.date)
             used += cost
-            where[turn.dia_id] = len(items)
+            where[turn.dia_id] = len(items) + (len(lines) - 1 if short else 0)
     close()
     turns = {turn.dia_id: turn.content for turn in conversation.turns}
     probes = []

@@ -115,6 +115,36 @@ def test_joined_messages_hold_the_gold_turns(
     assert line in session.items[where].content
 
 
+def test_mixed_blocks_keep_single_turns_beside_joined_messages(
+    bench: ModuleType, data: ModuleType, tmp_path: Path
+) -> None:
+    """With a share of short blocks, some turns stay messages of their own (roles by
+    speaker), the rest are joined; every gold turn is where its probe says; no share, no
+    change (the same seed gives the joined dataset as before)."""
+    (conv,), _ = bench.load(locomo_file(tmp_path))
+    count = bench.o200k()
+    joined = data.joined_locomo(conv, count, random.Random(1), (20, 40))
+    assert data.joined_locomo(conv, count, random.Random(1), (20, 40), 0.0) == joined
+    mixes = [
+        data.joined_locomo(conv, count, random.Random(seed), (20, 40), 0.5) for seed in range(8)
+    ]
+    for mixed in mixes:
+        assert "\n".join(data.render(item) for item in mixed.items) == "\n".join(
+            turn.content for turn in conv.turns
+        )
+        for probe in mixed.probes:
+            for where, spans in probe.spans.items():
+                assert all(span in mixed.items[where].content for span in spans)
+        for item in mixed.items:
+            if "\n" not in item.content:  # a single turn: its speaker's role
+                assert item.role == ("user" if item.content.startswith("Ana:") else "assistant")
+    singles = [sum("\n" not in item.content for item in m.items) for m in mixes]
+    joins = [sum("\n" in item.content for item in m.items) for m in mixes]
+    assert any(singles) and any(joins)  # both kinds occur over the seeds
+    (session,), _ = bench.build("mixed", locomo_file(tmp_path), 3, False, count)
+    assert session.name == "mixed" and len(session.probes) == 2
+
+
 def test_one_session_keeps_time_order_and_points_probes_at_their_items(
     bench: ModuleType, data: ModuleType, tmp_path: Path
 ) -> None:
