@@ -7,8 +7,9 @@ replayed real MiniLM vectors). Each side runs in a fresh process on its own copy
 (a newer schema would stop the older code), with ``PYTHONPATH`` pointing at that side's
 ``src``: ``--before`` is another checkout's (``git worktree add /tmp/before <commit>``).
 Measured per mode over bench/perf.py's 56 queries (twice each, k = 10), plus 40 long queries
-(whole agent texts, ~27 words) and 25 questions naming two topics ("did kv cache eviction
-affect login page errors after we fixed it?", hybrid): p50 / p95 ms, query embedding
+(whole agent texts, ~27 words), 25 questions naming two topics ("did kv cache eviction
+affect login page errors after we fixed it?", hybrid) and 28 naming a topic as an identifier
+("what happened with kv_cache_eviction after we fixed it?", hybrid): p50 / p95 ms, query embedding
 included (every query text is new to the process); the first search (open + what it builds
 itself), when the in-memory indexes are ready, restore(4000) of the big session (30 times),
 and peak RSS. ``--build N`` first builds the store with bench/perf.py's ``build_store`` (N
@@ -55,10 +56,16 @@ two = [
     f"did {a} affect {b} after we {v} it?"
     for i, a in enumerate(TOPICS) for b, v in zip(TOPICS[i + 1 : i + 3], VERBS[:2])
 ]
+# a topic written as an identifier (snake_case, as in config keys and function names)
+named = [
+    f"what happened with {t.replace(' ', '_').replace('-', '_')} after we {v} it?"
+    for t in TOPICS for v in VERBS[:2]
+]
 for turn, (label, qs, mode) in enumerate((
     ("hybrid", queries, "hybrid"), ("keyword", queries, "keyword"),
     ("semantic", queries, "semantic"), ("hybrid_long", long, "hybrid"),
     ("keyword_long", long, "keyword"), ("hybrid_two_topics", two, "hybrid"),
+    ("hybrid_identifiers", named, "hybrid"),
 )):
     lat = []
     for rep in range(2):

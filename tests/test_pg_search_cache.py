@@ -338,8 +338,8 @@ def test_another_process_record_is_found_by_the_next_search(store_url: str) -> N
 
 
 def test_reindex_and_the_sql_fallbacks(store_url: str) -> None:
-    """A reindex (every vector deleted, then embedded again) leaves the cache exact; a query
-    the cache cannot rank as FTS5 would (``deploy_v2``) still answers, through ts_rank."""
+    """A reindex (every vector deleted, then embedded again) leaves the cache exact; a word of
+    two tokens (``deploy_v2``) is found, as two terms, as the SQL plan finds it."""
     with manager(store_url) as mgr:
         conversation(mgr, sessions=1, turns=10)
         session = mgr.list_sessions()[0]
