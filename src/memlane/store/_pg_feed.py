@@ -118,21 +118,18 @@ def raw_vector_loader(*, half: bool = False) -> type:
     from psycopg.adapt import Loader
     from psycopg.pq import Format
 
+    # pgvector's binary formats: int16 dimension, int16 unused, then big-endian float4s
+    # (vector) or float2s (halfvec)
+    size, tag = (2, HALF_TAG) if half else (4, b"")
+
     class RawVector(Loader):
         format = Format.BINARY
 
         def load(self, data: Any) -> bytes:
-            # pgvector's binary format: int16 dimension, int16 unused, big-endian float4s
-            return np.frombuffer(data, ">f4", offset=4).astype("<f4").tobytes()
+            values = np.frombuffer(data, f">f{size}", offset=4)
+            return values.astype(f"<f{size}").tobytes() + tag
 
-    class RawHalfVector(Loader):
-        format = Format.BINARY
-
-        def load(self, data: Any) -> bytes:
-            # halfvec's: int16 dimension, int16 unused, big-endian float2s
-            return np.frombuffer(data, ">f2", offset=4).astype("<f2").tobytes() + HALF_TAG
-
-    return RawHalfVector if half else RawVector
+    return RawVector
 
 
 class CommitFeed:

@@ -20,10 +20,10 @@ index) the projections. Differences:
 - ``outbox`` rows carry their claim (``claimed_by``, ``claimed_until``): a lease, as in
   SQLite, renewed while the worker embeds (0003_outbox_lease).
 - ``vectors`` repeats each event's partition and agent, so a search of a scope reads that
-  table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``halfvec`` (``vector``
-  before 0016_half_vectors, or with a pgvector older than 0.7): the dimension is the
-  embedder's (recorded in ``meta``); an HNSW index, when chosen, is an expression index on the
-  sized cast to ``vector``.
+  table alone (``Scope.partition_sql``). ``vectors.embedding`` is an unsized ``halfvec``
+  (``vector`` before 0016_half_vectors, or with a pgvector older than 0.7): the dimension is
+  the embedder's (recorded in ``meta``); an HNSW index, when chosen, is an expression index
+  on the sized cast to ``vector``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ __all__ = [
     "Words",
     "fold",
     "fts_query",
+    "query_tokens",
     "query_words",
     "tsquery",
 ]
@@ -101,10 +102,20 @@ def fts_query(text: str) -> str | None:
     >>> fts_query("deploy_v2 failed")
     '"deploy" OR "v2" OR "failed"'
     """
-    words = list(dict.fromkeys(token for word in query_words(text) for token in tokens(word)))
+    words = query_tokens(text)
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
+
+
+def query_tokens(text: str) -> list[str]:
+    """The distinct FTS5 tokens of ``text``'s query words (:func:`query_words`): what
+    :func:`fts_query` asks FTS5 for and :meth:`Words.query_stems` stems.
+
+    >>> query_tokens("Deploy_v2 of the deploy?")
+    ['deploy', 'v2']
+    """
+    return list(dict.fromkeys(token for word in query_words(text) for token in tokens(word)))
 
 
 # FTS5's unicode61 tokenizer: runs of letters and digits; everything else (``_`` included)
@@ -333,5 +344,4 @@ class Words:
         >>> Words().query_stems("the deploy_v2 rollout")
         ['deploi', 'v2', 'rollout']
         """
-        stems = [self.stem(token) for word in query_words(text) for token in tokens(word)]
-        return list(dict.fromkeys(stems)) or None
+        return list(dict.fromkeys(map(self.stem, query_tokens(text)))) or None

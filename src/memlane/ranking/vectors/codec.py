@@ -40,7 +40,7 @@ __all__ = [
 Matrix = npt.NDArray[np.float32]
 
 #: the byte that ends a half-precision row (PostgreSQL's ``halfvec`` values are read into it)
-HALF_TAG = _HALF = b"\x02"
+HALF_TAG = b"\x02"
 _HALF_MAX = float(np.finfo(np.float16).max)
 
 
@@ -54,7 +54,7 @@ def encode_vector(vector: npt.NDArray[Any]) -> bytes:
     half precision would overflow it."""
     if not fits_half(vector):
         return np.ascontiguousarray(vector, dtype="<f4").tobytes()
-    return np.ascontiguousarray(vector, dtype="<f2").tobytes() + _HALF
+    return np.ascontiguousarray(vector, dtype="<f2").tobytes() + HALF_TAG
 
 
 def vector_dim(blob: bytes) -> int:
