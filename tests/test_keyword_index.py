@@ -8,6 +8,7 @@ import json
 import random
 import shutil
 import threading
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from memlane.ranking.keyword import counts as keyword_counts
 from memlane.ranking.keyword import postings as keyword_postings
 from memlane.ranking.keyword import scoring as keyword_scoring
 from memlane.ranking.keyword import terms as keyword_terms
-from memlane.ranking.keyword.terms import Words
+from memlane.ranking.keyword.terms import Words, tokens
+from memlane.search.passage_terms import porter_stem
 from memlane.store.base import EventFilter
 from memlane.store.sqlite import SqliteStore
 
@@ -120,6 +122,57 @@ def test_long_events_rank_as_fts5_ranks_them(mgr: SessionManager, content_only: 
     mgr.flush()
     for query in [*QUERIES, "dinosaur sunrise", "host museum", "hos"]:
         assert_same_ranking(*both_rankings(mgr, query, 200, content_only=content_only))
+
+
+@pytest.mark.parametrize("content_only", [False, True])
+def test_an_event_scored_as_its_one_passage_scores_as_the_event(
+    mgr: SessionManager, content_only: bool
+) -> None:
+    """A passage is scored as a row of its own holding the passage's words and its event's
+    context (``scoring.best_passages``): given the event's whole text as its one passage, it
+    is the event's own score, context, dates and long neighbours' heads included."""
+    long_conversation(mgr)
+    mgr.flush()
+    searcher = mgr._writer.searcher
+    store = searcher.store
+    assert isinstance(store, SqliteStore)
+    flt = EventFilter(searcher.scope)
+    partitions = searcher._partitions(flt)
+    asked: list[int] = []
+    compared = 0
+    for query in [*QUERIES, "dinosaur sunrise", "host museum"]:
+        ranked = dict(
+            store.keyword_search(query, flt, 200, content_only=content_only, partitions=partitions)
+        )
+        events = store.events_by_seq(list(ranked))
+        # (a flattened output is ranked by its payload, not its content: left out)
+        plain = {seq: tokens(e.content) for seq, e in events.items() if e.kind == "message"}
+
+        def whole(seqs: list[int], plain: dict[int, list[str]] = plain) -> dict[int, Any]:
+            asked.extend(seqs)
+            return {
+                seq: [(Counter(porter_stem(t) for t in plain[seq]), len(plain[seq]))]
+                for seq in seqs
+                if seq in plain
+            }
+
+        stems = store._keywords.query_stems(query)
+        assert stems is not None
+        scores = store._keywords.passage_scores(
+            stems, partitions, list(ranked), whole, content_only=content_only
+        )
+        long = {seq for seq, found in plain.items() if len(found) >= keyword_cache.LONG_TOKENS}
+        assert set(scores) == long, query
+        compared += len(long)
+        for seq in long:
+            assert scores[seq] == pytest.approx(ranked[seq], rel=1e-12), (query, seq)
+    assert compared > 50
+    # only events of LONG_TOKENS tokens or more are asked for their passages
+    assert asked and all(
+        len(tokens(e.content)) >= keyword_cache.LONG_TOKENS
+        for e in store.events_by_seq(asked).values()
+        if e.kind == "message"
+    )
 
 
 def test_a_value_deep_in_a_big_output_is_found_before_and_after_the_worker(

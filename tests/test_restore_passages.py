@@ -481,7 +481,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
     tokenizing long events again, and shows the passages the index holds even where
     today's cut would differ (a store indexed by an older version). Spans that cannot be
     passages of the content are not trusted: the event is cut again."""
-    from memlane.restore import passages as restore_passages
+    from memlane.search import passage_terms
     from memlane.text.passages import Cutter
 
     with SessionManager("dba", tmp_path / "s.db", embedder=HashEmbedder()) as mgr:
@@ -495,14 +495,14 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
         assert indexed == Cutter.of(HashEmbedder()).spans(long.content) and len(indexed) > 5
 
         cuts: list[str] = []
-        real = restore_passages.Cutter.spans
+        real = passage_terms.Cutter.spans
 
         def counted(self: Cutter, text: str) -> list[tuple[int, int]]:
             cuts.append(text)
             return real(self, text)
 
-        monkeypatch.setattr(restore_passages.Cutter, "spans", counted)
-        restore_passages._ANALYSES.clear()
+        monkeypatch.setattr(passage_terms.Cutter, "spans", counted)
+        passage_terms._ANALYSES.clear()
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert ANSWER in ctx.text and item_of(ctx, long).action == "passages"
         assert cuts == []  # nothing tokenized: the index's spans were taken
@@ -536,7 +536,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(long.seq, vector[1], vector[0], i, a, b) for i, (a, b) in enumerate(merged) if i],
             )
-        restore_passages._ANALYSES.clear()
+        passage_terms._ANALYSES.clear()
         ctx = mgr.restore(session.id, 2_000, query=QUESTION)
         assert cuts == []
         numbers = item_of(ctx, long).passages
@@ -551,7 +551,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
                 "UPDATE vectors SET stop = ? WHERE seq = ? AND part = 1",
                 (len(long.content) + 50, long.seq),
             )
-        restore_passages._ANALYSES.clear()
+        passage_terms._ANALYSES.clear()
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert cuts == [long.content] and ANSWER in ctx.text
 
@@ -563,19 +563,19 @@ def test_only_the_events_that_may_be_shown_by_passages_are_cut(
     the long-events benchmark: ~85% of the events analysed were then dropped for a spent
     share). An event is analysed only when its share leaves room for a passages block; the
     context is the same."""
-    from memlane.restore import passages as restore_passages
+    from memlane.search import passage_terms
 
     relevant = [ev(10 + n, "message", long_text(n % 9 + 1), role="assistant") for n in range(24)]
     whole = pack(candidates(relevant, chatter(20)), 900, TOK)
     analysed: list[int] = []
-    real = restore_passages._analyse
+    real = passage_terms._analyse
 
     def counted(content: str, *args: Any) -> Any:
         analysed.append(len(content))
         return real(content, *args)
 
-    monkeypatch.setattr(restore_passages, "_analyse", counted)
-    restore_passages._ANALYSES.clear()
+    monkeypatch.setattr(passage_terms, "_analyse", counted)
+    passage_terms._ANALYSES.clear()
     ctx = pack(candidates(relevant, chatter(20)), 900, TOK)
     check(ctx, 900)
     assert ctx.text == whole.text

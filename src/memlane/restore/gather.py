@@ -25,10 +25,10 @@ from ..errors import InvalidInput, StoreUnavailable, shown
 from ..events import Event, Session
 from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
+from ..search.passage_terms import needs_analysis
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
 from .instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, standing
-from .passages import needs_analysis
 from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
@@ -200,6 +200,11 @@ def restore_session(
         count_recall=False,
         exclude=pinned_seqs | {event.seq for event in newest},  # excluded ids go below
         previews=True,
+        # ranked by whole events: restore shows long ones by their passages itself, and
+        # scoring them by their best passage here moved restore's evidence by -1.6 to +1.0
+        # points on the long-events sets (docs/decisions/2026-11-28-long-events-by-their-
+        # best-passage.md)
+        by_passages=False,
     )
     relevant = [
         (hit.event, hit.score)

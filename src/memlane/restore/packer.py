@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from ..events import Event
+from ..search.passage_terms import analysed
 from ..text.passages import Cutter
 from ..text.shrink import (
     bounded_text,
@@ -39,7 +40,6 @@ from .passages import (
     Pricing,
     Relevance,
     Shown,
-    analysed,
     passage_cost,
     ranked,
     shown,

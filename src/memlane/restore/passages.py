@@ -27,17 +27,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import NamedTuple
-
-import Stemmer
 
 from ..events import Event, Passage
 from ..ranking.keyword.terms import query_words, tokens
-from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
+from ..search.passage_terms import Analysis, porter_stem
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
 
@@ -50,7 +46,6 @@ __all__ = [
     "Pricing",
     "Relevance",
     "Shown",
-    "analysed",
     "ranked",
     "shown",
 ]
@@ -73,13 +68,6 @@ RELATIVE_SCORE = 0.3
 # BM25's constants (the usual ones; the "corpus" is one event's passages)
 _K1 = 1.2
 _B = 0.75
-_STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
-_ANALYSES_CACHED = 512  # events whose passages are kept (~10-100 KB each)
-_SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
-_ANALYSES: OrderedDict[tuple[str, int, int, str, Hashable], Analysis | None] = OrderedDict()
-_REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
-_LOCK = threading.Lock()  # restores run in several threads at once
-_MISSING = object()
 #: The fewest tokens a block of passages is given: its header is ~25, and a passage cut to
 #: fewer than ~40 tells nothing.
 LEAST_PASSAGES = 64
@@ -109,22 +97,8 @@ class Relevance:
                 # empty) or a stray initial: in most passages, so it made passages that
                 # matched nothing else of the query look relevant (a digit says something)
                 if len(token) > 1 or token.isdigit():
-                    words.setdefault(_stem(token), word)
+                    words.setdefault(porter_stem(token), word)
         return cls(words, best or {})
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """An event's content cut into passages, with each passage's stem counts; ``whole``:
-    the passages reach its end (a huge event is cut, and indexed, only from its beginning:
-    :data:`~memlane.text.passages.MAX_PASSAGES`; its header then says "of the first 48")."""
-
-    spans: tuple[tuple[int, int], ...]
-    terms: tuple[Counter[str], ...]
-    lengths: tuple[int, ...]
-    whole: bool
-    #: each passage's tokens as shown, per tokenizer (kept with the event's passages)
-    costs: dict[tuple[object, ...], int] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -138,78 +112,6 @@ class Shown:
     turn: str
     why: str
     tokens: int = 0  # the block's count (its text and a line end)
-
-
-def analysed(
-    event: Event, cutter: Cutter | None = None, indexed: Sequence[tuple[int, int]] | None = None
-) -> Analysis | None:
-    """``event``'s content cut into passages as ``cutter`` (default: an estimate of the word
-    pieces) cuts it: the index's, so that the search's passage is one of them; None when it
-    needs none (it fits the embedder's window whole) or has only one. ``indexed``: the spans
-    the index holds for it (``Storage.passage_spans``), taken instead of cutting again when
-    they fit the content — the same spans, without tokenizing the event (a third of a
-    restore's time on tool-heavy sessions). Cached by event (events never change, and an
-    agent restores its session every turn; the key holds no content: an event may hold
-    megabytes)."""
-    cutter = cutter or Cutter()
-    content = event.content
-    if len(content) <= _SHORT_CHARS:
-        return None
-    if not event.id:
-        return _analyse(content, cutter)
-    key = _key(event, cutter)
-    with _LOCK:
-        found = _ANALYSES.get(key, _MISSING)
-        if found is not _MISSING:
-            _ANALYSES.move_to_end(key)
-            return found  # type: ignore[return-value]
-    # (outside the lock: other restores go on meanwhile)
-    made = _analyse(content, cutter, indexed)
-    with _LOCK:
-        _ANALYSES[key] = made
-        while len(_ANALYSES) > _ANALYSES_CACHED:
-            _ANALYSES.popitem(last=False)
-    return made
-
-
-def _key(event: Event, cutter: Cutter) -> tuple[str, int, int, str, Hashable]:
-    # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
-    content = event.content
-    return (event.id, len(content), hash(content[:_REACH]), content[-64:], cutter.key)
-
-
-def needs_analysis(event: Event, cutter: Cutter) -> bool:
-    """Whether :func:`analysed` would cut ``event`` now: long enough to have passages
-    (``window - 2`` characters or more) and not in its cache (an agent restores the same
-    events every turn: restore reads the index's spans only for the others)."""
-    if len(event.content) <= max(_SHORT_CHARS, cutter.window - 2) or not event.id:
-        return False
-    with _LOCK:
-        return _key(event, cutter) not in _ANALYSES
-
-
-def _analyse(
-    content: str, cutter: Cutter, indexed: Sequence[tuple[int, int]] | None = None
-) -> Analysis | None:
-    spans = list(indexed) if indexed and _spans_of(content, indexed) else cutter.spans(content)
-    if len(spans) < 2:
-        return None
-    terms: list[Counter[str]] = []
-    for start, stop in spans:
-        terms.append(Counter(_stem(token) for token in tokens(content[start:stop])))
-    whole = not content[spans[-1][1] :].strip()
-    return Analysis(tuple(spans), tuple(terms), tuple(sum(t.values()) for t in terms), whole)
-
-
-def _spans_of(content: str, spans: Sequence[tuple[int, int]]) -> bool:
-    """Whether ``spans`` can be passages of ``content``: ordered, within it, none empty (a
-    row that says otherwise is not trusted: the content is cut again)."""
-    last = 0
-    for start, stop in spans:
-        if not last <= start < stop <= len(content):
-            return False
-        last = start
-    return True
 
 
 def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:
@@ -439,21 +341,3 @@ def _bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
                 norm = _K1 * (1 - _B + _B * analysis.lengths[i] / average)
                 scores[i] += idf * tf * (_K1 + 1) / (tf + norm)
     return scores
-
-
-_STEMMERS = threading.local()  # a stemmer is not thread-safe: one per thread
-_STEMS: dict[str, str] = {}
-
-
-def _stem(token: str) -> str:
-    """``token``'s porter stem, as the keyword index makes it (cached: stemming is pure)."""
-    stem = _STEMS.get(token)
-    if stem is None:
-        stemmer = getattr(_STEMMERS, "porter", None)
-        if stemmer is None:
-            stemmer = _STEMMERS.porter = Stemmer.Stemmer("porter")
-        stem = str(stemmer.stemWord(token))
-        if len(_STEMS) >= _STEMS_CACHED:
-            _STEMS.clear()
-        _STEMS[token] = stem
-    return stem

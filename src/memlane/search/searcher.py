@@ -38,9 +38,11 @@ from ..core.scope import Scope, partition_of
 from ..core.seams import VectorMatch, Vectors
 from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
 from ..events import Event, Hit, Hits, Passage, validate_kinds
+from ..ranking.keyword.scoring import PassageTerms
 from ..store.base import EventFilter, SearchedLog
 from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
+from .passage_terms import analysed, needs_analysis
 from .recalls import RecallCounts
 from .recency import Recency
 from .when import time_windows
@@ -157,6 +159,7 @@ class Searcher:
         previews: bool = False,
         recency: Recency | None = None,
         current_only: bool = True,
+        by_passages: bool = True,
     ) -> Hits:
         if mode not in _MODES:
             raise InvalidInput(
@@ -200,7 +203,7 @@ class Searcher:
             # (onnxruntime, BLAS): the keyword ranking runs beside it in a helper thread
             # (measured at 100k events: docs/decisions/2026-11-23-keyword-ranking-in-memory.md).
             keyword = _helpers().submit(
-                self._keyword, query, depth, flt, partitions, content_only=False
+                self._hybrid_keyword, query, depth, flt, partitions, by_passages=by_passages
             )
             try:
                 rankings.append(
@@ -259,6 +262,55 @@ class Searcher:
         return self.store.keyword_search(
             query, flt, depth, content_only=content_only, partitions=partitions
         )
+
+    def _hybrid_keyword(
+        self,
+        query: str,
+        depth: int,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        *,
+        by_passages: bool,
+    ) -> list[tuple[int, float]]:
+        """Hybrid search's keyword half (with context), long events also scored by their
+        best passage unless ``by_passages`` is false; run beside the semantic half."""
+        ranked = self._keyword(query, depth, flt, partitions, content_only=False)
+        return self._by_passages(query, partitions, ranked) if by_passages else ranked
+
+    def _by_passages(
+        self, query: str, partitions: list[tuple[str, bool]], keyword: list[tuple[int, float]]
+    ) -> list[tuple[int, float]]:
+        """Hybrid search's keyword ranking with each long event in it scored by the better
+        of its whole text and its best passage (with its context): a long message whose one
+        paragraph holds every word of the question ranked below shorter ones that each hold
+        some of them (docs/decisions/2026-11-28-long-events-by-their-best-passage.md). The
+        passages are the vector index's (``search/passage_terms.py``, cached by event)."""
+        candidates = [seq for seq, _ in keyword]
+        if not candidates:
+            return keyword
+        cutter = self.indexer.cutter
+
+        def passages_of(seqs: list[int]) -> dict[int, PassageTerms]:
+            events = self.store.events_by_seq(seqs)
+            uncut = [seq for seq, event in events.items() if needs_analysis(event, cutter)]
+            indexed = self.storage.passage_spans(uncut) if uncut else {}
+            found: dict[int, PassageTerms] = {}
+            for seq, event in events.items():
+                analysis = analysed(event, cutter, indexed.get(seq))
+                if analysis is not None:
+                    found[seq] = list(zip(analysis.terms, analysis.lengths, strict=True))
+            return found
+
+        better = self.store.keyword_passage_scores(query, partitions, candidates, passages_of)
+        scores = dict(keyword)
+        raised = False
+        for seq, score in better.items():
+            if score > scores.get(seq, 0.0):
+                scores[seq], raised = score, True
+        if not raised:
+            return keyword
+        place = {seq: i for i, seq in enumerate(candidates)}  # ties: the earlier candidate
+        return sorted(scores.items(), key=lambda pair: (-pair[1], place[pair[0]]))
 
     def _semantic_or_nothing(
         self,

@@ -11,13 +11,14 @@ public API.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..core.seams import EventFilter, Tx
 from ..core.searchable import CONTENT_CHARS
 from ..ranking.keyword.cache import KeywordCache
+from ..ranking.keyword.scoring import PassageTerms
 from ..ranking.keyword.terms import KEYWORD_WEIGHTS, fts_query
 from ..ranking.partition_rows import RowQuery
 from .base import batched
@@ -76,6 +77,24 @@ class SqliteKeywordIndex:
         filters = RowQuery.of(flt, lambda: self.select_seqs(flt))
         return self._keywords.search(
             stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
+        )
+
+    def keyword_passage_scores(
+        self,
+        text: str,
+        partitions: Sequence[tuple[str, bool]],
+        candidates: Sequence[int],
+        passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
+    ) -> dict[int, float]:
+        """See :meth:`~memlane.store.base.KeywordSearch.keyword_passage_scores`: by the
+        in-memory index, when it ranked the search (FTS5 scores events whole)."""
+        if not self._keywords.ready([name for name, _ in partitions]):
+            return {}
+        stems = self._keywords.query_stems(text)
+        if stems is None:
+            return {}
+        return self._keywords.passage_scores(
+            stems, partitions, candidates, passages_of, content_only=False
         )
 
     def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:

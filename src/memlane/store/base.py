@@ -32,6 +32,7 @@ from ..core.scope import Scope
 from ..core.seams import EventFilter, OutboxRow, SessionFilter, Tx, VectorIndex, Vectors
 from ..errors import SchemaTooNew
 from ..events import Event, EventRecord, PoolGrant, Session, SessionRecord
+from ..ranking.keyword.scoring import PassageTerms
 
 __all__ = [
     "Capabilities",
@@ -269,6 +270,21 @@ class KeywordSearch(Protocol):
         otherwise its keyword context too. ``partitions`` (``(partition, owner_only)`` pairs,
         as for vector searches) are those ``flt``'s scope may read; a store may rank within
         them instead of filtering the whole index by scope."""
+        ...
+
+    def keyword_passage_scores(
+        self,
+        text: str,
+        partitions: Sequence[tuple[str, bool]],
+        candidates: Sequence[int],
+        passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
+    ) -> dict[int, float]:
+        """The hybrid keyword score of each long event among ``candidates`` (found by a
+        search of ``partitions`` for ``text``) by its best passage, on the scale of
+        :meth:`keyword_search`'s scores (``ranking/keyword/scoring.py``'s
+        ``best_passages``); ``passages_of(seqs)`` gives the passages of the events it asks
+        for. Empty when the store ranks in SQL now (FTS5, ``ts_rank``): events are then
+        scored whole."""
         ...
 
     def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:

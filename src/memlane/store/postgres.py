@@ -45,7 +45,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,6 +55,7 @@ from ..errors import (
     StoreError,
     StoreMisconfigured,
 )
+from ..ranking.keyword.scoring import PassageTerms
 from ..ranking.keyword.terms import tsquery
 from ..ranking.partition_rows import RowQuery
 from ._pg_caches import PgKeywordCache
@@ -439,6 +440,22 @@ class PostgresStore(PgOutbox, SqlStore):
         return cache.search(
             stems, partitions, flt.scope.agent_id, limit, filters, content_only=content_only
         )
+
+    def keyword_passage_scores(
+        self,
+        text: str,
+        partitions: Sequence[tuple[str, bool]],
+        candidates: Sequence[int],
+        passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
+    ) -> dict[int, float]:
+        """See :meth:`~memlane.store.base.KeywordSearch.keyword_passage_scores`: by the
+        keyword cache, as SQLite scores them (none without it: ``ts_rank`` scores events
+        whole)."""
+        cache = self._keywords
+        stems = None if cache is None else cache.query_stems(text)
+        if cache is None or stems is None:
+            return {}
+        return cache.passage_scores(stems, partitions, candidates, passages_of, content_only=False)
 
     def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:
         """Whether the keyword cache of ``partitions`` is built (always, without the cache:

@@ -108,8 +108,55 @@ def _essay(planted: str, topic: str = "office plants", paragraphs: int = 60) -> 
     return "\n\n".join(body)
 
 
+_SERVICES = ("billing-api", "search-api", "auth-api", "ledger-api", "mailer-api", "reports-api")
+_EXPIRY_QUESTION = "What value did we set for SESSION_EXPIRY_HOURS in checkout-api?"
+
+
+def _notes(topic: str, planted: dict[int, str]) -> str:
+    """A long message of 40 paragraphs on ``topic``, with ``planted`` paragraphs inserted at
+    their positions (from the highest: each keeps its place)."""
+    body = [
+        f"Paragraph {i} walks through the {topic} rollout notes and the lunch menu."
+        for i in range(40)
+    ]
+    for at in sorted(planted, reverse=True):
+        body.insert(at, planted[at])
+    return "\n\n".join(body)
+
+
 class LongEventConformance:
     """Events past every size threshold on one backend (a mixin of ``BackendConformance``)."""
+
+    def test_a_long_event_is_ranked_by_keyword_with_its_best_passage(
+        self, make: ManagerFactory, backend: Any
+    ) -> None:
+        """The keyword half of hybrid search scores a long event by its best passage too:
+        six long notes each set SESSION_EXPIRY_HOURS for another service and mention
+        checkout-api paragraphs away; the one whose single paragraph sets it for checkout-api
+        holds fewer of the question's words in all, and came third by its whole text. It
+        comes first, on every backend that ranks keywords in memory."""
+        mgr = make()
+        session = mgr.start_session("expiry settings")
+        for n, service in enumerate(_SERVICES):
+            planted = {
+                20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
+                36: "The checkout-api team asked about the value we set, we said later.",
+            }
+            mgr.add_message(session.id, "assistant", _notes(service, planted))
+        answer = mgr.add_message(
+            session.id,
+            "assistant",
+            _notes("invoice-api", {27: "For checkout-api we set SESSION_EXPIRY_HOURS to 36."}),
+        )
+        for n in range(40):
+            mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
+        mgr.flush()
+        hits = mgr.search(_EXPIRY_QUESTION, k=5, session_id=session.id)
+        found = {hit.event.id: hit for hit in hits}
+        assert answer.id in found, [hit.event.content[:40] for hit in hits]
+        if "search_cache=off" not in backend.url:  # (PostgreSQL ranks by ts_rank without it)
+            ranks = found[answer.id].ranks or {}
+            assert ranks.get("keyword") == 1, ranks
 
     def test_long_events_are_found_by_their_passages(
         self, make: ManagerFactory, backend: Any

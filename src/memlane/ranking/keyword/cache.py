@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,7 +53,7 @@ from ..partition_rows import PartitionRows, RowCodes, RowQuery
 from .counts import common_terms, document_frequency
 from .postings import Counts, IntArray, Postings, Triple, beyond, concat, postings_of
 from .scoped import DocumentFrequencies
-from .scoring import Query, rank
+from .scoring import PassageTerms, Query, best_passages, rank
 from .snapshots import REWRITE_GROWTH, KeywordSnapshots
 from .terms import STOP_WORDS, Words, tokens
 
@@ -103,8 +103,23 @@ _BUILT_IN_SEARCH = 2
 # Common terms counted per hold of the lock in the background (KeywordCache._count_common):
 # ~30 ms at 1M events, what a search may wait behind.
 _COUNTED_TOGETHER = 16
+# A row of fewer tokens is never scored by its passages (KeywordCache.passage_scores): the
+# embedder's window (256 word pieces for MiniLM) holds ~190 of them, and a text so short is
+# cut into passages only when its words split into many word pieces (which then decides).
+LONG_TOKENS = 64
 # (see KeywordCache._load)
 _SETTLE_ALLOCATOR_BYTES = 32 * 1024 * 1024
+
+
+def _located(part: _Partition, seqs: Sequence[int]) -> tuple[npt.NDArray[np.int64], IntArray]:
+    """The seqs of ``seqs`` that are rows of ``part`` (ascending) and their rows."""
+    wanted = np.unique(np.asarray(seqs, np.int64))
+    held = part.seqs[: part.size]
+    rows = np.searchsorted(held, wanted)
+    inside = rows < part.size
+    found = np.zeros(len(wanted), np.bool_)
+    found[inside] = held[rows[inside]] == wanted[inside]
+    return wanted[found], rows[found].astype(np.int32)
 
 
 class _Source(Protocol):
@@ -539,30 +554,13 @@ class KeywordCache:
             parts = [(part, owner_only) for part, owner_only in parts if part.size]
             if not parts:
                 return []
-            terms = self._words.terms(list(stems))
-            # BM25's n of each term: its matching rows over all the partitions searched
-            matching = [
-                [document_frequency(part, term, stem, content_only) for part, _ in parts]
-                for term, stem in zip(terms, stems, strict=True)
-            ]
-            rows = sum(part.size for part, _ in parts)
-            hits = [sum(counts) for counts in matching]
-            idf = [max(float(np.log((rows - n + 0.5) / (n + 0.5))), 1e-6) for n in hits]
-            strongest = sorted(range(len(terms)), key=lambda i: -idf[i])  # (stable)
-            query = Query(
-                terms=[terms[i] for i in strongest],
-                stems=[stems[i] for i in strongest],
-                idf=[idf[i] for i in strongest],
-                avgdl=sum(part.total_tokens for part, _ in parts) / rows,
-                k=k,
-                content_only=content_only,
-            )
+            query, matching = self._query(stems, [part for part, _ in parts], k, content_only)
             best = [
                 rank(
                     part,
                     query,
                     part.mask(self._codes, owner_only, agent_id, filters),
-                    [matching[i][p] for i in strongest],
+                    [counts[p] for counts in matching],
                 )
                 for p, (part, owner_only) in enumerate(parts)
             ]
@@ -570,6 +568,77 @@ class KeywordCache:
         scores = np.concatenate([scores for _, scores in best])
         order = np.lexsort((seqs, -scores))[:k]  # ties broken by storage order
         return [(int(seqs[i]), float(scores[i])) for i in order]
+
+    def passage_scores(
+        self,
+        stems: Sequence[str],
+        partitions: Sequence[tuple[str, bool]],
+        candidates: Sequence[int],
+        passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
+        *,
+        content_only: bool,
+    ) -> dict[int, float]:
+        """The score of each long event among ``candidates`` (seqs a search of
+        ``partitions`` found) by its best passage (:func:`~.scoring.best_passages`), on the
+        scale of :meth:`search`'s scores for the same ``stems``. ``passages_of`` gives the
+        passages of the events asked (those of :data:`LONG_TOKENS` tokens or more; an event
+        it leaves out is not scored); it is called without the lock (it reads the log)."""
+        with self._lock:
+            parts = self._searched(partitions)
+            long = [
+                int(seq)
+                for part in parts
+                for seq, row in zip(*_located(part, candidates), strict=True)
+                if part.lengths[row] >= LONG_TOKENS
+            ]
+        if not long:
+            return {}
+        passages = passages_of(long)
+        if not passages:
+            return {}
+        scores: dict[int, float] = {}
+        with self._lock:
+            parts = self._searched(partitions)
+            if not parts:
+                return {}
+            query, _ = self._query(stems, parts, len(passages), content_only)
+            for part in parts:
+                seqs, rows = _located(part, sorted(passages))
+                if len(rows):
+                    best = best_passages(part, query, rows, [passages[int(s)] for s in seqs])
+                    scores.update(zip(seqs.tolist(), best.tolist(), strict=True))
+        return scores
+
+    def _searched(self, partitions: Sequence[tuple[str, bool]]) -> list[_Partition]:
+        """The partitions of ``partitions`` that hold rows now (under the lock), as a search
+        just read them (not refreshed again)."""
+        found = (self._partitions.get(name) for name, _ in partitions)
+        return [part for part in found if part is not None and part.size]
+
+    def _query(
+        self, stems: Sequence[str], parts: Sequence[_Partition], k: int, content_only: bool
+    ) -> tuple[Query, list[list[int]]]:
+        """The :class:`Query` of ``stems`` over ``parts`` (under the lock), with how many rows
+        of each part each of its terms (strongest first) matches."""
+        terms = self._words.terms(list(stems))
+        # BM25's n of each term: its matching rows over all the partitions searched
+        matching = [
+            [document_frequency(part, term, stem, content_only) for part in parts]
+            for term, stem in zip(terms, stems, strict=True)
+        ]
+        rows = sum(part.size for part in parts)
+        hits = [sum(counts) for counts in matching]
+        idf = [max(float(np.log((rows - n + 0.5) / (n + 0.5))), 1e-6) for n in hits]
+        strongest = sorted(range(len(terms)), key=lambda i: -idf[i])  # (stable)
+        query = Query(
+            terms=[terms[i] for i in strongest],
+            stems=[stems[i] for i in strongest],
+            idf=[idf[i] for i in strongest],
+            avgdl=sum(part.total_tokens for part in parts) / rows,
+            k=k,
+            content_only=content_only,
+        )
+        return query, [matching[i] for i in strongest]
 
     def _refresh(self, name: str, chunks: int | None = None) -> _Partition:
         """Read ``name``'s rows past the last one seen (at most ``chunks`` chunks of them:

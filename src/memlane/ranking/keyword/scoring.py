@@ -34,7 +34,7 @@ ties at the cut go to the earliest rows, whichever way a search took.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,7 +48,7 @@ from .postings import Counts, IntArray
 from .scoped import DocumentFrequencies, Neighbourhood, ScopedPartition, frequencies_at
 from .terms import KEYWORD_WEIGHTS
 
-__all__ = ["Query", "matches", "rank", "walk"]
+__all__ = ["PassageTerms", "Query", "best_passages", "matches", "rank", "walk"]
 
 FloatArray = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -110,6 +110,8 @@ class Partition(ScopedPartition, Protocol):
     @property
     def sizes(self) -> FloatArray: ...
     @property
+    def lengths(self) -> npt.NDArray[np.int32]: ...
+    @property
     def seqs(self) -> npt.NDArray[np.int64]: ...
     @property
     def own(self) -> Any: ...
@@ -163,6 +165,56 @@ def rank(
     if scope is not None and len(scope) * SCOPE_SHARE <= part.size:
         return _rank_scope(part, query, scope)
     return _rank_walking(part, query, mask, matching)
+
+
+#: A long event's passages as the ranking reads them: each passage's porter stems counted,
+#: and its length in tokens (``search/passage_terms.py`` cuts and counts them).
+PassageTerms = Sequence[tuple[Mapping[str, int], int]]
+
+
+def best_passages(
+    part: Partition, query: Query, rows: IntArray, passages: Sequence[PassageTerms]
+) -> FloatArray:
+    """The score of each of ``rows`` (ascending, distinct) by its best passage
+    (``passages[i]`` are ``rows[i]``'s): each passage scored as a row of its own that holds
+    the passage's words and the row's context (its neighbours, its date), ``D`` the
+    passage's tokens and the context's, with the query's ``idf`` and ``avgdl``.
+
+    Why: a long event is ranked whole by :func:`rank`, so a 2,000-token log whose one line
+    holds every word of the question scores below ten shorter events that each hold two of
+    them. Scored by that line (with its context, which says where the event stands), it
+    comes first (issue 31; docs/decisions/2026-11-28-long-events-by-their-best-passage.md).
+    """
+    area = Neighbourhood.of(part, rows)
+    context_size = np.maximum(part.sizes[rows] - part.lengths[rows], 0.0)
+    context: list[FloatArray] = []
+    for term, stem in zip(query.terms, query.stems, strict=True):
+        if query.content_only:
+            context.append(np.zeros(len(rows)))
+            continue
+        whole = frequencies_at(part, area, term, stem, CONTEXT_WEIGHT, content_only=False)
+        own = frequencies_at(part, area, term, stem, CONTEXT_WEIGHT, content_only=True)
+        context.append(whole - own)
+    # every passage of every row at once: its stems' counts (a row per passage, a column
+    # per query term) plus its row's context, then the terms' contributions added in the
+    # query's order, as rank() adds them (an event given as its one passage scores the same)
+    owner = np.repeat(np.arange(len(rows)), [len(terms) for terms in passages])
+    if not len(owner):
+        return np.zeros(len(rows))
+    counts = np.array(
+        [[found.get(stem, 0) for stem in query.stems] for terms in passages for found, _ in terms],
+        np.float64,
+    ).reshape(len(owner), len(query.stems))
+    lengths = np.array([length for terms in passages for _, length in terms], np.float64)
+    norm = K1 * (1 - B) + (K1 * B / query.avgdl) * (lengths + context_size[owner])
+    scores = np.zeros(len(owner))
+    for column, (_, _, weight) in enumerate(query.weights()):
+        f = counts[:, column] + context[column][owner]
+        held = f != 0
+        scores[held] += _contribution(weight, f[held], norm[held])
+    best = np.zeros(len(rows))
+    np.maximum.at(best, owner, scores)
+    return best
 
 
 def matches(part: Partition, term: int, stem: str, content_only: bool) -> Matches:

@@ -1,0 +1,170 @@
+"""A long event's passages and each passage's word counts, cut once and kept.
+
+Search and restore read the same thing of a long event: its content cut into passages as
+the vector index cuts it (:func:`~memlane.text.passages.passage_spans`), and the porter
+stems of each passage, counted as the keyword index counts them. Search scores a long
+event's words by its best passage (``search/searcher.py``); restore chooses which passages
+to show (``restore/passages.py``). An agent searches and restores the same events turn
+after turn, so an event's analysis is cached by event (the key holds no content: an event
+may hold megabytes), and a restore that follows a search finds the events already cut.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import Stemmer
+
+from ..events import Event
+from ..ranking.keyword.terms import tokens
+from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
+
+__all__ = ["Analysis", "analysed", "needs_analysis", "porter_stem"]
+
+_STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
+_ANALYSES_CACHED = 512  # events whose passages are kept (~10-100 KB each)
+_SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
+_ANALYSES: OrderedDict[tuple[str, int, int, str, Hashable], Analysis | None] = OrderedDict()
+_REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
+_LOCK = threading.Lock()  # restores run in several threads at once
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """An event's content cut into passages, with each passage's stem counts; ``whole``:
+    the passages reach its end (a huge event is cut, and indexed, only from its beginning:
+    :data:`~memlane.text.passages.MAX_PASSAGES`; its header then says "of the first 48")."""
+
+    spans: tuple[tuple[int, int], ...]
+    terms: tuple[Counter[str], ...]
+    lengths: tuple[int, ...]
+    whole: bool
+    #: each passage's tokens as shown, per tokenizer (kept with the event's passages)
+    costs: dict[tuple[object, ...], int] = field(default_factory=dict, compare=False)
+
+
+def analysed(
+    event: Event, cutter: Cutter | None = None, indexed: Sequence[tuple[int, int]] | None = None
+) -> Analysis | None:
+    """``event``'s content cut into passages as ``cutter`` (default: an estimate of the word
+    pieces) cuts it: the index's, so that the search's passage is one of them; None when it
+    needs none (it fits the embedder's window whole) or has only one. ``indexed``: the spans
+    the index holds for it (``Storage.passage_spans``), taken instead of cutting again when
+    they fit the content — the same spans, without tokenizing the event (a third of a
+    restore's time on tool-heavy sessions). Cached by event (events never change, and an
+    agent restores its session every turn; the key holds no content: an event may hold
+    megabytes)."""
+    cutter = cutter or Cutter()
+    content = event.content
+    if len(content) <= _SHORT_CHARS:
+        return None
+    if not event.id:
+        return _analyse(content, cutter)
+    key = _key(event, cutter)
+    with _LOCK:
+        found = _ANALYSES.get(key, _MISSING)
+        if found is not _MISSING:
+            _ANALYSES.move_to_end(key)
+            return found  # type: ignore[return-value]
+    # (outside the lock: other restores go on meanwhile)
+    made = _analyse(content, cutter, indexed)
+    with _LOCK:
+        _ANALYSES[key] = made
+        while len(_ANALYSES) > _ANALYSES_CACHED:
+            _ANALYSES.popitem(last=False)
+    return made
+
+
+def _key(event: Event, cutter: Cutter) -> tuple[str, int, int, str, Hashable]:
+    # (what the cut reads is hashed: pack()'s callers may reuse an id for other content)
+    content = event.content
+    return (event.id, len(content), hash(content[:_REACH]), content[-64:], cutter.key)
+
+
+def needs_analysis(event: Event, cutter: Cutter) -> bool:
+    """Whether :func:`analysed` would cut ``event`` now: long enough to have passages
+    (``window - 2`` characters or more) and not in its cache (an agent restores the same
+    events every turn: restore reads the index's spans only for the others)."""
+    if len(event.content) <= max(_SHORT_CHARS, cutter.window - 2) or not event.id:
+        return False
+    with _LOCK:
+        return _key(event, cutter) not in _ANALYSES
+
+
+def _analyse(
+    content: str, cutter: Cutter, indexed: Sequence[tuple[int, int]] | None = None
+) -> Analysis | None:
+    spans = list(indexed) if indexed and _spans_of(content, indexed) else cutter.spans(content)
+    if len(spans) < 2:
+        return None
+    # each passage's tokens counted (in C), then each distinct token of the event stemmed
+    # once: a third of the time of stemming token by token
+    counted = [Counter(tokens(content[start:stop])) for start, stop in spans]
+    stem_of = _stems_of({token for found in counted for token in found})
+    terms: list[Counter[str]] = []
+    for found in counted:
+        stems: dict[str, int] = {}
+        for token, count in found.items():
+            stem = stem_of[token]
+            stems[stem] = stems.get(stem, 0) + count
+        terms.append(Counter(stems))
+    whole = not content[spans[-1][1] :].strip()
+    return Analysis(tuple(spans), tuple(terms), tuple(sum(t.values()) for t in terms), whole)
+
+
+def _spans_of(content: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``spans`` can be passages of ``content``: ordered, within it, none empty (a
+    row that says otherwise is not trusted: the content is cut again)."""
+    last = 0
+    for start, stop in spans:
+        if not last <= start < stop <= len(content):
+            return False
+        last = start
+    return True
+
+
+_STEMMERS = threading.local()  # a stemmer is not thread-safe: one per thread
+_STEMS: dict[str, str] = {}
+
+
+def _stems_of(distinct: Iterable[str]) -> dict[str, str]:
+    """The porter stem of each of ``distinct`` tokens: those not cached stemmed together."""
+    known = _STEMS.get
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for token in distinct:
+        stem = known(token)
+        if stem is None:
+            missing.append(token)
+        else:
+            found[token] = stem
+    if missing:
+        stemmed = dict(zip(missing, _stemmer().stemWords(missing), strict=True))
+        found.update(stemmed)
+        if len(_STEMS) + len(stemmed) > _STEMS_CACHED:
+            _STEMS.clear()
+        _STEMS.update(stemmed)
+    return found
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    """This thread's porter stemmer (a stemmer is not thread-safe)."""
+    stemmer = getattr(_STEMMERS, "porter", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.porter = Stemmer.Stemmer("porter")
+    return stemmer
+
+
+def porter_stem(token: str) -> str:
+    """``token``'s porter stem, as the keyword index makes it (cached: stemming is pure)."""
+    found = _STEMS.get(token)
+    if found is None:
+        found = str(_stemmer().stemWord(token))
+        if len(_STEMS) >= _STEMS_CACHED:
+            _STEMS.clear()
+        _STEMS[token] = found
+    return found
