@@ -502,7 +502,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
             return real(self, text)
 
         monkeypatch.setattr(passage_terms.Cutter, "spans", counted)
-        passage_terms._ANALYSES.clear()
+        passage_terms.forget_analyses()
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert ANSWER in ctx.text and item_of(ctx, long).action == "passages"
         assert cuts == []  # nothing tokenized: the index's spans were taken
@@ -536,7 +536,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(long.seq, vector[1], vector[0], i, a, b) for i, (a, b) in enumerate(merged) if i],
             )
-        passage_terms._ANALYSES.clear()
+        passage_terms.forget_analyses()
         ctx = mgr.restore(session.id, 2_000, query=QUESTION)
         assert cuts == []
         numbers = item_of(ctx, long).passages
@@ -551,7 +551,7 @@ def test_restore_takes_the_index_passages_instead_of_cutting_again(
                 "UPDATE vectors SET stop = ? WHERE seq = ? AND part = 1",
                 (len(long.content) + 50, long.seq),
             )
-        passage_terms._ANALYSES.clear()
+        passage_terms.forget_analyses()
         ctx = mgr.restore(session.id, 600, query=QUESTION)
         assert cuts == [long.content] and ANSWER in ctx.text
 
@@ -575,9 +575,41 @@ def test_only_the_events_that_may_be_shown_by_passages_are_cut(
         return real(content, *args)
 
     monkeypatch.setattr(passage_terms, "_analyse", counted)
-    passage_terms._ANALYSES.clear()
+    passage_terms.forget_analyses()
     ctx = pack(candidates(relevant, chatter(20)), 900, TOK)
     check(ctx, 900)
     assert ctx.text == whole.text
     shown = [item for item in ctx.report.items if item.action == "passages"]
     assert shown and len(analysed) <= len(shown) + 2, (len(analysed), len(shown))
+
+
+def test_the_kept_analyses_stay_within_their_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Search and restore keep each long event's passages and word counts (search reads up
+    to 50 long candidates a search): within an estimated byte bound, least recently used
+    dropped first; the estimate is within a factor of two of what they take."""
+    import tracemalloc
+
+    from memlane.search import passage_terms
+
+    passage_terms.forget_analyses()
+    events = [ev(n, "message", long_text(n % 9 + 1) + f" event {n} " * 40) for n in range(40)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        made = [passage_terms.analysed(event) for event in events]
+        taken = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    estimated = passage_terms._ANALYSES_SIZE[0]
+    assert all(made) and estimated == sum(passage_terms._bytes(a) for a in made)
+    assert taken / 2 <= estimated <= taken * 2, (estimated, taken)
+
+    bound = estimated // 4
+    monkeypatch.setattr(passage_terms, "_ANALYSES_BYTES", bound)
+    passage_terms.analysed(events[0])  # (kept: now the most recently used)
+    passage_terms.analysed(ev(99, "message", long_text(3)))  # a new one: the oldest go
+    assert passage_terms._ANALYSES_SIZE[0] <= bound
+    assert not passage_terms.needs_analysis(events[0], passage_terms.Cutter())
+    assert passage_terms.needs_analysis(events[1], passage_terms.Cutter())
+    passage_terms.forget_analyses()
+    assert passage_terms._ANALYSES_SIZE[0] == 0

@@ -22,12 +22,21 @@ from ..events import Event
 from ..ranking.keyword.terms import tokens
 from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
 
-__all__ = ["Analysis", "analysed", "needs_analysis", "porter_stem"]
+__all__ = ["Analysis", "analysed", "forget_analyses", "needs_analysis", "porter_stem"]
 
 _STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
-_ANALYSES_CACHED = 512  # events whose passages are kept (~10-100 KB each)
+# What the kept analyses may take, by an estimate of their size (:func:`_bytes`): an event
+# of ~5,600 characters in 14 passages takes ~21 KB, so ~1,500 of them fit. Search reads the
+# analyses of up to 50 long candidates a search (~0.6 ms each to make): 512 events (the
+# bound before) were fewer than ten agent runs of tool outputs hold, and a search over
+# them made most again (long-events benchmark, generated runs: p95 without embedding 2.1 →
+# 23 ms with the passage scores, docs/benchmarks.md "Long events").
+_ANALYSES_BYTES = 32 * 1024 * 1024
+_ENTRY_BYTES = 24  # a stem's count in a passage's Counter (its key is shared with _STEMS)
+_PASSAGE_BYTES = 200  # a passage's Counter, span and length
 _SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
 _ANALYSES: OrderedDict[tuple[str, int, int, str, Hashable], Analysis | None] = OrderedDict()
+_ANALYSES_SIZE = [0]  # the estimated bytes of _ANALYSES (a list: changed under _LOCK)
 _REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
 _LOCK = threading.Lock()  # restores run in several threads at once
 _MISSING = object()
@@ -73,10 +82,27 @@ def analysed(
     # (outside the lock: other restores go on meanwhile)
     made = _analyse(content, cutter, indexed)
     with _LOCK:
-        _ANALYSES[key] = made
-        while len(_ANALYSES) > _ANALYSES_CACHED:
-            _ANALYSES.popitem(last=False)
+        if key not in _ANALYSES:
+            _ANALYSES[key] = made
+            _ANALYSES_SIZE[0] += _bytes(made)
+        while _ANALYSES_SIZE[0] > _ANALYSES_BYTES and len(_ANALYSES) > 1:
+            _ANALYSES_SIZE[0] -= _bytes(_ANALYSES.popitem(last=False)[1])
     return made
+
+
+def forget_analyses() -> None:
+    """Let go of every kept analysis (tests; a process that wants the memory back)."""
+    with _LOCK:
+        _ANALYSES.clear()
+        _ANALYSES_SIZE[0] = 0
+
+
+def _bytes(analysis: Analysis | None) -> int:
+    """An estimate of what ``analysis`` takes in memory (None: a key's worth)."""
+    if analysis is None:
+        return _PASSAGE_BYTES
+    entries = sum(len(terms) for terms in analysis.terms)
+    return entries * _ENTRY_BYTES + len(analysis.terms) * _PASSAGE_BYTES
 
 
 def _key(event: Event, cutter: Cutter) -> tuple[str, int, int, str, Hashable]:
