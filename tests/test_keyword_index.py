@@ -165,7 +165,7 @@ def test_an_event_scored_as_its_one_passage_scores_as_the_event(
         assert set(scores) == long, query
         compared += len(long)
         for seq in long:
-            assert scores[seq] == pytest.approx(ranked[seq], rel=1e-12), (query, seq)
+            assert scores[seq] == (pytest.approx(ranked[seq], rel=1e-12), 0), (query, seq)
     assert compared > 50
     # only events of LONG_TOKENS tokens or more are asked for their passages
     assert asked and all(

@@ -192,6 +192,7 @@ class Searcher:
         rankings: list[list[tuple[int, float]]] = []
         waiting: list[int] = []  # events the catch-up left without vectors
         spans: dict[int, tuple[int, int]] = {}  # the best passage of long events found
+        keyword_spans: dict[int, tuple[int, int]] = {}  # ... by the keyword half
         if mode == "semantic":  # asked for vectors: an index that is down is an error
             rankings.append(self._semantic(query, depth, flt, partitions, waiting, spans))
         elif mode == "keyword":
@@ -210,7 +211,8 @@ class Searcher:
                     self._semantic_or_nothing(query, depth, flt, partitions, waiting, spans)
                 )
             finally:
-                rankings.append(keyword.result())
+                ranking, keyword_spans = keyword.result()
+                rankings.append(ranking)
         rankings = [[pair for pair in ranking if pair[0] not in exclude] for ranking in rankings]
         # each hit's place in each ranking (Hit.ranks): what made it come up, as ranked here
         named = ("keyword",) if mode == "keyword" else ("semantic", "keyword")
@@ -218,6 +220,14 @@ class Searcher:
             name: {seq: place for place, (seq, _) in enumerate(ranking, start=1)}
             for name, ranking in zip(named, rankings, strict=False)
         }
+        # a long event shows the passage of the ranking that placed it higher (semantic on a tie)
+        semantic_places = places.get("semantic", {})
+        for seq, span in keyword_spans.items():
+            keyword_place = places["keyword"].get(seq)
+            if keyword_place is not None and (
+                seq not in spans or keyword_place < semantic_places.get(seq, keyword_place + 1)
+            ):
+                spans[seq] = span
         if recency is not None:
             ranked = self._fuse_fresh(query, rankings, k, recency, hybrid=mode == "hybrid")
         elif mode == "hybrid":
@@ -271,15 +281,16 @@ class Searcher:
         partitions: list[tuple[str, bool]],
         *,
         by_passages: bool,
-    ) -> list[tuple[int, float]]:
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
         """Hybrid search's keyword half (with context), long events also scored by their
-        best passage unless ``by_passages`` is false; run beside the semantic half."""
+        best passage unless ``by_passages`` is false, and the span of each one's best
+        passage; run beside the semantic half."""
         ranked = self._keyword(query, depth, flt, partitions, content_only=False)
-        return self._by_passages(query, partitions, ranked) if by_passages else ranked
+        return self._by_passages(query, partitions, ranked) if by_passages else (ranked, {})
 
     def _by_passages(
         self, query: str, partitions: list[tuple[str, bool]], keyword: list[tuple[int, float]]
-    ) -> list[tuple[int, float]]:
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
         """Hybrid search's keyword ranking with each long event in it scored by the better
         of its whole text and its best passage (with its context): a long message whose one
         paragraph holds every word of the question ranked below shorter ones that each hold
@@ -287,8 +298,9 @@ class Searcher:
         passages are the vector index's (``search/passage_terms.py``, cached by event)."""
         candidates = [seq for seq, _ in keyword]
         if not candidates:
-            return keyword
+            return keyword, {}
         cutter = self.indexer.cutter
+        cuts: dict[int, tuple[tuple[int, int], ...]] = {}
 
         def passages_of(seqs: list[int]) -> dict[int, PassageTerms]:
             events = self.store.events_by_seq(seqs)
@@ -299,18 +311,21 @@ class Searcher:
                 analysis = analysed(event, cutter, indexed.get(seq))
                 if analysis is not None:
                     found[seq] = list(zip(analysis.terms, analysis.lengths, strict=True))
+                    cuts[seq] = analysis.spans
             return found
 
         better = self.store.keyword_passage_scores(query, partitions, candidates, passages_of)
         scores = dict(keyword)
-        raised = False
-        for seq, score in better.items():
+        best: dict[int, tuple[int, int]] = {}
+        for seq, (score, index) in better.items():
+            if score > 0 and 0 <= index < len(cuts.get(seq, ())):
+                best[seq] = cuts[seq][index]
             if score > scores.get(seq, 0.0):
-                scores[seq], raised = score, True
-        if not raised:
-            return keyword
+                scores[seq] = score
+        if scores == dict(keyword):
+            return keyword, best
         place = {seq: i for i, seq in enumerate(candidates)}  # ties: the earlier candidate
-        return sorted(scores.items(), key=lambda pair: (-pair[1], place[pair[0]]))
+        return sorted(scores.items(), key=lambda pair: (-pair[1], place[pair[0]])), best
 
     def _semantic_or_nothing(
         self,

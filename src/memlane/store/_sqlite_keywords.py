@@ -85,7 +85,7 @@ class SqliteKeywordIndex:
         partitions: Sequence[tuple[str, bool]],
         candidates: Sequence[int],
         passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
-    ) -> dict[int, float]:
+    ) -> dict[int, tuple[float, int]]:
         """See :meth:`~memlane.store.base.KeywordSearch.keyword_passage_scores`: by the
         in-memory index, when it ranked the search (FTS5 scores events whole)."""
         if not self._keywords.ready([name for name, _ in partitions]):

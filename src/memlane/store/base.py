@@ -278,13 +278,13 @@ class KeywordSearch(Protocol):
         partitions: Sequence[tuple[str, bool]],
         candidates: Sequence[int],
         passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
-    ) -> dict[int, float]:
+    ) -> dict[int, tuple[float, int]]:
         """The hybrid keyword score of each long event among ``candidates`` (found by a
         search of ``partitions`` for ``text``) by its best passage, on the scale of
         :meth:`keyword_search`'s scores (``ranking/keyword/scoring.py``'s
-        ``best_passages``); ``passages_of(seqs)`` gives the passages of the events it asks
-        for. Empty when the store ranks in SQL now (FTS5, ``ts_rank``): events are then
-        scored whole."""
+        ``best_passages``), with that passage's index; ``passages_of(seqs)`` gives the
+        passages of the events it asks for. Empty when the store ranks in SQL now (FTS5,
+        ``ts_rank``): events are then scored whole."""
         ...
 
     def keyword_index_ready(self, partitions: Sequence[str], wait: float = 0.0) -> bool:

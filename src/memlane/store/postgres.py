@@ -447,7 +447,7 @@ class PostgresStore(PgOutbox, SqlStore):
         partitions: Sequence[tuple[str, bool]],
         candidates: Sequence[int],
         passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
-    ) -> dict[int, float]:
+    ) -> dict[int, tuple[float, int]]:
         """See :meth:`~memlane.store.base.KeywordSearch.keyword_passage_scores`: by the
         keyword cache, as SQLite scores them (none without it: ``ts_rank`` scores events
         whole)."""

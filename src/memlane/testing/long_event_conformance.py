@@ -134,20 +134,18 @@ class LongEventConformance:
         six long notes each set SESSION_EXPIRY_HOURS for another service and mention
         checkout-api paragraphs away; the one whose single paragraph sets it for checkout-api
         holds fewer of the question's words in all, and came third by its whole text. It
-        comes first, on every backend that ranks keywords in memory."""
+        comes first, on every backend that ranks keywords in memory, and shows that
+        paragraph's passage."""
         mgr = make()
         session = mgr.start_session("expiry settings")
         for n, service in enumerate(_SERVICES):
-            planted = {
+            elsewhere = {
                 20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
                 36: "The checkout-api team asked about the value we set, we said later.",
             }
-            mgr.add_message(session.id, "assistant", _notes(service, planted))
-        answer = mgr.add_message(
-            session.id,
-            "assistant",
-            _notes("invoice-api", {27: "For checkout-api we set SESSION_EXPIRY_HOURS to 36."}),
-        )
+            mgr.add_message(session.id, "assistant", _notes(service, elsewhere))
+        planted = "For checkout-api we set SESSION_EXPIRY_HOURS to 36."
+        answer = mgr.add_message(session.id, "assistant", _notes("invoice-api", {27: planted}))
         for n in range(40):
             mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
         mgr.flush()
@@ -155,8 +153,14 @@ class LongEventConformance:
         found = {hit.event.id: hit for hit in hits}
         assert answer.id in found, [hit.event.content[:40] for hit in hits]
         if "search_cache=off" not in backend.url:  # (PostgreSQL ranks by ts_rank without it)
-            ranks = found[answer.id].ranks or {}
+            hit = found[answer.id]
+            ranks = hit.ranks or {}
             assert ranks.get("keyword") == 1, ranks
+            # ranked higher by keyword than by meaning: the hit shows the keyword half's
+            # best passage, the one holding the question's words
+            if ranks["keyword"] < ranks.get("semantic", 99):
+                assert hit.passage is not None and planted in hit.passage.text, hit.passage
+                assert answer.content[hit.passage.start : hit.passage.stop] == hit.passage.text
 
     def test_long_events_are_found_by_their_passages(
         self, make: ManagerFactory, backend: Any

@@ -577,10 +577,11 @@ class KeywordCache:
         passages_of: Callable[[list[int]], Mapping[int, PassageTerms]],
         *,
         content_only: bool,
-    ) -> dict[int, float]:
+    ) -> dict[int, tuple[float, int]]:
         """The score of each long event among ``candidates`` (seqs a search of
         ``partitions`` found) by its best passage (:func:`~.scoring.best_passages`), on the
-        scale of :meth:`search`'s scores for the same ``stems``. ``passages_of`` gives the
+        scale of :meth:`search`'s scores for the same ``stems``, with that passage's index
+        among those ``passages_of`` gave. ``passages_of`` gives the
         passages of the events asked (those of :data:`LONG_TOKENS` tokens or more; an event
         it leaves out is not scored); it is called without the lock (it reads the log)."""
         with self._lock:
@@ -596,7 +597,7 @@ class KeywordCache:
         passages = passages_of(long)
         if not passages:
             return {}
-        scores: dict[int, float] = {}
+        scores: dict[int, tuple[float, int]] = {}
         with self._lock:
             parts = self._searched(partitions)
             if not parts:
@@ -605,8 +606,9 @@ class KeywordCache:
             for part in parts:
                 seqs, rows = _located(part, sorted(passages))
                 if len(rows):
-                    best = best_passages(part, query, rows, [passages[int(s)] for s in seqs])
-                    scores.update(zip(seqs.tolist(), best.tolist(), strict=True))
+                    best, which = best_passages(part, query, rows, [passages[int(s)] for s in seqs])
+                    found = zip(best.tolist(), which.tolist(), strict=True)
+                    scores.update(zip(seqs.tolist(), found, strict=True))
         return scores
 
     def _searched(self, partitions: Sequence[tuple[str, bool]]) -> list[_Partition]:

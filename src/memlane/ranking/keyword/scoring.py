@@ -174,9 +174,10 @@ PassageTerms = Sequence[tuple[Mapping[str, int], int]]
 
 def best_passages(
     part: Partition, query: Query, rows: IntArray, passages: Sequence[PassageTerms]
-) -> FloatArray:
+) -> tuple[FloatArray, IntArray]:
     """The score of each of ``rows`` (ascending, distinct) by its best passage
-    (``passages[i]`` are ``rows[i]``'s): each passage scored as a row of its own that holds
+    (``passages[i]`` are ``rows[i]``'s), and that passage's index (the first of equals; -1
+    for a row without passages): each passage scored as a row of its own that holds
     the passage's words and the row's context (its neighbours, its date), ``D`` the
     passage's tokens and the context's, with the query's ``idf`` and ``avgdl``.
 
@@ -200,7 +201,7 @@ def best_passages(
     # query's order, as rank() adds them (an event given as its one passage scores the same)
     owner = np.repeat(np.arange(len(rows)), [len(terms) for terms in passages])
     if not len(owner):
-        return np.zeros(len(rows))
+        return np.zeros(len(rows)), np.full(len(rows), -1, np.int32)
     counts = np.array(
         [[found.get(stem, 0) for stem in query.stems] for terms in passages for found, _ in terms],
         np.float64,
@@ -214,7 +215,14 @@ def best_passages(
         scores[held] += _contribution(weight, f[held], norm[held])
     best = np.zeros(len(rows))
     np.maximum.at(best, owner, scores)
-    return best
+    # each row's first passage reaching its best score (owner ascending: a stable sort by
+    # owner keeps the passages' order, and -score puts the best first within each)
+    order = np.lexsort((np.arange(len(owner)), -scores, owner))
+    firsts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
+    starts = np.r_[0, np.cumsum([len(terms) for terms in passages])[:-1]]
+    which = np.full(len(rows), -1, np.int32)
+    which[owner[order][firsts]] = order[firsts] - starts[owner[order][firsts]]
+    return best, which
 
 
 def matches(part: Partition, term: int, stem: str, content_only: bool) -> Matches:

@@ -1,0 +1,105 @@
+"""Hybrid search over long events: the keyword half's best passage, and which passage a hit
+shows (docs/decisions/2026-11-28-long-events-by-their-best-passage.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane import SessionManager
+from memlane.errors import StoreUnavailable
+from memlane.events import Event
+from memlane.search.searcher import Searcher
+from memlane.testing import HashEmbedder
+from memlane.testing.long_event_conformance import _EXPIRY_QUESTION, _SERVICES, _notes
+from memlane.text.passages import Cutter
+
+PLANTED = "For checkout-api we set SESSION_EXPIRY_HOURS to 36."
+
+
+def expiry_session(mgr: SessionManager) -> tuple[str, Event]:
+    """Six long notes setting the key for other services, one setting it for checkout-api in
+    one paragraph, and short turns (as in the conformance test)."""
+    session = mgr.start_session("expiry settings")
+    for n, service in enumerate(_SERVICES):
+        planted = {
+            20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
+            36: "The checkout-api team asked about the value we set, we said later.",
+        }
+        mgr.add_message(session.id, "assistant", _notes(service, planted))
+    answer = mgr.add_message(session.id, "assistant", _notes("invoice-api", {27: PLANTED}))
+    for n in range(40):
+        mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
+    mgr.flush()
+    return session.id, answer
+
+
+@pytest.fixture
+def mgr(tmp_path: Path) -> Any:
+    with SessionManager("agent", tmp_path / "s.db", embedder=HashEmbedder()) as manager:
+        yield manager
+
+
+def planted_span(answer: Event) -> tuple[int, int]:
+    spans = Cutter.of(HashEmbedder()).spans(answer.content)
+    return next((a, b) for a, b in spans if PLANTED in answer.content[a:b])
+
+
+def test_a_hit_found_by_keyword_alone_shows_its_best_passage(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the vector index down, hybrid search answers by keyword: a long event's hit
+    still says where it matched (it showed no passage: only the semantic half gave one)."""
+    session_id, answer = expiry_session(mgr)
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("the vector index is down (test)")
+
+    monkeypatch.setattr(Searcher, "_semantic", down)
+    hits = mgr.search(_EXPIRY_QUESTION, k=3, session_id=session_id)
+    assert hits[0].event.id == answer.id and hits[0].ranks == {"keyword": 1}
+    passage = hits[0].passage
+    assert passage is not None and PLANTED in passage.text
+    assert (passage.start, passage.stop) == planted_span(answer)
+
+
+@pytest.mark.parametrize("semantic_place", [1, 3])
+def test_a_hit_shows_the_passage_of_the_ranking_that_placed_it_higher(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, semantic_place: int
+) -> None:
+    """Both halves found the long answer, each by its own passage: the hit shows the
+    semantic half's when it placed the event at least as high, else the keyword half's."""
+    session_id, answer = expiry_session(mgr)
+    others = [e.seq for e in mgr.events(session_id) if e.seq != answer.seq][:2]
+    first = Cutter.of(HashEmbedder()).spans(answer.content)[0]
+
+    def semantic(self: Searcher, query: str, depth: int, flt: Any, partitions: Any,
+                 waiting: list[int], spans: dict[int, tuple[int, int]]) -> Any:  # fmt: skip
+        spans[answer.seq] = first
+        ranking = [*others[: semantic_place - 1], answer.seq]
+        return [(seq, 1.0 - i / 10) for i, seq in enumerate(ranking)]
+
+    monkeypatch.setattr(Searcher, "_semantic", semantic)
+    hit = next(h for h in mgr.search(_EXPIRY_QUESTION, k=5, session_id=session_id)
+               if h.event.id == answer.id)  # fmt: skip
+    assert hit.ranks == {"semantic": semantic_place, "keyword": 1}
+    assert hit.passage is not None
+    expected = first if semantic_place == 1 else planted_span(answer)
+    assert (hit.passage.start, hit.passage.stop) == expected
+
+
+def test_keyword_mode_and_restore_rank_whole_events(mgr: SessionManager) -> None:
+    """Only hybrid search scores long events by their passages: keyword mode ranks an
+    event's own words whole (as FTS5 does), and restore's relevant section ranks whole events
+    (measured: passages there moved its evidence by -1.6 to +1.0 points)."""
+    session_id, answer = expiry_session(mgr)
+    hybrid = mgr.search(_EXPIRY_QUESTION, k=10, session_id=session_id)
+    keyword = mgr.search(_EXPIRY_QUESTION, k=10, session_id=session_id, mode="keyword")
+    found = next(h for h in hybrid if h.event.id == answer.id)
+    assert (found.ranks or {}).get("keyword") == 1
+    assert [h.event.id for h in keyword].index(answer.id) > 0
+    searcher = mgr._writer.searcher
+    whole = searcher.search(_EXPIRY_QUESTION, 10, session_id=session_id, by_passages=False)
+    assert (next(h for h in whole if h.event.id == answer.id).ranks or {})["keyword"] > 1
