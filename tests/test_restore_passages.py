@@ -423,6 +423,11 @@ def test_no_passage_of_an_event_the_agent_may_not_read(make_manager: Any, budget
     ctx = bob.restore(mine.id, budget, query=f"{QUESTION} {secret}", other_sessions=True)
     assert secret not in repr(ctx) and ANSWER not in ctx.text
     check(ctx, budget)
+    # nor by a search, whose hits show the passage of the half that found them
+    hits = bob.search(f"{QUESTION} {secret}", k=20)
+    readable = {mine.id, team.id}
+    assert hits and all(h.event.session_id in readable for h in hits)
+    assert secret not in repr(list(hits))
     # positive control: its owner is shown the passage (the search's best one may differ
     # with the hash embedder: within 300 tokens only one passage, cut, fits)
     for own in owned:
