@@ -103,3 +103,22 @@ def test_keyword_mode_and_restore_rank_whole_events(mgr: SessionManager) -> None
     searcher = mgr._writer.searcher
     whole = searcher.search(_EXPIRY_QUESTION, 10, session_id=session_id, by_passages=False)
     assert (next(h for h in whole if h.event.id == answer.id).ranks or {})["keyword"] > 1
+
+
+def test_an_erasure_forgets_the_passages_kept_of_the_erased_text(mgr: SessionManager) -> None:
+    """Search keeps each long candidate's passages and word counts for the next searches;
+    they are derived from the text, so erasing its user lets go of them (as of the stemmed
+    tokens): none of the erased words stays in the process's kept analyses."""
+    from memlane.search import passage_terms
+
+    secret = "zygomorphic"
+    session = mgr.start_session("notes", user_id="u-erased")
+    mgr.add_message(session.id, "assistant", _notes("invoice-api", {12: f"The {secret} key."}))
+    mgr.flush()
+    assert mgr.search(f"{secret} key", k=3)[0].passage is not None
+    kept = [a for a in passage_terms._ANALYSES.values() if a is not None]
+    assert any(porter in terms for a in kept for terms in a.terms for porter in ("zygomorph",))
+    mgr.erase_user("u-erased")
+    kept = [a for a in passage_terms._ANALYSES.values() if a is not None]
+    assert not any("zygomorph" in terms for a in kept for terms in a.terms)
+    assert secret not in passage_terms._STEMS

@@ -34,6 +34,7 @@ from ..core.clock import format_time, from_us, now_us
 from ..core.scope import Scope, partition_of
 from ..engine.storage import Storage
 from ..memory import DOC_USER, MEMORY_SESSION
+from ..search.passage_terms import forget_analyses
 from ..store.base import EventFilter, SessionFilter
 
 __all__ = ["ErasureReceipt", "erase_user"]
@@ -136,6 +137,9 @@ def erase_user(
             journal,
             json.dumps({"agent": agent_id, "started_us": started, "partitions": partitions}),
         )
+    # the long events' passages and word counts this process keeps for search and restore
+    # (search/passage_terms.py) are let go of too: they are derived from erased text
+    forget_analyses()
     unreachable = list(_ALWAYS_UNREACHED)
     unreachable += store.scrub(partitions)
     if buffer is not None:

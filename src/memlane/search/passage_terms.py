@@ -91,10 +91,12 @@ def analysed(
 
 
 def forget_analyses() -> None:
-    """Let go of every kept analysis (tests; a process that wants the memory back)."""
+    """Let go of every kept analysis and stemmed token (an erasure: they are derived from the
+    erased text; a process that wants the memory back)."""
     with _LOCK:
         _ANALYSES.clear()
         _ANALYSES_SIZE[0] = 0
+        _STEMS.clear()
 
 
 def _bytes(analysis: Analysis | None) -> int:
