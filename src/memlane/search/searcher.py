@@ -303,7 +303,7 @@ class Searcher:
         cuts: dict[int, tuple[tuple[int, int], ...]] = {}
 
         def passages_of(seqs: list[int]) -> dict[int, PassageTerms]:
-            events = self.store.events_by_seq(seqs)
+            events = self.store.events_by_seq(seqs, previews=True)
             uncut = [seq for seq, event in events.items() if needs_analysis(event, cutter)]
             indexed = self.storage.passage_spans(uncut) if uncut else {}
             found: dict[int, PassageTerms] = {}
