@@ -10,7 +10,9 @@ context (its neighbours in the session and its date; migration 0002_keyword_cont
 that keyword ranking with the semantic one by weighted reciprocal rank fusion; when the query
 names a time ("on 3 June, 2025", "in March", "yesterday"; see ``search/when.py``) a third
 ranking — the fused candidates that fall inside that time, in fused order — joins the fusion.
-Each search first embeds what it needs of what is still pending in the partitions it reads
+A long event in hybrid's keyword ranking scores the better of its whole text and its best
+passage (with its context), and a hybrid hit shows the passage of the half that placed it
+higher. Each search first embeds what it needs of what is still pending in the partitions it reads
 (read-your-writes, bounded: ``Indexer.catch_up``), and counts one recall for every event it
 returns (restore ranks frequently recalled events higher).
 
@@ -294,8 +296,10 @@ class Searcher:
         """Hybrid search's keyword ranking with each long event in it scored by the better
         of its whole text and its best passage (with its context): a long message whose one
         paragraph holds every word of the question ranked below shorter ones that each hold
-        some of them (docs/decisions/2026-11-28-long-events-by-their-best-passage.md). The
-        passages are the vector index's (``search/passage_terms.py``, cached by event)."""
+        some of them (docs/decisions/2026-11-28-long-events-by-their-best-passage.md); and
+        the span of each long event's best passage, which its hit shows when this ranking
+        placed it higher than the semantic one. The passages are the vector index's
+        (``search/passage_terms.py``, cached by event)."""
         candidates = [seq for seq, _ in keyword]
         if not candidates:
             return keyword, {}
