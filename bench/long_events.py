@@ -69,7 +69,9 @@ runs it):
   budget (a text over budget is a violation, reported, never expected);
 - groups: LoCoMo's categories or the kind of text a fact hides in (log, json, csv, config,
   trace, listing, prose); ``shallow`` / ``deep`` (span within / past the first 1,000
-  characters of its event); ``paraphrased``; overall.
+  characters of its event); ``paraphrased``; ``long answer`` / ``short answer`` (the longest
+  answering event has 150 o200k tokens or more, or fewer: on ``mixed``, a ranking that helps
+  long events must not cost the short turns); overall.
 """
 
 from __future__ import annotations
@@ -105,6 +107,9 @@ BUDGETS = (2000, 4000, 8000)
 KS = (1, 5, 10)
 SEARCH_PACK_K = 60
 SHOWN_CHARS = 1000  # a hit without a passage shows this much of its event
+# A question whose longest answering event has this many o200k tokens or more is a "long
+# answer" (a joined message: 150 tokens or more), else a "short answer" (a single turn).
+LONG_ANSWER_TOKENS = 150
 LOOSE_CHARS = 200  # the loose rule's opening and window
 METHODS = ("restore", "search-pack", "buffer")
 #: what restore's report says of a question's answering event (the best of them), best first
@@ -221,6 +226,7 @@ class Outcome:
     passage: bool
     hits: dict[str, tuple[bool, bool]] = field(default_factory=dict)  # "method@B" -> rules
     shown_as: dict[int, str] = field(default_factory=dict)  # B -> the answer's event in restore
+    answer_tokens: int = 0  # o200k tokens of the longest answering event
 
     def row(self) -> dict[str, Any]:
         return {
@@ -230,6 +236,7 @@ class Outcome:
             "fact": self.probe.fact or None,
             "paraphrased": self.probe.paraphrased,
             "depth": self.probe.depth,
+            "answer_tokens": self.answer_tokens,
             "rank": self.rank,
             "passage": self.passage,
             "evidence": {key: list(value) for key, value in self.hits.items()},
@@ -327,7 +334,8 @@ def run_dataset(
                     i in spans and strict(normalise(shown(hit)), spans[i])
                     for hit, i in zip(top, ranked, strict=True)
                 )
-                outcome = Outcome(probe, session.name, rank, passage)
+                answer_tokens = max(costs[i] for i in spans)
+                outcome = Outcome(probe, session.name, rank, passage, answer_tokens=answer_tokens)
                 deep = mgr.search(probe.text, k=SEARCH_PACK_K, session_id=sid)
                 pack_texts, pack_costs = [], []
                 for hit in deep:
@@ -409,6 +417,8 @@ def groups(outcome: Outcome) -> list[str]:
     names = [probe.category, "deep" if probe.depth >= SHOWN_CHARS else "shallow"]
     if probe.paraphrased:
         names.append("paraphrased")
+    # where the answer sits: what a ranking for long events must not cost short turns (mixed)
+    names.append("long answer" if outcome.answer_tokens >= LONG_ANSWER_TOKENS else "short answer")
     return [*names, "overall"]
 
 
@@ -419,7 +429,7 @@ def scores(outcomes: Sequence[Outcome], budgets: Sequence[int]) -> dict[str, dic
         for name in groups(outcome):
             grouped.setdefault(name, []).append(outcome)
     out: dict[str, dict[str, float]] = {}
-    last = ("shallow", "deep", "paraphrased", "overall")
+    last = ("shallow", "deep", "paraphrased", "long answer", "short answer", "overall")
     order = sorted(grouped, key=lambda g: (last.index(g) if g in last else -1, g))
     for name in order:
         picked = grouped[name]

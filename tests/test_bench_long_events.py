@@ -193,6 +193,13 @@ def test_a_tiny_run_reports_every_figure_and_finds_planted_facts(
         for b in BUDGETS:  # restore's report accounts for every question
             assert sum(overall[f"restore-{fate}@{b}"] for fate in bench.FATES) == pytest.approx(1)
         assert overall["restore-included@8000"] >= overall["restore-included@2000"]
+        # every question is a long or a short answer, by its longest answering event
+        scores = dataset["scores"]
+        split = [scores.get(g, {}).get("n", 0) for g in ("long answer", "short answer")]
+        assert sum(split) == overall["n"]
+        tokens = [o["answer_tokens"] for o in dataset["outcomes"]]
+        assert min(tokens) > 0
+        assert split[0] == sum(t >= bench.LONG_ANSWER_TOKENS for t in tokens)
         assert dataset["ingest"]["events_per_s"] > 0
         assert set(dataset["latency_ms"]) == {"search", *(f"restore@{b}" for b in BUDGETS)}
         assert sum(dataset["violations"].values()) == 0
