@@ -13,27 +13,15 @@ from memlane.errors import StoreUnavailable
 from memlane.events import Event
 from memlane.search.searcher import Searcher
 from memlane.testing import HashEmbedder
-from memlane.testing.long_event_conformance import _EXPIRY_QUESTION, _SERVICES, _notes
+from memlane.testing.long_event_conformance import (
+    _EXPIRY_ANSWER,
+    _EXPIRY_QUESTION,
+    _notes,
+    expiry_session,
+)
 from memlane.text.passages import Cutter
 
-PLANTED = "For checkout-api we set SESSION_EXPIRY_HOURS to 36."
-
-
-def expiry_session(mgr: SessionManager) -> tuple[str, Event]:
-    """Six long notes setting the key for other services, one setting it for checkout-api in
-    one paragraph, and short turns (as in the conformance test)."""
-    session = mgr.start_session("expiry settings")
-    for n, service in enumerate(_SERVICES):
-        planted = {
-            20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
-            36: "The checkout-api team asked about the value we set, we said later.",
-        }
-        mgr.add_message(session.id, "assistant", _notes(service, planted))
-    answer = mgr.add_message(session.id, "assistant", _notes("invoice-api", {27: PLANTED}))
-    for n in range(40):
-        mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
-    mgr.flush()
-    return session.id, answer
+PLANTED = _EXPIRY_ANSWER
 
 
 @pytest.fixture

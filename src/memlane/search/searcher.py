@@ -321,12 +321,13 @@ class Searcher:
         better = self.store.keyword_passage_scores(query, partitions, candidates, passages_of)
         scores = dict(keyword)
         best: dict[int, tuple[int, int]] = {}
+        raised = False
         for seq, (score, index) in better.items():
             if score > 0 and 0 <= index < len(cuts.get(seq, ())):
                 best[seq] = cuts[seq][index]
             if score > scores.get(seq, 0.0):
-                scores[seq] = score
-        if scores == dict(keyword):
+                scores[seq], raised = score, True
+        if not raised:
             return keyword, best
         place = {seq: i for i, seq in enumerate(candidates)}  # ties: the earlier candidate
         return sorted(scores.items(), key=lambda pair: (-pair[1], place[pair[0]])), best

@@ -124,6 +124,27 @@ def _notes(topic: str, planted: dict[int, str]) -> str:
     return "\n\n".join(body)
 
 
+_EXPIRY_ANSWER = "For checkout-api we set SESSION_EXPIRY_HOURS to 36."
+
+
+def expiry_session(mgr: SessionManager) -> tuple[str, Event]:
+    """A session where the answer to :data:`_EXPIRY_QUESTION` is one paragraph of a long
+    note, among six long notes that set the key for other services and name checkout-api
+    paragraphs away, and 40 short turns; returns the session's id and the answering note."""
+    session = mgr.start_session("expiry settings")
+    for n, service in enumerate(_SERVICES):
+        elsewhere = {
+            20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
+            36: "The checkout-api team asked about the value we set, we said later.",
+        }
+        mgr.add_message(session.id, "assistant", _notes(service, elsewhere))
+    answer = mgr.add_message(session.id, "assistant", _notes("invoice-api", {27: _EXPIRY_ANSWER}))
+    for n in range(40):
+        mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
+    mgr.flush()
+    return session.id, answer
+
+
 class LongEventConformance:
     """Events past every size threshold on one backend (a mixin of ``BackendConformance``)."""
 
@@ -137,19 +158,8 @@ class LongEventConformance:
         comes first, on every backend that ranks keywords in memory, and shows that
         paragraph's passage."""
         mgr = make()
-        session = mgr.start_session("expiry settings")
-        for n, service in enumerate(_SERVICES):
-            elsewhere = {
-                20: f"We set SESSION_EXPIRY_HOURS to {n + 10} for {service} after the review.",
-                36: "The checkout-api team asked about the value we set, we said later.",
-            }
-            mgr.add_message(session.id, "assistant", _notes(service, elsewhere))
-        planted = "For checkout-api we set SESSION_EXPIRY_HOURS to 36."
-        answer = mgr.add_message(session.id, "assistant", _notes("invoice-api", {27: planted}))
-        for n in range(40):
-            mgr.add_message(session.id, "user", f"Thanks, question {n} about the office plants.")
-        mgr.flush()
-        hits = mgr.search(_EXPIRY_QUESTION, k=5, session_id=session.id)
+        session_id, answer = expiry_session(mgr)
+        hits = mgr.search(_EXPIRY_QUESTION, k=5, session_id=session_id)
         found = {hit.event.id: hit for hit in hits}
         assert answer.id in found, [hit.event.content[:40] for hit in hits]
         if "search_cache=off" not in backend.url:  # (PostgreSQL ranks by ts_rank without it)
@@ -159,7 +169,7 @@ class LongEventConformance:
             # ranked higher by keyword than by meaning: the hit shows the keyword half's
             # best passage, the one holding the question's words
             if ranks["keyword"] < ranks.get("semantic", 99):
-                assert hit.passage is not None and planted in hit.passage.text, hit.passage
+                assert hit.passage is not None and _EXPIRY_ANSWER in hit.passage.text, hit.passage
                 assert answer.content[hit.passage.start : hit.passage.stop] == hit.passage.text
 
     def test_long_events_are_found_by_their_passages(
