@@ -100,6 +100,7 @@ from long_events_data import (
     one_session,
     render,
 )
+from tech_chats_data import tech_chats
 
 from memlane import SessionManager
 
@@ -122,6 +123,9 @@ ONE_SESSION_SIZES = (150, 1500)
 #: besides: "mixed", the same session but with this share of its blocks left as LoCoMo's
 #: single turns: short turns and long messages in one session, as an agent's chat holds them
 MIXED_SHORT_SHARE = 0.5
+#: besides: "tech", long technical chats with questions about several events and rules said
+#: long before (bench/tech_chats_data.py): this many chats of ~150 messages
+TECH_CHATS = 8
 DEFAULT_LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 SEED = 31
 QUICK = {"conversations": 1, "sessions": 2}  # < 2 minutes with MiniLM on 2 cores
@@ -473,6 +477,8 @@ def build(
     """The sessions of ``dataset`` (and for LoCoMo, what its loader skipped)."""
     if dataset == "generated":
         return generated_runs(seed, QUICK["sessions"] if quick else sessions, events), {}
+    if dataset == "tech":
+        return tech_chats(seed, QUICK["sessions"] if quick else TECH_CHATS), {}
     if dataset in ("one-session", "mixed"):
         parts, skipped = build(
             "joined", path, seed, quick, count, conversations_only=conversations_only,
@@ -647,11 +653,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--dataset",
-        choices=("joined", "generated", "both", "one-session", "mixed"),
+        choices=("joined", "generated", "both", "one-session", "mixed", "tech"),
         default="both",
         help="both: joined and generated; one-session: every LoCoMo conversation joined into "
         "one session of ~80k tokens (messages of ~590 tokens), as an agent's long chat; "
-        "mixed: the same with half of its blocks left as single turns",
+        "mixed: the same with half of its blocks left as single turns; tech: long technical "
+        "chats asked about the order of topics, summaries, rules and settings said before",
     )
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     parser.add_argument(

@@ -229,3 +229,34 @@ def test_a_kept_store_is_reused_without_ingesting_again(bench: ModuleType, tmp_p
     other = {"sessions": 2, "events": (30, 40)}
     with pytest.raises(SystemExit, match="holds other sessions"):
         bench.evaluate(("generated",), tmp_path, BUDGETS, HashEmbedder(), 5, workdir=store, **other)
+
+
+def test_tech_chats_are_deterministic_and_their_spans_point_at_their_messages(
+    bench: ModuleType,
+) -> None:
+    """bench/tech_chats_data.py: the same chats from the same seed; each question's spans sit
+    in its answering messages; the rules planted are ones restore and search recognise."""
+    from memlane.text.instructions import statements
+
+    tech = sys.modules["tech_chats_data"]
+    first, second = tech.tech_chats(5, chats=2), tech.tech_chats(5, chats=2)
+    assert [i.content for s in first for i in s.items] == [
+        i.content for s in second for i in s.items
+    ]
+    for session in first:
+        assert 80 <= len(session.items) <= 220
+        kinds = {probe.category for probe in session.probes}
+        assert kinds >= {"ordering", "summary", "instruction", "preference", "fact"}
+        for probe in session.probes:
+            for where, spans in probe.spans.items():
+                assert all(span in session.items[where].content for span in spans)
+            if probe.category == "ordering":  # the user's messages that opened each aspect
+                assert all(session.items[i].role == "user" for i in probe.spans)
+                assert len(probe.spans) >= 3
+        rules = [
+            probe
+            for probe in session.probes
+            if probe.category in ("instruction", "preference")
+            and statements(next(iter(probe.spans.values()))[0])
+        ]
+        assert len(rules) >= 4  # most planted rules read as rules

@@ -47,7 +47,7 @@ def test_a_tiny_run_reports_every_figure(bench: ModuleType) -> None:
         for budget in (1000, 4000):
             assert 0 <= result["instruction_in_context"][f"{method}@{budget}"] <= 1
     # the planted rules the patterns recognise (11 of 12: "I like …" is not pinned)
-    from memlane.restore.instructions import statements
+    from memlane.text.instructions import statements
 
     assert sum(bool(statements(s)) for s in bench.PLANTED) == len(bench.PLANTED) - 1
     assert result["instruction_in_context"]["restore@4000"] > 0.6

@@ -1,4 +1,4 @@
-"""Restore pins what the user asked the agent to keep doing (restore/instructions.py):
+"""Restore pins what the user asked the agent to keep doing (text/instructions.py):
 standing instructions and preferences from the user's messages, whatever the query, within
 their share; look-alikes, other roles, other sessions and excluded events are not pinned."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memlane import BudgetShares, SessionManager
-from memlane.restore.instructions import statements
+from memlane.text.instructions import statements
 from memlane.text.tokens import tokenizer_for
 
 TOK = tokenizer_for("gpt-4o")

@@ -28,7 +28,7 @@ from ..protocols import Summarizer
 from ..search.passage_terms import needs_analysis
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
-from .instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, standing
+from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, standing
 from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
@@ -173,7 +173,7 @@ def restore_session(
     summaries = store_events(replace(base, kinds=("summary",)), newest_first=True, limit=1)
     summary = summaries[0] if summaries else None
 
-    # what the user asked the agent to keep doing, whatever the query (restore/instructions.py):
+    # what the user asked the agent to keep doing, whatever the query (text/instructions.py):
     # the messages holding an instruction's words, found by the keyword index (reading the
     # user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
     said = searcher.search(

@@ -42,7 +42,7 @@ class BudgetShares:
 
     pending: float = 0.25
     #: standing instructions and preferences the user stated in the session's messages
-    #: ("from now on, always add type hints"; restore/instructions.py)
+    #: ("from now on, always add type hints"; text/instructions.py)
     instructions: float = 0.1
     #: what the agent knows about the session's user (:meth:`SessionManager.remember`)
     user: float = 0.15
@@ -98,7 +98,7 @@ class RestoreCandidates:
     #: cut with ``cutter``)
     indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
     #: the user's messages that state standing instructions or preferences, newest first,
-    #: each with those sentences (restore/instructions.py)
+    #: each with those sentences (text/instructions.py)
     instructions: list[tuple[Event, tuple[str, ...]]] = field(default_factory=list)
 
 

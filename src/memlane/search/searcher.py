@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -42,11 +43,14 @@ from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, s
 from ..events import Event, Hit, Hits, Passage, validate_kinds
 from ..ranking.keyword.scoring import PassageTerms
 from ..store.base import EventFilter, SearchedLog
+from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS
 from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
 from .passage_terms import analysed, needs_analysis
 from .recalls import RecallCounts
 from .recency import Recency
+from .rules import is_task_request, newest_first, ranked_rules
+from .speaker import speaker_named
 from .when import time_windows
 
 __all__ = ["QueryEmbedding", "Searcher", "VectorSearch"]
@@ -101,6 +105,12 @@ _SEMANTIC_WEIGHT = 1.0
 _KEYWORD_WEIGHT = 1.5
 # Weight of the ranking of candidates inside the time the query names (0 turns it off).
 _TIME_WEIGHT = 1.0
+# Weight of the ranking of candidates written by the speaker the query names ("the questions
+# I asked": search/speaker.py; 0 turns it off).
+_SPEAKER_WEIGHT = 1.0
+# Weight of the ranking of the user's standing rules, for a request for work
+# (search/rules.py; 0 turns it off).
+_RULE_WEIGHT = 1.0
 _QUERY_CACHE_SIZE = 256
 
 
@@ -230,10 +240,15 @@ class Searcher:
                 seq not in spans or keyword_place < semantic_places.get(seq, keyword_place + 1)
             ):
                 spans[seq] = span
+        rules = self._rules(query, flt, partitions, exclude) if mode == "hybrid" else []
+        if rules:  # (Hit.ranks: a rule may come up by this list alone)
+            places["rule"] = {seq: place for place, seq in enumerate(rules, start=1)}
         if recency is not None:
-            ranked = self._fuse_fresh(query, rankings, k, recency, hybrid=mode == "hybrid")
+            ranked = self._fuse_fresh(
+                query, rankings, k, recency, hybrid=mode == "hybrid", rules=rules
+            )
         elif mode == "hybrid":
-            ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k)
+            ranked = self._fuse(query, [[seq for seq, _ in r] for r in rankings], k, rules)
         else:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
@@ -361,6 +376,7 @@ class Searcher:
         recency: Recency,
         *,
         hybrid: bool,
+        rules: list[int],
     ) -> list[tuple[int, float]]:
         """The fusion of ``rankings`` (one mode's, or the hybrid pair, with their in-time
         list) and their best ``2k`` candidates ranked by freshness (``search/recency.py``). Equal
@@ -369,11 +385,10 @@ class Searcher:
         lists = [[seq for seq, _ in ranking] for ranking in rankings]
         ranks = [tied_ranks([score for _, score in ranking]) for ranking in rankings]
         weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT] if hybrid else [1.0]
-        inside = self._in_time(query, lists, weights) if hybrid else []
-        if inside:
-            lists.append(inside)
-            ranks.append(list(range(1, len(inside) + 1)))
-            weights.append(_TIME_WEIGHT)
+        for more, weight in self._more_lists(query, lists, weights, rules) if hybrid else []:
+            lists.append(more)
+            ranks.append(list(range(1, len(more) + 1)))
+            weights.append(weight)
         # Freshness reorders the best candidates only (twice k of them): over all of them, a
         # fresh event the query barely matched would climb past the ones it is about.
         best = reciprocal_rank_fusion(
@@ -408,14 +423,75 @@ class Searcher:
             if seq in times and any(window.contains(times[seq]) for window in windows)
         ]
 
-    def _fuse(self, query: str, lists: list[list[int]], k: int) -> list[tuple[int, float]]:
-        """Weighted RRF of the semantic and keyword lists, plus the in-time candidates."""
+    def _rules(
+        self,
+        query: str,
+        flt: EventFilter,
+        partitions: list[tuple[str, bool]],
+        exclude: frozenset[int],
+    ) -> list[int]:
+        """The user's messages among the searched events that set a standing rule, best
+        matching first, when ``query`` asks for work (``search/rules.py``), else none."""
+        if not _RULE_WEIGHT or not is_task_request(query):
+            return []
+        if flt.kinds is not None and "message" not in flt.kinds:
+            return []
+        # the messages holding an instruction's words, as restore finds them
+        found = self._keyword(
+            INSTRUCTION_WORDS,
+            INSTRUCTION_CANDIDATES,
+            replace(flt, kinds=("message",)),
+            partitions,
+            content_only=True,
+        )
+        seqs = [seq for seq, _ in found if seq not in exclude]
+        if not seqs:
+            return []
+        events = self.store.events_by_seq(seqs, previews=True)
+        users = [e for e in events.values() if e.metadata.get("role") == "user"]
+        return ranked_rules(self.query_vector(query), newest_first(users), self.query_vector)
+
+    def _fuse(
+        self, query: str, lists: list[list[int]], k: int, rules: list[int]
+    ) -> list[tuple[int, float]]:
+        """Weighted RRF of the semantic and keyword lists, and of the lists the query adds."""
         weights = [_SEMANTIC_WEIGHT, _KEYWORD_WEIGHT]
-        inside = self._in_time(query, lists, weights)
-        if inside:
-            lists = [*lists, inside]
-            weights.append(_TIME_WEIGHT)
+        for more, weight in self._more_lists(query, lists, weights, rules):
+            lists = [*lists, more]
+            weights = [*weights, weight]
         return reciprocal_rank_fusion(lists, k, constant=_FUSION_CONSTANT, weights=weights)
+
+    def _more_lists(
+        self, query: str, lists: list[list[int]], weights: list[float], rules: list[int]
+    ) -> list[tuple[list[int], float]]:
+        """The ranked lists hybrid search adds to the semantic and keyword ones, with their
+        weights: the candidates inside the time the query names, those written by the speaker
+        it names, and the standing rules of a request (``rules``), each when there are any."""
+        more = [
+            (self._in_time(query, lists, weights), _TIME_WEIGHT),
+            (self._by_speaker(query, lists, weights), _SPEAKER_WEIGHT),
+            (rules, _RULE_WEIGHT),
+        ]
+        return [(ranking, weight) for ranking, weight in more if ranking]
+
+    def _by_speaker(self, query: str, lists: list[list[int]], weights: list[float]) -> list[int]:
+        """The fused candidates written by the speaker the query names ("the questions I
+        asked"), in fused order (none when it names none: ``search/speaker.py``)."""
+        role = speaker_named(query) if _SPEAKER_WEIGHT else None
+        if role is None:
+            return []
+        candidates = len({seq for ranking in lists for seq in ranking})
+        fused = reciprocal_rank_fusion(
+            lists, candidates, constant=_FUSION_CONSTANT, weights=weights
+        )
+        events = self.store.events_by_seq([seq for seq, _ in fused], previews=True)
+        return [
+            seq
+            for seq, _ in fused
+            if seq in events
+            and events[seq].kind == "message"
+            and events[seq].metadata.get("role") == role
+        ]
 
     def warm_up(self, wait: float) -> bool:
         """Load what this scope's searches read (the model, by embedding a query; every

@@ -55,7 +55,7 @@ _VERB = (
     r"recommend|explain|ask|assume|return|print|call|run|check|double-check|avoid|commit|"
     r"push|delete|remove|restart|deploy|touch|change|modify|edit|rename|cite|quote|round|"
     r"convert|send|prefix|wrap|log|test|document|comment|name|sort|list|confirm|tell|let|"
-    r"give\s+me|answer|capitali[sz]e|indent|merge|rebase|hard-?code|store|save|expose|share|"
+    r"give(?!\s+up\b)|answer|capitali[sz]e|indent|merge|rebase|hard-?code|store|save|expose|share|"
     r"lint|paste|copy|overwrite|skip|drop|reuse|cache|retry|label|tag|translate|start|end|"
     r"begin|stick|refer|link|spell|make|do|be|go|read|open|close|install|upgrade|pin|type|"
     r"say|state|mark|note|flag|warn|report|describe|summari[sz]e|highlight|number|apologi[sz]e)"
