@@ -13,6 +13,9 @@ names:
 - only for a **request for work** (:func:`is_task_request`): an imperative or a question
   asking how, which or what should be done, and not one about the conversation's past
   ("summarise what we discussed", "in what order did I …"), whose answer is events, not rules;
+- only in a search of one session (``session_id=``): rules are a session's, as restore
+  pins them, and finding them there is one keyword query over the session (over a whole
+  agent of 100k events it cost a request ~3-4 ms);
 - the rules are the sentences :mod:`memlane.text.instructions` reads as a standing
   instruction or a preference, in the user's messages among the searched events that hold
   an instruction's words (the same keyword query restore makes), each sentence once, where it

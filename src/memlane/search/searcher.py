@@ -430,10 +430,11 @@ class Searcher:
         partitions: list[tuple[str, bool]],
         exclude: frozenset[int],
     ) -> list[int]:
-        """The user's messages among the searched events that set a standing rule, best
-        matching first, when ``query`` asks for work (``search/rules.py``), else none."""
-        if not _RULE_WEIGHT or not is_task_request(query):
-            return []
+        """The user's messages in the searched session that set a standing rule, best
+        matching first, when ``query`` asks for work (``search/rules.py``), else none (and
+        none for a search over more than one session)."""
+        if not _RULE_WEIGHT or flt.session_id is None or not is_task_request(query):
+            return []  # rules are a session's, as restore pins them (and cheap to find there)
         if flt.kinds is not None and "message" not in flt.kinds:
             return []
         # the messages holding an instruction's words, as restore finds them
