@@ -143,3 +143,27 @@ def test_a_recent_instruction_stays_a_chat_turn(mgr: SessionManager) -> None:
     item = next(i for i in context.report.items if i.event_id == rule.id)
     assert item.section == "recent"
     assert context.text.count(RULE) == 1
+
+
+def test_an_assistant_full_of_instruction_words_does_not_hide_the_users_rule(
+    mgr: SessionManager,
+) -> None:
+    """The candidates are the user's messages: an assistant that says "make sure", "prefer"
+    and "please" in every answer (as real ones do) took the places of the user's rule, which
+    went unpinned (found on long technical chats)."""
+    sid = mgr.start_session("Build the expense tracker").id
+    mgr.add_message(sid, "user", f"The login works now. {TASTE} Next, the dark mode.")
+    for i in range(150):  # past a 2,000-token restore's recent turns
+        mgr.add_message(
+            sid,
+            "assistant",
+            f"Step {i}: make sure the form is valid now; if in doubt, prefer the boring option, "
+            "and please make sure you want the change before you ship it.",
+        )
+        mgr.add_message(sid, "user", f"Okay, step {i} done.")
+    mgr.flush()
+    context = mgr.restore(sid, 2_000, query="how should I style the settings page?")
+    section = context.text.split("## The user's instructions and preferences\n", 1)[1]
+    assert TASTE in section.split("\n## ", 1)[0]
+    hits = mgr.search("How should I style the settings page?", k=5, session_id=sid)
+    assert any(TASTE in hit.event.content for hit in hits)

@@ -43,7 +43,7 @@ from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, s
 from ..events import Event, Hit, Hits, Passage, validate_kinds
 from ..ranking.keyword.scoring import PassageTerms
 from ..store.base import EventFilter, SearchedLog
-from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS
+from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, USER_MESSAGES
 from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
 from .passage_terms import analysed, needs_analysis
@@ -438,10 +438,11 @@ class Searcher:
         if flt.kinds is not None and "message" not in flt.kinds:
             return []
         # the messages holding an instruction's words, as restore finds them
+        where = USER_MESSAGES if flt.where is None else {"$and": [flt.where, USER_MESSAGES]}
         found = self._keyword(
             INSTRUCTION_WORDS,
             INSTRUCTION_CANDIDATES,
-            replace(flt, kinds=("message",)),
+            replace(flt, kinds=("message",), where=where),
             partitions,
             content_only=True,
         )

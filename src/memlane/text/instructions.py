@@ -33,7 +33,13 @@ from collections.abc import Iterable
 
 from ..events import Event
 
-__all__ = ["INSTRUCTION_CANDIDATES", "INSTRUCTION_WORDS", "standing", "statements"]
+__all__ = [
+    "INSTRUCTION_CANDIDATES",
+    "INSTRUCTION_WORDS",
+    "USER_MESSAGES",
+    "standing",
+    "statements",
+]
 
 #: The words every instruction or preference holds one of (besides the commands' verbs):
 #: restore asks the keyword index for the session's messages holding them, best first
@@ -44,6 +50,9 @@ INSTRUCTION_WORDS = (
 #: The messages it reads so (each then matched against the patterns): past these, an
 #: instruction is found only by search like any event.
 INSTRUCTION_CANDIDATES = 40
+#: The metadata filter of that query: the user's messages (an assistant's "make sure" and
+#: "prefer" would take the candidates' places)
+USER_MESSAGES = {"role": "user"}
 _MAX_SENTENCE = 400  # characters of one sentence kept (a pasted paragraph is not a rule)
 _CACHED = 8_192  # events whose statements are kept (events never change)
 
