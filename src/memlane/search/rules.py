@@ -60,10 +60,12 @@ _REQUEST = re.compile(
     r"|how\s+(?:do|does|can|should|would|could|might|shall)\s+(?:i|we|you)\b|how\s+to\b"
     r"|(?:write|show|give|make|build|create|help|add|fix|implement|set\s+up|suggest|recommend|"
     r"sketch|draft|generate|explain|walk\s+me)\b"
-    r"|which\s+(?:\w+\s+){1,3}(?:should|would|could|do\s+you)\b"
+    r"|(?:which|what)\s+(?:\w+\s+){0,3}(?:should|would|could|do|can)\s+(?:i|we|you)\s+"
+    r"(?:use|pick|choose|include|add|try|recommend|suggest|go\s+with|start|do)\b"
+    r"|i\s+(?:need|want|would\s+like|'d\s+like)\s+(?:some\s+)?(?:help|you\s+to|advice)\b"
     r"|what(?:'s|\s+is|\s+are)\s+(?:a|an|the)\s+(?:good|best|quickest|simplest|right|neat|"
     r"cleanest|easiest)\b|what(?:'s|\s+is)\s+the\s+(?:fix|way)\b|what\s+(?:are\s+)?"
-    r"(?:the\s+)?steps\b|(?:what|where)\s+(?:should|would|could)\b|should\s+(?:i|we)\b"
+    r"(?:the\s+)?steps\b|where\s+(?:should|would|could)\b|should\s+(?:i|we)\b"
     r")",
     re.IGNORECASE,
 )
