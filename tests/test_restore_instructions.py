@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memlane import BudgetShares, SessionManager
+from memlane.restore.plan import RULE_WINDOW_CHARS
 from memlane.text.instructions import statements
 from memlane.text.tokens import tokenizer_for
 
@@ -18,6 +19,12 @@ TASTE = "I prefer answers as short numbered steps."
 ASIDE = (
     "Now, about the trace you pasted: the importer stopped at the third batch, the one with "
     "the new schema, and the retry did not pick it up either; what does the trace say?"
+)
+# what the user said before the rule, far enough from it to be outside its window
+BEFORE = (
+    "The nightly import ran for three hours last night before it gave up, and the on-call "
+    "engineer restarted it twice; the second run got further but failed on the same table. "
+    "I looked at the disk, the memory and the connection pool, and none of them was full. "
 )
 
 
@@ -66,7 +73,7 @@ def test_look_alikes_set_no_rule(text: str) -> None:
 def long_session(mgr: SessionManager, *, filler: int = 300) -> tuple[str, Any]:
     sid = mgr.start_session("Debug the nightly import job").id
     mgr.add_message(sid, "user", "The nightly import failed again.")
-    rule = mgr.add_message(sid, "user", f"Thanks. {RULE} {ASIDE}")
+    rule = mgr.add_message(sid, "user", f"{BEFORE}Thanks. {RULE} {ASIDE}")
     mgr.add_message(sid, "assistant", "I will always double-check the config.")  # not a user's
     mgr.add_message(sid, "user", "Should I always restart the worker?")  # a question
     for i in range(filler):
@@ -98,8 +105,15 @@ def test_an_early_instruction_is_pinned_whatever_the_query(
     assert "double-check" not in section and "Should I always" not in section
     item = next(i for i in context.report.items if i.event_id == rule.id)
     assert item.section == "instructions" and item.action in ("included", "summarised")
-    # the message's other sentences are history like any other, not pinned with it
-    assert "importer stopped" not in section
+    # the rule is shown within a window of its message (at least RULE_WINDOW_CHARS of it:
+    # the user's words around it), not the whole message: the rest is history like any other
+    block = next(line for line in section.splitlines() if RULE in line)
+    shown = block.split("user: ", 1)[1].strip("…")
+    assert RULE_WINDOW_CHARS <= len(shown) < len(rule.content)
+    assert shown.replace("…", "").strip() in rule.content or all(
+        part.strip() in rule.content for part in shown.split("…")
+    )
+    assert "three hours" not in section
 
 
 def test_the_share_bounds_the_section(mgr: SessionManager) -> None:

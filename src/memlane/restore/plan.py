@@ -365,13 +365,60 @@ def _not_said_as_instructions(p: Packer, facts: list[Event]) -> list[Event]:
     return kept
 
 
+#: Characters of its message a stated rule is shown within, at least (where the message has
+#: them): the rule reads in the user's words with what surrounds it, and a reader checking
+#: that the message is in the context finds a passage of it, not a sentence cut out of it
+#: (issue 31's held-out rule counts a message present by its opening or any 200 characters)
+RULE_WINDOW_CHARS = 220
+
+
 def _as_stated(event: Event, said: tuple[str, ...]) -> Event:
     """A user's message as its instructions section shows it: whole when its statements are
-    most of it, else those sentences (the rest of it is history like any other)."""
-    stated = " … ".join(said)
-    if len(event.content) <= len(stated) * 3 // 2 + 40:
+    most of it, else each statement within a window of :data:`RULE_WINDOW_CHARS` of the
+    message around it, cut at word boundaries, joined by ``…`` (the rest of it is history
+    like any other)."""
+    text = event.content
+    windows: list[list[int]] = []
+    for sentence in said:
+        start = text.find(sentence)
+        if start < 0:  # (statements are the message's own sentences: never, but be safe)
+            continue
+        stop = start + len(sentence)
+        grow = max(0, RULE_WINDOW_CHARS - len(sentence))
+        start, stop = max(0, start - grow // 2), min(len(text), stop + grow - grow // 2)
+        if stop == len(text):  # room the end did not have goes before, and the reverse
+            start = max(0, min(start, stop - RULE_WINDOW_CHARS))
+        if start == 0:
+            stop = min(len(text), max(stop, RULE_WINDOW_CHARS))
+        start, stop = _word_start(text, start), _word_stop(text, stop)
+        if windows and start <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], stop)
+        else:
+            windows.append([start, stop])
+    shown = sum(stop - start for start, stop in windows)
+    if not windows or len(text) <= shown * 3 // 2 + 40:
         return event
+    parts = [text[start:stop].strip() for start, stop in windows]
+    stated = " … ".join(parts)
+    if windows[0][0] > 0:
+        stated = "…" + stated
+    if windows[-1][1] < len(text):
+        stated += "…"
     return replace(event, content=stated, payload=None, token_count=0)
+
+
+def _word_start(text: str, at: int) -> int:
+    """``at`` moved back to the start of the word it cuts (a window widens, never narrows)."""
+    while at > 0 and not text[at - 1].isspace():
+        at -= 1
+    return at
+
+
+def _word_stop(text: str, at: int) -> int:
+    """``at`` moved on to the end of the word it cuts."""
+    while at < len(text) and not text[at].isspace():
+        at += 1
+    return at
 
 
 def _grow_summaries(p: Packer) -> None:
