@@ -31,6 +31,11 @@ the repository):
   left, with probability ``MIXED_SHORT_SHARE`` (one half), as LoCoMo's single turns, a message
   each (roles by speaker): short turns and long messages in one session, where a ranking that
   helps long events must not cost the short ones.
+- **tech** (``--dataset tech``, not in ``both``): 8 long technical chats made from ``--seed``
+  (bench/tech_chats_data.py: a user builds a project with an assistant, ~150 messages of
+  ~500 tokens), asked about the order of topics the user raised, a theme's summary, a
+  request a standing instruction or preference said long before bears on, a setting and a
+  changed setting: the kinds of question the held-out long chats found hardest.
 - **generated**: ``--sessions`` agent runs (default 10) of 100-200 events made from ``--seed``:
   JSON API responses (2k-20k characters, half recorded as JSON payloads, half as printed
   text), application logs, stack traces, file listings and CSV tables as ``tool_output``
