@@ -652,3 +652,27 @@ def test_browsing_changes_nothing_in_the_store(tmp_path: Path) -> None:
         c.get("/health")
         c.get("/pools", params={"pool": "ops"})
     assert _snapshot(db_path) == before
+
+
+def test_a_rule_ranked_for_a_request_says_so(tmp_path: Path) -> None:
+    """A standing rule hybrid search ranked for a request (search/rules.py) shows 'rule #N'
+    beside its ranks: it may have come up by that list alone."""
+    db_path = tmp_path / "rules.db"
+    rule = "Please always give version numbers when you recommend a library."
+    with SessionManager("agent", db_path, embedder=HashEmbedder()) as mgr:
+        sid = mgr.start_session(goal="Build the expense tracker").id
+        mgr.add_message(sid, "user", f"The login form works now. {rule} Next, the dark mode.")
+        for n in range(12):
+            mgr.add_message(sid, "assistant", f"PDF reports need a report library, part {n}.")
+        mgr.flush()
+    app = create_app(open_source(db_path), token=TOKEN, hosts=["testserver"])
+    with TestClient(app, follow_redirects=False) as client:
+        client.cookies.set(cookie_name(TOKEN), TOKEN)
+        page = client.get(
+            "/search",
+            params={"q": "Which library should I use for PDF reports?", "k": 5, "session": sid},
+        )
+        assert page.status_code == 200
+        assert "rule #1" in page.text and "version numbers" in page.text
+        plain = client.get("/search", params={"q": "PDF reports library", "k": 5, "session": sid})
+        assert "rule #" not in plain.text
