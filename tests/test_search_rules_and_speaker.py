@@ -184,3 +184,14 @@ def test_speakers_named(query: str, role: str | None) -> None:
 )
 def test_requests_for_work(query: str, asks_for_work: bool) -> None:
     assert is_task_request(query) is asks_for_work
+
+
+def test_rules_respect_the_searchs_metadata_filter(mgr: SessionManager) -> None:
+    """The caller's ``where`` holds for the rules as for every hit (it is combined with the
+    rules' own user-messages filter, not replaced by it)."""
+    session_id, rule_id = rule_session(mgr)
+    users = mgr.search(REQUEST, k=5, session_id=session_id, where={"role": "user"})
+    assert rule_id in {hit.event.id for hit in users}
+    assert all(hit.event.metadata.get("role") == "user" for hit in users)
+    others = mgr.search(REQUEST, k=5, session_id=session_id, where={"role": "assistant"})
+    assert rule_id not in {hit.event.id for hit in others}
