@@ -41,6 +41,7 @@ BEFORE = (
         "I'd rather you ask before deleting files.",
         "Make sure to mention the time zone.",
         "Whenever you quote a log line, say which host it came from.",
+        "When you show shell commands, add a comment explaining each flag.",
         "I want you to round money to whole euros.",
         "Remember to use metric units.",
     ],
@@ -59,6 +60,8 @@ def test_instructions_and_preferences_are_recognised(text: str) -> None:
         "It was always slow on the old cluster.",
         "My manager said I should always write the tests first.",
         "Never mind, the build passes now.",
+        "When you get a chance, check the logs.",  # one thing, once
+        "When you wrote that, I laughed.",
         "I really like it.",
         "What did you find in the logs?",
         "I love working with Rust and Go.",  # likes are chat, facts for remember(): not pinned

@@ -12,8 +12,9 @@ preference, by a small set of first-person patterns (no model, nothing recorded)
 - **instructions**: a command opening a clause with ``always`` / ``never`` / ``don't ever``
   and a verb an agent acts on (``Always use …``, ``…, never suggest …``), ``you should /
   must always …``, a sentence opening with ``from now on`` / ``going forward`` / ``in
-  future`` / ``whenever you …,`` followed by a command, ``make sure to …`` / ``remember to
-  …`` opening a clause, ``please don't …``, ``I want you to …``;
+  future`` / ``whenever you …,`` / ``when you`` *say or make something* ``…,`` followed by
+  a command (``when you get a chance, check …`` is a one-off request), ``make sure to …`` /
+  ``remember to …`` opening a clause, ``please don't …``, ``I want you to …``;
 - **preferences**: ``I prefer …``, ``I'd rather …``, ``my preference is …``. Likes and
   loves ("I love hiking") are not pinned: in conversations they are chat, not rules (on
   LoCoMo's dialogues they were 4% of a speaker's turns, and pinning them cost restore up to
@@ -70,6 +71,13 @@ _VERB = (
     r"say|state|mark|note|flag|warn|report|describe|summari[sz]e|highlight|number|apologi[sz]e)"
 )
 _CLAUSE = r"(?:^|[,;:]\s+(?:and\s+|but\s+|also\s+)?|\bplease\s+)"  # where a command begins
+#: what the agent says or makes: "when you show shell commands, add a comment …" sets a
+#: rule about it, where "when you get a chance, check the logs" asks for one thing once
+_OUTPUT = (
+    r"(?:show|suggest|write|give|recommend|answer|reply|respond|quote|explain|propose|share|"
+    r"send|list|describe|mention|generate|return|format|summari[sz]e|report|paste|review|"
+    r"talk\s+about)\b"
+)
 _INSTRUCTION = re.compile(
     r"(?:"
     rf"{_CLAUSE}(?:always|never|don'?t\s+ever|do\s+not\s+ever)\s+{_VERB}\b"
@@ -77,7 +85,7 @@ _INSTRUCTION = re.compile(
     r"|^(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|for\s+the\s+rest\s+of\s+"
     r"(?:this|our|the)\s+\w+)\s*,?\s*(?:please\s+)?"
     rf"(?:you\b|always\b|never\b|don'?t\b|do\s+not\b|{_VERB}\b)"
-    r"|^(?:every\s+time|whenever)\s+you\b[^,]*,\s*(?:please\s+)?"
+    rf"|^(?:(?:every\s+time|whenever)\s+you\b|when\s+you\s+{_OUTPUT})[^,]*,\s*(?:please\s+)?"
     rf"(?:always\b|never\b|don'?t\b|do\s+not\b|{_VERB}\b)"
     rf"|{_CLAUSE}(?:make\s+sure\s+(?:to|you|that)|remember\s+to)\b"
     r"|\bplease\s+(?:don'?t|do\s+not)\b"
@@ -95,7 +103,8 @@ _PREFERENCE = re.compile(
 )
 # what makes a sentence a question or reported speech, not a rule for the agent
 _NOT_A_RULE = re.compile(
-    r"\?\s*$|^\s*(?:should|do|does|did|can|could|would|will|is|are|why|how|what|when)\b"
+    r"\?\s*$|^\s*(?:should|do|does|did|can|could|would|will|is|are|why|how|what)\b"
+    rf"|^\s*when\b(?!\s+you\s+{_OUTPUT})"
     r"|\b(?:he|she|they|someone|my\s+\w+)\s+(?:said|says|told|asked)\b",
     re.IGNORECASE,
 )
