@@ -195,3 +195,43 @@ def test_rules_respect_the_searchs_metadata_filter(mgr: SessionManager) -> None:
     assert all(hit.event.metadata.get("role") == "user" for hit in users)
     others = mgr.search(REQUEST, k=5, session_id=session_id, where={"role": "assistant"})
     assert rule_id not in {hit.event.id for hit in others}
+
+
+def transcript(mgr: SessionManager) -> tuple[str, str]:
+    """Two people; the other one talks about the topic more, the named one said it once."""
+    session = mgr.start_session(goal="A chat between Caroline and Melanie")
+
+    def say(speaker: str, text: str) -> str:
+        event = mgr.record(
+            session.id, "message", f"{speaker}: {text}", metadata={"speaker": speaker}
+        )
+        return event.id
+
+    said = say("Caroline", "I researched adoption agencies last week.")
+    for n in range(6):
+        say("Melanie", f"Adoption agencies research sounds great, Caroline! Agencies part {n}.")
+        say("Caroline", f"Thanks, see you at the lake {n}.")
+    mgr.flush()
+    return session.id, said
+
+
+def test_a_query_naming_a_person_ranks_their_messages_first(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, said = transcript(mgr)
+    query = "What did Caroline research about adoption agencies?"
+    hits = mgr.search(query, k=3, session_id=session_id)
+    assert hits[0].event.id == said
+    monkeypatch.setattr(searcher_module, "_NAMED_WEIGHT", 0.0)
+    plain = mgr.search(query, k=3, session_id=session_id)
+    assert plain[0].event.id != said
+
+
+def test_a_query_naming_both_people_names_no_one(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, _ = transcript(mgr)
+    query = "What did Caroline and Melanie say about adoption agencies?"
+    both = [hit.event.id for hit in mgr.search(query, k=5, session_id=session_id)]
+    monkeypatch.setattr(searcher_module, "_NAMED_WEIGHT", 0.0)
+    assert both == [hit.event.id for hit in mgr.search(query, k=5, session_id=session_id)]
