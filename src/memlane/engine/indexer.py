@@ -386,6 +386,11 @@ class Indexer:
         vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
         return vector
 
+    def query_vectors(self, texts: Sequence[str]) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
+        """Several short texts' vectors in one call of the model (a session's rule sentences,
+        search/rules.py)."""
+        return list(self.embedder.embed(list(texts)))
+
     # -- background worker -----------------------------------------------------------------
 
     def start(self) -> None:

@@ -85,14 +85,19 @@ def is_task_request(query: str) -> bool:
 
 
 def ranked_rules(
-    query: Vector, messages: Iterable[Event], embed: Callable[[str], Vector]
+    query: Vector,
+    messages: Iterable[Event],
+    embed: Callable[[Sequence[str]], Sequence[Vector]],
 ) -> list[int]:
     """The seqs of the ``messages`` (the user's, newest first) that state a rule, by the best
-    cosine of their rule sentences with ``query`` (unit vectors), at most
-    :data:`RULES_RANKED`."""
+    cosine of their rule sentences with ``query`` (unit vectors; ``embed`` gives the
+    sentences' in one call), at most :data:`RULES_RANKED`."""
+    stated = standing(messages)
+    sentences = list(dict.fromkeys(s for _, said in stated for s in said))
+    vectors = dict(zip(sentences, embed(sentences), strict=True)) if sentences else {}
     scored: list[tuple[float, int]] = []
-    for event, sentences in standing(messages):
-        best = max(float(np.dot(query, embed(sentence))) for sentence in sentences)
+    for event, said in stated:
+        best = max(float(np.dot(query, vectors[sentence])) for sentence in said)
         scored.append((best, event.seq))
     scored.sort(key=lambda pair: -pair[0])  # stable: the newer first on a tie
     return [seq for _, seq in scored[:RULES_RANKED]]

@@ -86,6 +86,8 @@ class QueryEmbedding(Protocol):
 
     def query_vector(self, text: str) -> Vectors: ...
 
+    def query_vectors(self, texts: Sequence[str]) -> list[Vectors]: ...
+
 
 log = logging.getLogger("memlane.search")
 
@@ -453,7 +455,27 @@ class Searcher:
             return []
         events = self.store.events_by_seq(seqs, previews=True)
         users = [e for e in events.values() if e.metadata.get("role") == "user"]
-        return ranked_rules(self.query_vector(query), newest_first(users), self.query_vector)
+        return ranked_rules(self.query_vector(query), newest_first(users), self._sentence_vectors)
+
+    def _sentence_vectors(self, sentences: Sequence[str]) -> list[Vectors]:
+        """The vectors of rule sentences, from the query LRU, the missing ones embedded in one
+        call of the model (a session's first request embeds its rules: one by one, ~3-5 ms
+        each with MiniLM)."""
+        found: dict[str, Vectors] = {}
+        with self._cache_lock:
+            for sentence in sentences:
+                cached = self._query_cache.get(sentence)
+                if cached is not None:
+                    found[sentence] = cached
+        missing = [s for s in dict.fromkeys(sentences) if s not in found]
+        if missing:
+            made = self.indexer.query_vectors(missing)
+            with self._cache_lock:
+                for sentence, vector in zip(missing, made, strict=True):
+                    found[sentence] = self._query_cache[sentence] = vector
+                while len(self._query_cache) > _QUERY_CACHE_SIZE:
+                    self._query_cache.popitem(last=False)
+        return [found[s] for s in sentences]
 
     def _fuse(
         self, query: str, lists: list[list[int]], k: int, rules: list[int]

@@ -76,8 +76,9 @@ def speaker_named(query: str) -> str | None:
 
 
 _WORDS = re.compile(r"[^\W\d_]+")  # ("Caroline's" holds "caroline")
-# a name in a query: a capitalised word after the first (the first is capitalised anyway)
-_NAME_AFTER_START = re.compile(r"\S\s+[A-Z]")
+# a name in a query: a capitalised word after the first (the first is capitalised anyway),
+# not "I" ("did I", "I'm")
+_NAME_AFTER_START = re.compile(r"\S\s+(?!I\b)[A-Z]")
 
 
 def mentions_a_name(query: str) -> bool:
