@@ -184,3 +184,43 @@ def test_an_assistant_full_of_instruction_words_does_not_hide_the_users_rule(
     assert TASTE in section.split("\n## ", 1)[0]
     hits = mgr.search("How should I style the settings page?", k=5, session_id=sid)
     assert any(TASTE in hit.event.content for hit in hits)
+
+
+@pytest.mark.parametrize("assistant_words", [False, True])
+def test_rule_candidates_are_the_users_best_matches_either_way(
+    mgr: SessionManager, assistant_words: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidates are read from both roles' best matches first and asked again with the
+    role as a filter only when the other side crowds them out: either way they are exactly
+    the user's messages a role-filtered query ranks first, in its order."""
+    from memlane.text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS
+
+    sid = mgr.start_session("Build the expense tracker").id
+    for i in range(90):
+        mgr.add_message(sid, "user", f"Step {i}: please make sure the form is valid now {i % 7}.")
+        reply = "make sure, please, now, prefer" if assistant_words else "done"
+        mgr.add_message(sid, "assistant", f"Step {i} {reply} ({i}).")
+    mgr.flush()
+    searcher = mgr._writer.searcher  # type: ignore[attr-defined]
+    queries: list[Any] = []
+    keyword = type(searcher)._keyword
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        queries.append(args[2].where)
+        return keyword(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(searcher), "_keyword", counted)
+    found = searcher.rule_messages(sid)
+    # asked again with the role as a filter only when the assistant crowds the words
+    assert queries == ([None, {"role": "user"}] if assistant_words else [None])
+    monkeypatch.undo()
+    expected = mgr.search(
+        INSTRUCTION_WORDS,
+        k=INSTRUCTION_CANDIDATES,
+        mode="keyword",
+        session_id=sid,
+        kinds=["message"],
+        where={"role": "user"},
+    )
+    assert [e.id for e in found] == [hit.event.id for hit in expected]
+    assert len(found) == INSTRUCTION_CANDIDATES

@@ -28,12 +28,7 @@ from ..protocols import Summarizer
 from ..search.passage_terms import needs_analysis
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
-from ..text.instructions import (
-    INSTRUCTION_CANDIDATES,
-    INSTRUCTION_WORDS,
-    USER_MESSAGES,
-    standing,
-)
+from ..text.instructions import standing
 from .plan import pack
 from .result import BudgetShares, RestoreCandidates, RestoredContext, rank_score
 from .summaries import covers
@@ -180,20 +175,8 @@ def restore_session(
 
     # what the user asked the agent to keep doing, whatever the query (text/instructions.py):
     # the user's messages holding an instruction's words, found by the keyword index (reading
-    # the user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so;
-    # the role filtered in the query, not after it: an assistant's "make sure" and "prefer"
-    # took most of the candidates on long technical chats, and rules went unpinned
-    said = searcher.search(
-        INSTRUCTION_WORDS,
-        INSTRUCTION_CANDIDATES,
-        mode="keyword",
-        session_id=session.id,
-        kinds=("message",),
-        where=USER_MESSAGES,
-        count_recall=False,
-        previews=True,
-    )
-    users = [hit.event for hit in said if hit.event.metadata.get("role") == "user"]
+    # the user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
+    users = searcher.rule_messages(session.id)
     instructions = standing(kept(sorted(users, key=lambda e: (e.created_at, e.seq), reverse=True)))
 
     pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
