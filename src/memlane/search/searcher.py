@@ -10,6 +10,9 @@ context (its neighbours in the session and its date; migration 0002_keyword_cont
 that keyword ranking with the semantic one by weighted reciprocal rank fusion; when the query
 names a time ("on 3 June, 2025", "in March", "yesterday"; see ``search/when.py``) a third
 ranking — the fused candidates that fall inside that time, in fused order — joins the fusion.
+Two more lists join when the query asks for them: the candidates written by the speaker it
+names ("the questions I asked", "what did Caroline say": ``search/speaker.py``), and for a
+request for work in one session, the user's standing rules (``search/rules.py``).
 A long event in hybrid's keyword ranking scores the better of its whole text and its best
 passage (with its context), and a hybrid hit shows the passage of the half that placed it
 higher. Each search first embeds what it needs of what is still pending in the partitions it reads
