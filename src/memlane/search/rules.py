@@ -49,7 +49,7 @@ import numpy.typing as npt
 from ..events import Event
 from ..text.instructions import standing
 
-__all__ = ["RULES_RANKED", "is_task_request", "ranked_rules"]
+__all__ = ["RULES_RANKED", "is_task_request", "newest_first", "ranked_rules"]
 
 #: rules that join a request's fusion at most: the ones matching it best
 RULES_RANKED = 3
@@ -71,8 +71,9 @@ _REQUEST = re.compile(
 )
 # what makes a question one about the conversation's past, answered by events, not rules
 _ABOUT_THE_PAST = re.compile(
-    r"summari[sz]|summary\s+of|recap|overview|\border\b|sequence|\bdid\s+(?:i|we|you)\b|\b(?:i|we|you)\s+"
-    r"(?:discussed|talked|worked|asked|said|mentioned|decided|raised)\b|conversations?\b",
+    r"summari[sz]|summary\s+of|recap|overview|\border\b|sequence|\bdid\s+(?:i|we|you)\b"
+    r"|\b(?:i|we|you)\s+(?:discussed|talked|worked|asked|said|mentioned|decided|raised)\b"
+    r"|conversations?\b",
     re.IGNORECASE,
 )
 
