@@ -382,13 +382,9 @@ class Indexer:
         """Digest a few deferred events (``engine/digests.py``); return how many."""
         return digest_deferred(self.store, self.count_tokens)
 
-    def query_vector(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-        vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
-        return vector
-
     def query_vectors(self, texts: Sequence[str]) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
-        """Several short texts' vectors in one call of the model (a session's rule sentences,
-        search/rules.py)."""
+        """The vectors of queries (a search's, a session's rule sentences: search/rules.py),
+        in one call of the model."""
         return list(self.embedder.embed(list(texts)))
 
     # -- background worker -----------------------------------------------------------------

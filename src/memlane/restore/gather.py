@@ -26,6 +26,7 @@ from ..events import Event, Session
 from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
 from ..search.passage_terms import needs_analysis
+from ..search.rules import newest_first
 from ..search.searcher import Searcher
 from ..store.base import EventFilter, Log, SessionFilter
 from ..text.instructions import standing
@@ -177,7 +178,7 @@ def restore_session(
     # the user's messages holding an instruction's words, found by the keyword index (reading
     # the user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
     users = searcher.rule_messages(session.id)
-    instructions = standing(kept(sorted(users, key=lambda e: (e.created_at, e.seq), reverse=True)))
+    instructions = standing(kept(newest_first(users)))
 
     pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
     # Searched even when every event is a recent candidate: recent history is walked newest

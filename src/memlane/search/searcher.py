@@ -79,15 +79,13 @@ class VectorSearch(Protocol):
 
 class QueryEmbedding(Protocol):
     """What a search needs of the engine's indexer (:class:`~memlane.engine.indexer.Indexer`):
-    a query's vector, the bounded catch-up of events still waiting for theirs, and how it
+    queries' vectors, the bounded catch-up of events still waiting for theirs, and how it
     cuts long events into passages."""
 
     def catch_up(self, partitions: Sequence[str]) -> int: ...
 
     @property
     def cutter(self) -> Cutter: ...
-
-    def query_vector(self, text: str) -> Vectors: ...
 
     def query_vectors(self, texts: Sequence[str]) -> list[Vectors]: ...
 
@@ -419,14 +417,11 @@ class Searcher:
         windows = time_windows(query) if _TIME_WEIGHT else []
         if not windows:
             return []
-        candidates = len({seq for ranking in lists for seq in ranking})
-        fused = reciprocal_rank_fusion(
-            lists, candidates, constant=_FUSION_CONSTANT, weights=weights
-        )
-        times = self.store.event_times([seq for seq, _ in fused])
+        fused = _fused_order(lists, weights)
+        times = self.store.event_times(fused)
         return [
             seq
-            for seq, _ in fused
+            for seq in fused
             if seq in times and any(window.contains(times[seq]) for window in windows)
         ]
 
@@ -447,7 +442,7 @@ class Searcher:
         users = [e for e in self._rule_candidates(flt, partitions) if e.seq not in exclude]
         if not users:
             return []
-        return ranked_rules(self.query_vector(query), newest_first(users), self._sentence_vectors)
+        return ranked_rules(self.query_vector(query), newest_first(users), self._vectors)
 
     def rule_messages(self, session_id: str) -> list[Event]:
         """The user's messages of a session that best match an instruction's words, best
@@ -492,25 +487,27 @@ class Searcher:
             )
         return users[:INSTRUCTION_CANDIDATES]
 
-    def _sentence_vectors(self, sentences: Sequence[str]) -> list[Vectors]:
-        """The vectors of rule sentences, from the query LRU, the missing ones embedded in one
-        call of the model (a session's first request embeds its rules: one by one, ~3-5 ms
-        each with MiniLM)."""
+    def _vectors(self, texts: Sequence[str]) -> list[Vectors]:
+        """The texts' embeddings from the query LRU (agents repeat their queries; a session's
+        rule sentences recur in every request), the missing ones embedded in one call of
+        the model (a session's first request embeds its rules together, not ~3-5 ms each)."""
         found: dict[str, Vectors] = {}
         with self._cache_lock:
-            for sentence in sentences:
-                cached = self._query_cache.get(sentence)
+            for text in texts:
+                cached = self._query_cache.get(text)
                 if cached is not None:
-                    found[sentence] = cached
-        missing = [s for s in dict.fromkeys(sentences) if s not in found]
+                    self._query_cache.move_to_end(text)
+                    found[text] = cached
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
             made = self.indexer.query_vectors(missing)
             with self._cache_lock:
-                for sentence, vector in zip(missing, made, strict=True):
-                    found[sentence] = self._query_cache[sentence] = vector
+                for text, vector in zip(missing, made, strict=True):
+                    found[text] = self._query_cache[text] = vector
+                    self._query_cache.move_to_end(text)
                 while len(self._query_cache) > _QUERY_CACHE_SIZE:
                     self._query_cache.popitem(last=False)
-        return [found[s] for s in sentences]
+        return [found[text] for text in texts]
 
     def _fuse(
         self, query: str, lists: list[list[int]], k: int, rules: list[int]
@@ -544,15 +541,10 @@ class Searcher:
         role = speaker_named(query) if _SPEAKER_WEIGHT else None
         if role is None and not (_NAMED_WEIGHT and mentions_a_name(query)):
             return [], 0.0
-        candidates = len({seq for ranking in lists for seq in ranking})
-        fused = reciprocal_rank_fusion(
-            lists, candidates, constant=_FUSION_CONSTANT, weights=weights
-        )
-        events = self.store.events_by_seq([seq for seq, _ in fused], previews=True)
+        fused = _fused_order(lists, weights)
+        events = self.store.events_by_seq(fused, previews=True)
         messages = [
-            (seq, events[seq])
-            for seq, _ in fused
-            if seq in events and events[seq].kind == "message"
+            (seq, events[seq]) for seq in fused if seq in events and events[seq].kind == "message"
         ]
         if role is not None:
             said = [seq for seq, e in messages if e.metadata.get("role") == role]
@@ -611,18 +603,15 @@ class Searcher:
 
     def query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         """The query's embedding, from a small LRU cache (agents repeat their queries)."""
-        with self._cache_lock:
-            cached = self._query_cache.get(query)
-            if cached is not None:
-                self._query_cache.move_to_end(query)
-                return cached
-        vector = self.indexer.query_vector(query)
-        with self._cache_lock:
-            self._query_cache[query] = vector
-            self._query_cache.move_to_end(query)
-            while len(self._query_cache) > _QUERY_CACHE_SIZE:
-                self._query_cache.popitem(last=False)
-        return vector
+        return self._vectors([query])[0]
+
+
+def _fused_order(lists: list[list[int]], weights: list[float]) -> list[int]:
+    """Every candidate of ``lists``, in the order their weighted fusion ranks them: the order
+    the lists a query adds (its time, its speaker) keep."""
+    candidates = len({seq for ranking in lists for seq in ranking})
+    fused = reciprocal_rank_fusion(lists, candidates, constant=_FUSION_CONSTANT, weights=weights)
+    return [seq for seq, _ in fused]
 
 
 def _passage(event: Event, span: tuple[int, int] | None) -> Passage | None:
