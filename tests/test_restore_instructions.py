@@ -44,6 +44,8 @@ BEFORE = (
         "When you show shell commands, add a comment explaining each flag.",
         "I want you to round money to whole euros.",
         "Remember to use metric units.",
+        "Please keep code examples under thirty lines; split them if they get longer.",
+        "Keep your answers short.",
     ],
 )
 def test_instructions_and_preferences_are_recognised(text: str) -> None:
@@ -67,6 +69,8 @@ def test_instructions_and_preferences_are_recognised(text: str) -> None:
         "I love working with Rust and Go.",  # likes are chat, facts for remember(): not pinned
         "I'll make sure to keep you updated.",
         "We'll keep going and never give up.",
+        "Keep the old config for now.",  # what to keep is no answer of the agent's
+        "Please keep the logs until Friday.",
     ],
 )
 def test_look_alikes_set_no_rule(text: str) -> None:
@@ -117,6 +121,36 @@ def test_an_early_instruction_is_pinned_whatever_the_query(
         part.strip() in rule.content for part in shown.split("…")
     )
     assert "three hours" not in section
+
+
+SHELL_RULE = "From now on, always add a comment to each flag when you show shell commands."
+
+
+def test_a_request_shows_the_rules_bearing_on_it_first(mgr: SessionManager) -> None:
+    # an old rule and many newer asides: the section holds a few; a request for work gets
+    # the rule that bears on it, other queries the newest as before
+    sid = mgr.start_session("Keep the server healthy").id
+    rule = mgr.add_message(sid, "user", f"Thanks. {SHELL_RULE}")
+    for i in range(30):
+        mgr.add_message(sid, "user", f"I prefer the blue theme number {i} for the dashboard.")
+        mgr.add_message(sid, "assistant", f"Theme {i} noted; the dashboard will use it.")
+    for i in range(200):
+        mgr.add_message(
+            sid, "assistant", f"Disk check {i}: the volume has room to spare, {i} GB free."
+        )
+    mgr.flush()
+    shares = BudgetShares(instructions=0.05)
+    request = "Show me shell commands that list big files."
+    asked = mgr.restore(sid, 2_000, shares=shares, query=request)
+    section = asked.text.split("## The user's instructions and preferences\n", 1)[1]
+    assert SHELL_RULE in section.split("\n## ", 1)[0]
+    item = next(i for i in asked.report.items if i.event_id == rule.id)
+    assert item.section == "instructions"
+    for other in ("How big is the volume?", None):  # no request: the newest first
+        context = mgr.restore(sid, 2_000, shares=shares, query=other)
+        section = context.text.split("## The user's instructions and preferences\n", 1)[1]
+        section = section.split("\n## ", 1)[0]
+        assert SHELL_RULE not in section and "theme number 29" in section
 
 
 def test_the_share_bounds_the_section(mgr: SessionManager) -> None:
@@ -196,7 +230,7 @@ def test_rule_candidates_are_the_users_best_matches_either_way(
     from memlane.text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS
 
     sid = mgr.start_session("Build the expense tracker").id
-    for i in range(90):
+    for i in range(INSTRUCTION_CANDIDATES * 2 + 10):  # the users' would fill a wide read
         mgr.add_message(sid, "user", f"Step {i}: please make sure the form is valid now {i % 7}.")
         reply = "make sure, please, now, prefer" if assistant_words else "done"
         mgr.add_message(sid, "assistant", f"Step {i} {reply} ({i}).")

@@ -55,6 +55,25 @@ def test_a_request_for_work_ranks_the_rule_the_user_set(mgr: SessionManager) -> 
     assert ranks is not None and ranks["rule"] == 1
 
 
+def test_a_rule_the_other_rankings_leave_out_still_reaches_the_first_ten(
+    mgr: SessionManager,
+) -> None:
+    """In a long session the rule is in neither the semantic nor the keyword top 50 of the
+    request: its first place in the rules list alone must rank it among the first ten (at
+    the other lists' weight it came ~15th)."""
+    session = mgr.start_session(goal="Build the expense tracker")
+    rule_id = mgr.add_message(session.id, "user", f"The login form works now. {RULE}").id
+    for n in range(60):  # both rankings agree on these: each is high in both
+        mgr.add_message(session.id, "user", f"{REQUEST} Attempt {n}.")
+    mgr.flush()
+    hits = mgr.search(REQUEST, k=10, session_id=session.id)
+    found = {hit.event.id: hit for hit in hits}
+    assert rule_id in found
+    ranks = found[rule_id].ranks
+    assert ranks is not None and ranks["rule"] == 1
+    assert "semantic" not in ranks and "keyword" not in ranks
+
+
 def test_without_the_rules_list_the_rule_is_not_found(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -177,8 +177,15 @@ def restore_session(
     # what the user asked the agent to keep doing, whatever the query (text/instructions.py):
     # the user's messages holding an instruction's words, found by the keyword index (reading
     # the user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
-    users = searcher.rule_messages(session.id)
-    instructions = standing(kept(newest_first(users)))
+    users = kept(newest_first(searcher.rule_messages(session.id)))
+    instructions = standing(users)
+    if query:
+        # a request for work shows the rules that bear on it first: the section's ceiling
+        # drops the rest, and a session's asides ("I prefer things I can maintain alone")
+        # outnumber its rules (tech chats: the rule a request needed fell off at 8k)
+        first = searcher.rules_bearing_on(query, users)
+        place = {seq: i for i, seq in enumerate(first)}
+        instructions.sort(key=lambda stated: place.get(stated[0].seq, len(place)))
 
     pinned_seqs = frozenset(event.seq for event in (*pinned, *important))
     # Searched even when every event is a recent candidate: recent history is walked newest

@@ -230,7 +230,8 @@ def _pack(
             "instructions",
             lambda e: "the user's standing instruction or preference",
             int(base * shares.instructions),
-            f"instructions and preferences the user stated, newest first: up to "
+            f"instructions and preferences the user stated, those bearing on a request "
+            f"first, then newest first: up to "
             f"{shares.instructions:.0%} of {base:,}",
         )
     user_facts = _not_said_as_instructions(p, candidates.user_facts)

@@ -98,7 +98,8 @@ class RestoreCandidates:
     #: the spans the index holds for the long candidates, by seq (read once: the others are
     #: cut with ``cutter``)
     indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
-    #: the user's messages that state standing instructions or preferences, newest first,
+    #: the user's messages that state standing instructions or preferences, newest first
+    #: (those whose rules bear most on a request for work before them: search/rules.py),
     #: each with those sentences (text/instructions.py)
     instructions: list[tuple[Event, tuple[str, ...]]] = field(default_factory=list)
 

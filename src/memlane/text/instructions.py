@@ -14,7 +14,8 @@ preference, by a small set of first-person patterns (no model, nothing recorded)
   must always …``, a sentence opening with ``from now on`` / ``going forward`` / ``in
   future`` / ``whenever you …,`` / ``when you`` *say or make something* ``…,`` followed by
   a command (``when you get a chance, check …`` is a one-off request), ``make sure to …`` /
-  ``remember to …`` opening a clause, ``please don't …``, ``I want you to …``;
+  ``remember to …`` opening a clause, ``please don't …``, ``I want you to …``, ``keep your
+  answers / code examples …`` (what the agent writes: "keep the old config" is no rule);
 - **preferences**: ``I prefer …``, ``I'd rather …``, ``my preference is …``. Likes and
   loves ("I love hiking") are not pinned: in conversations they are chat, not rules (on
   LoCoMo's dialogues they were 4% of a speaker's turns, and pinning them cost restore up to
@@ -49,8 +50,9 @@ INSTRUCTION_WORDS = (
     "want please"
 )
 #: The messages it reads so (each then matched against the patterns): past these, an
-#: instruction is found only by search like any event.
-INSTRUCTION_CANDIDATES = 40
+#: instruction is found only by search like any event. (40 until the tech chats, whose
+#: users' asides — "I want to be sure", "here is what I have now" — took a rule's place.)
+INSTRUCTION_CANDIDATES = 60
 #: The metadata filter of that query: the user's messages (an assistant's "make sure" and
 #: "prefer" would take the candidates' places)
 USER_MESSAGES = {"role": "user"}
@@ -78,6 +80,12 @@ _OUTPUT = (
     r"send|list|describe|mention|generate|return|format|summari[sz]e|report|paste|review|"
     r"talk\s+about)\b"
 )
+#: what the agent writes for the user: "keep your answers short", "please keep code examples
+#: under thirty lines" sets a rule about it, where "keep the old config for now" does not
+_WHAT_YOU_WRITE = (
+    r"(?:(?:code\s+)?examples|answers|responses|replies|explanations|snippets|summaries|"
+    r"commit\s+messages)\b"
+)
 _INSTRUCTION = re.compile(
     r"(?:"
     rf"{_CLAUSE}(?:always|never|don'?t\s+ever|do\s+not\s+ever)\s+{_VERB}\b"
@@ -88,6 +96,7 @@ _INSTRUCTION = re.compile(
     rf"|^(?:(?:every\s+time|whenever)\s+you\b|when\s+you\s+{_OUTPUT})[^,]*,\s*(?:please\s+)?"
     rf"(?:always\b|never\b|don'?t\b|do\s+not\b|{_VERB}\b)"
     rf"|{_CLAUSE}(?:make\s+sure\s+(?:to|you|that)|remember\s+to)\b"
+    rf"|{_CLAUSE}keep\s+(?:your\s+|all\s+|the\s+)?{_WHAT_YOU_WRITE}"
     r"|\bplease\s+(?:don'?t|do\s+not)\b"
     r"|\bi\s+(?:want|need|would\s+like|'d\s+like)\s+you\s+to\b"
     r")",
