@@ -11,6 +11,7 @@ import pytest
 from memlane import SessionManager
 from memlane.errors import StoreUnavailable
 from memlane.events import Event
+from memlane.search import searcher as searcher_module
 from memlane.search.searcher import Searcher
 from memlane.testing import HashEmbedder
 from memlane.testing.long_event_conformance import (
@@ -58,7 +59,9 @@ def test_a_hit_shows_the_passage_of_the_ranking_that_placed_it_higher(
     mgr: SessionManager, monkeypatch: pytest.MonkeyPatch, semantic_place: int
 ) -> None:
     """Both halves found the long answer, each by its own passage: the hit shows the
-    semantic half's when it placed the event at least as high, else the keyword half's."""
+    semantic half's when it placed the event at least as high, else the keyword half's
+    (before a line holding the query's words may take its place: the test below)."""
+    monkeypatch.setattr(searcher_module, "_LINES_FIRST", False)
     session_id, answer = expiry_session(mgr)
     others = [e.seq for e in mgr.events(session_id) if e.seq != answer.seq][:2]
     first = Cutter.of(HashEmbedder()).spans(answer.content)[0]
@@ -76,6 +79,32 @@ def test_a_hit_shows_the_passage_of_the_ranking_that_placed_it_higher(
     assert hit.passage is not None
     expected = first if semantic_place == 1 else planted_span(answer)
     assert (hit.passage.start, hit.passage.stop) == expected
+
+
+def test_a_hit_shows_the_passage_whose_line_holds_the_querys_words(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table's row that names both things a question asks about is shown, not the passage
+    either ranking scored best (one holding each word more often, in different rows)."""
+    rows = ["sku,product,warehouse,on_hand"]
+    for n in range(400):
+        product = "folding laundry basket" if n % 3 == 0 and n < 200 else "bamboo yoga mat"
+        place = "Zaragoza" if n % 3 == 1 and n < 200 else ("Lodz", "Milan")[n % 2]
+        rows.append(f"SK-{n:05d},{product},{place},{(n * 37) % 4000}")
+    answer = "OK-33722,folding laundry basket,Zaragoza,1868"
+    rows.insert(250, answer)
+    session_id = mgr.start_session("Count the stock").id
+    event = mgr.record_tool_output(session_id, "\n".join(rows), tool="inventory")
+    mgr.add_message(session_id, "user", "Thanks, the report is in.")
+    mgr.flush()
+    question = "How many folding laundry basket units are on hand in Zaragoza?"
+    hit = next(h for h in mgr.search(question, k=3, session_id=session_id)
+               if h.event.id == event.id)  # fmt: skip
+    assert hit.passage is not None and answer in hit.passage.text
+    monkeypatch.setattr(searcher_module, "_LINES_FIRST", False)
+    before = next(h for h in mgr.search(question, k=3, session_id=session_id)
+                  if h.event.id == event.id)  # fmt: skip
+    assert before.passage is not None and answer not in before.passage.text
 
 
 def test_keyword_mode_and_restore_rank_whole_events(mgr: SessionManager) -> None:

@@ -618,3 +618,34 @@ def test_the_kept_analyses_stay_within_their_byte_bound(monkeypatch: pytest.Monk
     assert passage_terms.needs_analysis(events[1], passage_terms.Cutter())
     passage_terms.forget_analyses()
     assert passage_terms._ANALYSES_SIZE[0] == 0
+
+
+def inventory(answer_row: int = 250) -> tuple[str, str]:
+    """A CSV table where one row holds the product and the warehouse a question names, and
+    other passages hold each of them more often, in separate rows."""
+    products = ["folding laundry basket", "bamboo yoga mat", "steel garden hose"]
+    places = ["Zaragoza", "Lodz", "Milan", "Dublin"]
+    rows = ["sku,product,warehouse,on_hand,reorder_point"]
+    for n in range(400):
+        product = products[0] if n % 3 == 0 and n < 200 else products[n % 2 + 1]
+        place = places[0] if n % 3 == 1 and n < 200 else places[n % 3 + 1]
+        rows.append(f"SK-{n:05d},{product},{place},{(n * 37) % 4000},{n % 500}")
+    answer = "OK-33722,folding laundry basket,Zaragoza,1868,165"
+    rows.insert(answer_row, answer)
+    return "\n".join(rows), answer
+
+
+def test_a_table_row_holding_the_questions_words_together_is_shown() -> None:
+    """Rows are lines: the passage whose one line holds the product and the warehouse wins
+    over passages that hold each of them more often, in different rows (tool outputs of the
+    long-events benchmark: the right row's passage was shown for a third of CSV questions)."""
+    text, answer = inventory()
+    spans = passage_spans(text)
+    at = next(i for i, (start, stop) in enumerate(spans) if answer in text[start:stop])
+    assert at >= 5  # the first passages hold the two words most often, apart
+    event = ev(3, "tool_output", text)
+    query = "How many folding laundry basket units are on hand in Zaragoza?"
+    ctx = pack(candidates([event], chatter(20), query=query), 800, TOK)
+    check(ctx, 800)
+    assert answer in ctx.text
+    assert item_of(ctx, event).passages[0] == at + 1

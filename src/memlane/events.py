@@ -285,7 +285,8 @@ class Hit:
     """One search result: the full event, its score (higher is better), and for a long event
     found by one of its passages, that passage (``None`` when the event was found whole); in
     a hybrid search, the passage of the half that placed it higher (the semantic one on a
-    tie).
+    tie) — or, where one of the event's lines holds more of the query's words together than
+    any line of that passage (a table's row, a log line), the passage holding that line.
 
     ``ranks`` says what made it come up: its place (from 1) in each ranking the search ran
     and found it in, ``"semantic"`` and ``"keyword"`` (a hybrid search's two halves; a

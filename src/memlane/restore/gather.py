@@ -204,6 +204,7 @@ def restore_session(
         # points on the long-events sets (docs/decisions/2026-11-28-long-events-by-their-
         # best-passage.md)
         by_passages=False,
+        shown_by_lines=False,  # (restore/passages.py chooses what it shows of an event)
     )
     relevant = [
         (hit.event, hit.score)

@@ -13,14 +13,15 @@ shown as a one-line header and the chosen passages, in their order in the event:
         …
         <passage 5>
 
-Which passages (:func:`ranked`): those that match the query's words, by BM25 among the
-event's own passages (the library's keyword tokenizer: porter stems, as the keyword index
-reads them; nothing is embedded at restore time), and the search's best passage
-(:attr:`memlane.Hit.passage`, when the search found the event by one): first among them if
-it matches, else after them; then the passage after each (a question's answer is the next
-turn). An event no query touches keeps the summary it had (head and
-tail: its first and last passages, tried, carried no more). The packer decides between the
-passages and the whole event (restore/packer.py).
+Which passages (:func:`ranked`): those that match the query's words — first those with a
+line that holds more of them together (a table's row, a log line: two or more), then by BM25
+among the event's own passages (the library's keyword tokenizer: porter stems, as the
+keyword index reads them; nothing is embedded at restore time) — and the search's best passage
+(:attr:`memlane.Hit.passage`, when the search found the event by one): ahead of those
+whose lines hold as many of the words, if it matches, else after them all; then the passage
+after each (a question's answer is the next turn). An event no query touches keeps the
+summary it had (head and tail: its first and last passages, tried, carried no more). The
+packer decides between the passages and the whole event (restore/packer.py).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..events import Event, Passage
-from ..ranking.keyword.terms import query_words, tokens
-from ..search.passage_terms import Analysis, porter_stem
+from ..search.passage_terms import Analysis, lines_together, query_stems
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
 
@@ -65,6 +65,13 @@ MAX_SHOWN = 3
 #: passage relevant. Measured: 0.3 is at least as good as 0.5 everywhere, 0.8 loses 1-4
 #: points, 0.15 wins on conversations and loses on tool outputs.
 RELATIVE_SCORE = 0.3
+#: Passages are ranked first by how many of the query's words one of their lines holds
+#: together (a table's row, a log line, a setting): on the long-events benchmark's tool
+#: outputs, the row a question names sat in a passage that held its words less often than
+#: others holding each of them in different rows (generated runs, restore at 2k / 4k / 8k
+#: 0.505 / 0.649 / 0.777 -> 0.543 / 0.691 / 0.830; conversations within a question or three).
+#: False: BM25 alone (for measurement).
+LINES_FIRST = True
 # BM25's constants (the usual ones; the "corpus" is one event's passages)
 _K1 = 1.2
 _B = 0.75
@@ -90,15 +97,7 @@ class Relevance:
         >>> sorted(Relevance.of("Caroline's status on port 5").words)
         ['5', 'carolin', 'port', 'statu']
         """
-        words: dict[str, str] = {}
-        for word in query_words(query or ""):
-            for token in tokens(word):
-                # a one-letter word is the "s" of a possessive ("Caroline's": its stem is
-                # empty) or a stray initial: in most passages, so it made passages that
-                # matched nothing else of the query look relevant (a digit says something)
-                if len(token) > 1 or token.isdigit():
-                    words.setdefault(porter_stem(token), word)
-        return cls(words, best or {})
+        return cls(query_stems(query), best or {})
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,10 @@ class Shown:
 
 def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:
     """The relevant passages of ``event`` best first, as ``(index, why)``: those matching the
-    query's words (at least :data:`RELATIVE_SCORE` of the best match; the search's best
-    passage first among them), then the search's best passage if it matches none, then the
+    query's words (at least :data:`RELATIVE_SCORE` of the best match), those with a line
+    holding more of the query's words together first (:data:`LINES_FIRST`), then the
+    search's best passage, then by BM25; then the search's best passage if it matches none,
+    then the
     passage after each of those (its reply, its continuation). Empty when nothing is
     relevant.
 
@@ -128,11 +129,16 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
     """
     best = relevance.best.get(event.id)
     searched = _covering(analysis, best) if best is not None else []
-    scores = _bm25(analysis, list(relevance.words))
+    stems = list(relevance.words)
+    scores = _bm25(analysis, stems)
+    together = lines_together(event.content, analysis, stems) if LINES_FIRST else {}
     top = max(scores, default=0.0)
     matching = [
         i
-        for i in sorted(range(len(scores)), key=lambda i: (i not in searched, -scores[i], i))
+        for i in sorted(
+            range(len(scores)),
+            key=lambda i: (-together.get(i, 0), i not in searched, -scores[i], i),
+        )
         if top > 0 and scores[i] >= top * RELATIVE_SCORE
     ]
     order: list[tuple[int, str]] = []

@@ -19,10 +19,18 @@ from dataclasses import dataclass, field
 import Stemmer
 
 from ..events import Event
-from ..ranking.keyword.terms import tokens
+from ..ranking.keyword.terms import query_words, tokens
 from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
 
-__all__ = ["Analysis", "analysed", "forget_analyses", "needs_analysis", "porter_stem"]
+__all__ = [
+    "Analysis",
+    "analysed",
+    "forget_analyses",
+    "lines_together",
+    "needs_analysis",
+    "porter_stem",
+    "query_stems",
+]
 
 _STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
 # What the kept analyses may take, by an estimate of their size (:func:`_bytes`): an event
@@ -196,3 +204,49 @@ def porter_stem(token: str) -> str:
             _STEMS.clear()
         _STEMS[token] = found
     return found
+
+
+def query_stems(query: str | None) -> dict[str, str]:
+    """The porter stems of ``query``'s words (stop words dropped), each with the word it came
+    from: what a passage shares with the query.
+
+    >>> sorted(query_stems("Which caches did we evict?").items())
+    [('cach', 'caches'), ('evict', 'evict')]
+    >>> sorted(query_stems("Caroline's status on port 5"))
+    ['5', 'carolin', 'port', 'statu']
+    """
+    words: dict[str, str] = {}
+    for word in query_words(query or ""):
+        for token in tokens(word):
+            # a one-letter word is the "s" of a possessive ("Caroline's": its stem is
+            # empty) or a stray initial: in most passages, so it made passages that
+            # matched nothing else of the query look relevant (a digit says something)
+            if len(token) > 1 or token.isdigit():
+                words.setdefault(porter_stem(token), word)
+    return words
+
+
+def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> dict[int, int]:
+    """For each passage of ``content`` (cut as ``analysis`` says) with a line that holds two
+    or more of ``stems`` together, how many that line holds, on its best line: a table's
+    row, a log line, a setting that names what a question asks about. A passage of one line
+    is read from its stem counts; one of several is tokenized line by line (only when it
+    holds two of the stems at all)."""
+    wanted = frozenset(stems)
+    together: dict[int, int] = {}
+    if len(wanted) < 2:
+        return together
+    for i, terms in enumerate(analysis.terms):
+        present = sum(1 for stem in wanted if terms[stem])
+        if present < 2:
+            continue
+        start, stop = analysis.spans[i]
+        text = content[start:stop].strip()
+        if "\n" in text:
+            present = max(
+                len(wanted.intersection(porter_stem(token) for token in tokens(line)))
+                for line in text.split("\n")
+            )
+        if present >= 2:
+            together[i] = present
+    return together

@@ -15,7 +15,8 @@ names ("the questions I asked", "what did Caroline say": ``search/speaker.py``),
 request for work in one session, the user's standing rules (``search/rules.py``).
 A long event in hybrid's keyword ranking scores the better of its whole text and its best
 passage (with its context), and a hybrid hit shows the passage of the half that placed it
-higher. Each search first embeds what it needs of what is still pending in the partitions it reads
+higher, or one whose line holds more of the query's words together (``_shown_spans``).
+Each search first embeds what it needs of what is still pending in the partitions it reads
 (read-your-writes, bounded: ``Indexer.catch_up``), and counts one recall for every event it
 returns (restore ranks frequently recalled events higher).
 
@@ -49,7 +50,7 @@ from ..store.base import EventFilter, SearchedLog
 from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, USER_MESSAGES
 from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
-from .passage_terms import analysed, needs_analysis
+from .passage_terms import analysed, lines_together, needs_analysis, query_stems
 from .recalls import RecallCounts
 from .recency import Recency
 from .rules import is_task_request, newest_first, ranked_rules
@@ -119,6 +120,9 @@ _NAMED_WEIGHT = 0.5
 # first place alone ranked it ~15th (tech chats any@10 0.699 -> 0.831 at 1.5).
 _RULE_WEIGHT = 1.5
 _QUERY_CACHE_SIZE = 256
+# A long hit shows a passage whose one line holds more of the query's words together than
+# the passage its ranking chose (False: the ranking's passage; for measurement).
+_LINES_FIRST = True
 
 
 _HELPERS: ThreadPoolExecutor | None = None
@@ -179,7 +183,12 @@ class Searcher:
         recency: Recency | None = None,
         current_only: bool = True,
         by_passages: bool = True,
+        shown_by_lines: bool = True,
     ) -> Hits:
+        """The best ``k`` events for ``query`` (module docstring). ``by_passages=False``
+        ranks long events whole in the keyword half; ``shown_by_lines=False`` leaves each
+        long hit the passage its ranking chose (restore, which chooses what it shows of an
+        event itself: re-choosing for its ~60 candidates cost it ~7-9 ms)."""
         if mode not in _MODES:
             raise InvalidInput(
                 f"Unknown search mode {shown(mode)}; use one of {', '.join(_MODES)}."
@@ -259,6 +268,8 @@ class Searcher:
         else:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
+        if spans and shown_by_lines and _LINES_FIRST:
+            spans = self._shown_spans(query, events, spans)
         hits = Hits(
             (
                 Hit(
@@ -275,6 +286,33 @@ class Searcher:
         if count_recall:
             self.count_recalls([hit.event.seq for hit in hits])
         return hits
+
+    def _shown_spans(
+        self, query: str, events: Mapping[int, Event], spans: dict[int, tuple[int, int]]
+    ) -> dict[int, tuple[int, int]]:
+        """``spans`` (the passage each long hit shows, as the ranking that placed it found
+        it), with a passage whose one line holds more of the query's words together instead
+        where there is one (``search/passage_terms.py``: a table's row, a log line; the
+        ranking scored passages by their words, not by where they sit)."""
+        stems = query_stems(query)
+        found = {seq: events[seq] for seq in spans if seq in events}
+        if len(stems) < 2 or not found:
+            return spans
+        cutter = self.indexer.cutter
+        uncut = [seq for seq, event in found.items() if needs_analysis(event, cutter)]
+        indexed = self.storage.passage_spans(uncut) if uncut else {}
+        shown = dict(spans)
+        for seq, event in found.items():
+            analysis = analysed(event, cutter, indexed.get(seq))
+            together = lines_together(event.content, analysis, stems) if analysis else {}
+            if not analysis or not together:
+                continue
+            cuts = analysis.spans
+            now = cuts.index(spans[seq]) if spans[seq] in cuts else -1
+            best = max(together, key=lambda i: (together[i], i == now, -i))
+            if together[best] > together.get(now, 0):
+                shown[seq] = cuts[best]
+        return shown
 
     def count_recalls(self, seqs: Sequence[int]) -> None:
         """One more recall for each event: counted in memory, written in batches
