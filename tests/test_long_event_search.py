@@ -11,6 +11,7 @@ import pytest
 from memlane import SessionManager
 from memlane.errors import StoreUnavailable
 from memlane.events import Event
+from memlane.search import passage_terms
 from memlane.search import searcher as searcher_module
 from memlane.search.searcher import Searcher
 from memlane.testing import HashEmbedder
@@ -168,3 +169,42 @@ def test_scoring_by_passages_reads_no_payload(
     assert len(hits) == 2
     assert whole == [2]  # the hits only
     assert previewed and max(previewed) >= 4  # (the outputs, long candidates, were scored)
+
+
+def test_a_day_named_in_words_finds_its_iso_date_in_a_listing(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "The dump from March 5" finds ``billing-2026-03-05.sql.gz``: the day's ISO words are
+    asked for too, and the listing's line holding them and the database's name is shown."""
+    session_id = mgr.start_session("Keep the backups tidy").id
+    lines = []
+    for day in range(1, 29):
+        for db in ("billing", "orders", "users"):
+            size = 1_000_000 + day * 7_919 + len(db) * 104_729
+            lines.append(
+                f"-rw-r--r-- 1 pg pg {size:>10} Feb {day:2d} 02:00 {db}-2026-02-{day:02d}.sql.gz"
+            )
+    for extension in ("log", "tar", "csv.gz", "md5"):  # that day's other billing files
+        lines.insert(
+            14, f"-rw-r--r-- 1 pg pg       4096 Feb  5 02:00 billing-2026-02-05.{extension}"
+        )
+    answer = "-rw-r--r-- 1 pg pg   48213377 Mar  5 02:00 billing-2026-03-05.sql.gz"
+    lines.insert(60, answer)
+    listing = mgr.record_tool_output(session_id, "\n".join(lines), tool="shell")
+    for n in range(30):
+        mgr.add_message(session_id, "assistant", f"The billing dump number {n} is verified.")
+    mgr.flush()
+    question = "How big was the billing database dump from March 5?"
+    hits = mgr.search(question, k=10, session_id=session_id)
+    found = next(h for h in hits if h.event.id == listing.id)
+    assert found.passage is not None and answer in found.passage.text
+    context = mgr.restore(session_id, 600, query=question)
+    assert answer.split()[-1] in context.text
+    for module in (searcher_module, passage_terms):  # the keyword query and the passage
+        monkeypatch.setattr(module, "with_days_as_written", lambda text: text)
+    before = mgr.search(question, k=10, session_id=session_id)
+    assert all(
+        h.passage is None or answer not in h.passage.text
+        for h in before
+        if h.event.id == listing.id
+    )

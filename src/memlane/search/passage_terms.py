@@ -21,6 +21,7 @@ import Stemmer
 from ..events import Event
 from ..ranking.keyword.terms import query_words, tokens
 from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
+from .when import with_days_as_written
 
 __all__ = [
     "Analysis",
@@ -214,9 +215,11 @@ def query_stems(query: str | None) -> dict[str, str]:
     [('cach', 'caches'), ('evict', 'evict')]
     >>> sorted(query_stems("Caroline's status on port 5"))
     ['5', 'carolin', 'port', 'statu']
+    >>> sorted(query_stems("the dump of March 5"))  # and the day as an ISO date writes it
+    ['03', '05', '5', 'dump', 'march']
     """
     words: dict[str, str] = {}
-    for word in query_words(query or ""):
+    for word in query_words(with_days_as_written(query or "")):
         for token in tokens(word):
             # a one-letter word is the "s" of a possessive ("Caroline's": its stem is
             # empty) or a stray initial: in most passages, so it made passages that

@@ -55,7 +55,7 @@ from .recalls import RecallCounts
 from .recency import Recency
 from .rules import is_task_request, newest_first, ranked_rules
 from .speaker import mentions_a_name, named_in, speaker_named, speaker_of
-from .when import time_windows
+from .when import time_windows, with_days_as_written
 
 __all__ = ["QueryEmbedding", "Searcher", "VectorSearch"]
 
@@ -331,8 +331,13 @@ class Searcher:
     ) -> list[tuple[int, float]]:
         if not partitions:
             return []
+        # "the dump from March 5" also asks for the 03 and 05 of a listing's 2026-03-05
         return self.store.keyword_search(
-            query, flt, depth, content_only=content_only, partitions=partitions
+            with_days_as_written(query),
+            flt,
+            depth,
+            content_only=content_only,
+            partitions=partitions,
         )
 
     def _hybrid_keyword(
@@ -378,7 +383,9 @@ class Searcher:
                     cuts[seq] = analysis.spans
             return found
 
-        better = self.store.keyword_passage_scores(query, partitions, candidates, passages_of)
+        better = self.store.keyword_passage_scores(
+            with_days_as_written(query), partitions, candidates, passages_of
+        )
         scores = dict(keyword)
         best: dict[int, tuple[int, int]] = {}
         raised = False

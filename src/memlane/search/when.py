@@ -7,6 +7,11 @@ preposition before a bare month or year ("in June", "during 2025"), and a few re
 resolved against ``now`` ("yesterday", "last week", "3 days ago"). English only; anything else
 yields no window and leaves the ranking as it was.
 
+A day named by its month's name ("the dump from March 5") is also a thing to *match*: tool
+outputs write it ``2026-03-05`` (a file listing, a log line), whose words ``03`` and ``05``
+the question does not hold. :func:`with_days_as_written` adds them to the keyword query's
+text (and to the words restore and search choose a long event's passage by).
+
 >>> from datetime import datetime, timezone
 >>> now = datetime(2026, 5, 20, 15, 0, tzinfo=timezone.utc)
 >>> [w.describe() for w in time_windows("what did Ana say on 3 June, 2025?", now)]
@@ -25,7 +30,14 @@ from datetime import datetime, timedelta, timezone
 
 from ..core.clock import to_us
 
-__all__ = ["TimeMention", "TimeWindow", "time_mentions", "time_windows"]
+__all__ = [
+    "TimeMention",
+    "TimeWindow",
+    "days_as_written",
+    "time_mentions",
+    "time_windows",
+    "with_days_as_written",
+]
 
 _MONTHS = (
     "january",
@@ -266,3 +278,57 @@ def _read(kind: str, match: re.Match[str], now: datetime) -> TimeWindow | None:
             datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
         )
     return _relative(kind, match, now)
+
+
+# A calendar day as a question names it, with or without its year: "March 5", "5th of March",
+# "Mar 5, 2026" (no preposition needed: this reads words to match, not a window to filter by)
+_NAMED_DAYS = (
+    re.compile(rf"\b{_MON}\s+{_DAY}\b(?:,?\s+{_YEAR}\b)?", re.IGNORECASE),
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MON}(?:,?\s+{_YEAR}\b)?", re.IGNORECASE),
+)
+
+
+def days_as_written(text: str) -> list[str]:
+    """The calendar days ``text`` names by a month's name, as the words the same day's ISO
+    date in an event splits into ("2026-03-05": ``2026``, ``03``, ``05``): a question asks
+    about "the dump from March 5", a file listing or a log line says ``2026-03-05``.
+
+    >>> days_as_written("How big was the billing dump from March 5?")
+    ['03 05']
+    >>> days_as_written("the backup of 5th of March, 2026 and May 2023")
+    ['2026 03 05']
+    >>> days_as_written("on 31 February") == []
+    True
+    """
+    found: list[str] = []
+    taken: list[tuple[int, int]] = []
+    for number, pattern in enumerate(_NAMED_DAYS):
+        for match in pattern.finditer(text):
+            if any(match.start() < end and start < match.end() for start, end in taken):
+                continue
+            month_text, day_text = match.group(1), match.group(2)
+            if number == 1:
+                day_text, month_text = month_text, day_text
+            month, day, year = (
+                _MONTH_NUMBER[month_text.lower().rstrip(".")],
+                int(day_text),
+                match.group(3),
+            )
+            try:
+                datetime(int(year) if year else 2000, month, day)  # (2000: a leap year)
+            except ValueError:
+                continue
+            taken.append(match.span())
+            words = f"{month:02d} {day:02d}"
+            found.append(f"{year} {words}" if year else words)
+    return list(dict.fromkeys(found))
+
+
+def with_days_as_written(text: str) -> str:
+    """``text`` and the words of the days it names as an ISO date writes them (a keyword
+    query's text: :func:`days_as_written`).
+
+    >>> with_days_as_written("the dump from March 5")
+    'the dump from March 5 03 05'
+    """
+    return " ".join([text, *days_as_written(text)])
