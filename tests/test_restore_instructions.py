@@ -153,6 +153,28 @@ def test_a_request_shows_the_rules_bearing_on_it_first(mgr: SessionManager) -> N
         assert SHELL_RULE not in section and "theme number 29" in section
 
 
+def test_a_rule_message_the_query_found_also_shows_what_it_asks_about(
+    mgr: SessionManager,
+) -> None:
+    """A message that sets a rule and says something else the query asks about is shown
+    once, in the instructions section: with the sentence the query needs, not the rule's
+    window alone (which hid it)."""
+    answer = "The database passwords rotate every ninety days, on the first Monday."
+    sid, _ = long_session(mgr)
+    message = mgr.add_message(sid, "user", f"{RULE} {BEFORE}{ASIDE} {answer}")
+    for i in range(300):
+        mgr.record_tool_output(sid, f"import batch {i + 300}: 5,000 rows read, 4,990 written")
+    mgr.flush()
+    question = "How often do the database passwords rotate?"
+    context = mgr.restore(sid, 1_000, query=question)
+    item = next(i for i in context.report.items if i.event_id == message.id)
+    assert item.section == "instructions"
+    assert answer in context.text
+    assert context.text.count("rotate every ninety days") == 1
+    plain = mgr.restore(sid, 1_000, query="how many rows did batch 7 reject?")
+    assert answer not in plain.text  # the rule's window alone, for a query about else
+
+
 def test_the_share_bounds_the_section(mgr: SessionManager) -> None:
     sid = mgr.start_session("Write the migration").id
     for i in range(40):

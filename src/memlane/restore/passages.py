@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..events import Event, Passage
-from ..search.passage_terms import Analysis, lines_together, query_stems
+from ..ranking.keyword.terms import tokens
+from ..search.passage_terms import Analysis, lines_together, porter_stem, query_stems
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
 
@@ -46,6 +48,7 @@ __all__ = [
     "Pricing",
     "Relevance",
     "Shown",
+    "matching_sentences",
     "ranked",
     "shown",
 ]
@@ -328,6 +331,27 @@ def _covering(analysis: Analysis, best: Passage) -> list[int]:
         overlap, i = max(held)
         found = [i] if overlap > 0 else []
     return found
+
+
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def matching_sentences(text: str, relevance: Relevance, most: int = 2) -> tuple[str, ...]:
+    """The sentences of ``text`` (a message: not cut into passages) that hold the most of the
+    query's words, two or more, best first, at most ``most``: what of a pinned rule's message
+    a query asks about (restore/plan.py shows them beside the rule).
+
+    >>> matching_sentences("I prefer tabs. The passwords rotate every 90 days.",
+    ...                    Relevance.of("How often do the passwords rotate?"))
+    ('The passwords rotate every 90 days.',)
+    """
+    wanted = set(relevance.words)
+    scored: list[tuple[int, int, str]] = []
+    for place, sentence in enumerate(_SENTENCES.split(text)):
+        held = len(wanted.intersection(porter_stem(token) for token in tokens(sentence)))
+        if held >= 2:
+            scored.append((-held, place, sentence.strip()))
+    return tuple(sentence for _, _, sentence in sorted(scored)[:most])
 
 
 def _bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:

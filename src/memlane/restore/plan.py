@@ -82,7 +82,7 @@ from .packer import (
     Packer,
     chrono,
 )
-from .passages import Relevance
+from .passages import Relevance, matching_sentences
 from .result import BudgetShares, RestoreCandidates, RestoredContext, RestoreReport
 from .text import (
     TITLES,
@@ -225,8 +225,19 @@ def _pack(
             p.used += cost
 
     if candidates.instructions:
+        # a rule's message the query also found shows what the query asks of it too (its
+        # rule's window alone hid the rest: each event is shown once, and here it is)
+        found = {event.id for event, _ in candidates.relevant} if p.asked else set()
         p.fill(
-            [_as_stated(event, said) for event, said in candidates.instructions],
+            [
+                _as_stated(
+                    event,
+                    (*said, *matching_sentences(event.content, p.relevance))
+                    if event.id in found
+                    else said,
+                )
+                for event, said in candidates.instructions
+            ],
             "instructions",
             lambda e: "the user's standing instruction or preference",
             int(base * shares.instructions),
@@ -375,13 +386,14 @@ RULE_WINDOW_CHARS = 220
 
 def _as_stated(event: Event, said: tuple[str, ...]) -> Event:
     """A user's message as its instructions section shows it: whole when its statements are
-    most of it, else each statement within a window of :data:`RULE_WINDOW_CHARS` of the
+    most of it, else each statement (``said``: its rules, and the sentences a query that
+    found the message asks about) within a window of :data:`RULE_WINDOW_CHARS` of the
     message around it, cut at word boundaries, joined by ``…`` (the rest of it is history
     like any other)."""
     text = event.content
     windows: list[list[int]] = []
-    for sentence in said:
-        start = text.find(sentence)
+    placed = sorted((text.find(sentence), sentence) for sentence in said)
+    for start, sentence in placed:  # in the message's order: windows merge with the last
         if start < 0:  # (statements are the message's own sentences: never, but be safe)
             continue
         stop = start + len(sentence)
