@@ -649,3 +649,30 @@ def test_a_table_row_holding_the_questions_words_together_is_shown() -> None:
     check(ctx, 800)
     assert answer in ctx.text
     assert item_of(ctx, event).passages[0] == at + 1
+
+
+def settings_message() -> tuple[str, str]:
+    """An answer with settings blocks of several services: the one a question names is under
+    its heading, far from the paragraphs that name it most."""
+    talk = "The email dispatcher sends the receipts; the email dispatcher team owns it."
+    blocks = []
+    for n, service in enumerate(["pricing-engine", "search-indexer", "email-dispatcher"]):
+        lines = [f"# {service}/settings.py", f"RETRY_LIMIT = {n + 3}", f"BATCH_SIZE = {200 + n}"]
+        blocks.append("```python\n" + "\n".join(lines) + "\n```")
+    parts = [talk, blocks[0], paragraph(1, TOPICS[0]), paragraph(2, TOPICS[1]), blocks[1]]
+    parts += [paragraph(n, TOPICS[n]) for n in range(3, 7)]
+    parts += [blocks[2], paragraph(7, TOPICS[7])]
+    return "\n\n".join(parts), "BATCH_SIZE = 202"
+
+
+def test_a_setting_under_the_heading_the_question_names_is_shown() -> None:
+    """``# email-dispatcher/settings.py`` names what the lines under it set: a question about
+    that service's BATCH_SIZE gets that block, not the first one under prose naming the
+    service."""
+    text, answer = settings_message()
+    event = ev(3, "message", text, role="assistant")
+    query = "In the email-dispatcher configuration, what is BATCH_SIZE?"
+    ctx = pack(candidates([event], chatter(20), query=query), 700, TOK)
+    check(ctx, 700)
+    assert answer in ctx.text
+    assert "BATCH_SIZE = 200" not in ctx.text  # the first block, under the prose, is not shown

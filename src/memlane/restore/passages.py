@@ -146,7 +146,9 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
     ]
     order: list[tuple[int, str]] = []
     for i in matching:
-        found = [word for stem, word in relevance.words.items() if analysis.terms[i][stem]]
+        found = dict.fromkeys(  # (a word of several stems, "batch_size", is named once)
+            word for stem, word in relevance.words.items() if analysis.terms[i][stem]
+        )
         terms = "matches query terms " + ", ".join(found)
         order.append((i, f"best passage of the search, {terms}" if i in searched else terms))
     order += [(i, "best passage of the search") for i in searched if i not in matching]

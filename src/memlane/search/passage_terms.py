@@ -11,6 +11,7 @@ may hold megabytes), and a restore that follows a search finds the events alread
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
@@ -232,9 +233,10 @@ def query_stems(query: str | None) -> dict[str, str]:
 def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> dict[int, int]:
     """For each passage of ``content`` (cut as ``analysis`` says) with a line that holds two
     or more of ``stems`` together, how many that line holds, on its best line: a table's
-    row, a log line, a setting that names what a question asks about. A passage of one line
-    is read from its stem counts; one of several is tokenized line by line (only when it
-    holds two of the stems at all)."""
+    row, a log line, a setting that names what a question asks about. A line under a heading
+    (:data:`_HEADING`: ``# payments/settings.py``, ``[payments]``, ``Payments:``) holds its
+    heading's words too. A passage of one line is read from its stem counts; one of several
+    is tokenized line by line (only when it holds two of the stems at all)."""
     wanted = frozenset(stems)
     together: dict[int, int] = {}
     if len(wanted) < 2:
@@ -246,10 +248,29 @@ def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> di
         start, stop = analysis.spans[i]
         text = content[start:stop].strip()
         if "\n" in text:
-            present = max(
-                len(wanted.intersection(porter_stem(token) for token in tokens(line)))
-                for line in text.split("\n")
-            )
+            present = _best_line(text, wanted)
         if present >= 2:
             together[i] = present
     return together
+
+
+#: A line that names what the lines after it are about: a comment or Markdown heading, an
+#: INI section, a line ending with a colon ("Settings for the mailer:", a YAML key)
+_HEADING = re.compile(r"^\s*(?:#|\[[^\]]+\]\s*$)|:\s*$")
+
+
+def _best_line(text: str, wanted: frozenset[str]) -> int:
+    """How many of ``wanted`` the best line of ``text`` holds, with its heading's."""
+    best = 0
+    heading: frozenset[str] = frozenset()
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):  # a code block's fence ends its heading's reach
+            heading = frozenset()
+            continue
+        held = wanted.intersection(porter_stem(token) for token in tokens(line))
+        if _HEADING.search(line):
+            heading = held
+            best = max(best, len(held))
+        else:
+            best = max(best, len(held | heading))
+    return best
