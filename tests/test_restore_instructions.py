@@ -77,6 +77,12 @@ def test_look_alikes_set_no_rule(text: str) -> None:
     assert statements(text) == ()
 
 
+def instructions_section(text: str) -> str:
+    """The instructions section of a restored context's text."""
+    section = text.split("## The user's instructions and preferences\n", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
 def long_session(mgr: SessionManager, *, filler: int = 300) -> tuple[str, Any]:
     sid = mgr.start_session("Debug the nightly import job").id
     mgr.add_message(sid, "user", "The nightly import failed again.")
@@ -101,8 +107,7 @@ def test_an_early_instruction_is_pinned_whatever_the_query(
     mgr.flush()
     context = mgr.restore(sid, budget, query="how many rows did batch 7 reject?")
     assert TOK.count(context.text) <= context.token_count <= budget
-    section = context.text.split("## The user's instructions and preferences\n", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    section = instructions_section(context.text)
     # the newest is claimed first (at 300 tokens a tenth holds it alone); near the end of
     # the session it may be a recent turn instead, shown once either way
     assert context.text.count(TASTE) == 1
@@ -142,15 +147,33 @@ def test_a_request_shows_the_rules_bearing_on_it_first(mgr: SessionManager) -> N
     shares = BudgetShares(instructions=0.05)
     request = "Show me shell commands that list big files."
     asked = mgr.restore(sid, 2_000, shares=shares, query=request)
-    section = asked.text.split("## The user's instructions and preferences\n", 1)[1]
-    assert SHELL_RULE in section.split("\n## ", 1)[0]
+    assert SHELL_RULE in instructions_section(asked.text)
     item = next(i for i in asked.report.items if i.event_id == rule.id)
     assert item.section == "instructions"
     for other in ("How big is the volume?", None):  # no request: the newest first
-        context = mgr.restore(sid, 2_000, shares=shares, query=other)
-        section = context.text.split("## The user's instructions and preferences\n", 1)[1]
-        section = section.split("\n## ", 1)[0]
+        section = instructions_section(mgr.restore(sid, 2_000, shares=shares, query=other).text)
         assert SHELL_RULE not in section and "theme number 29" in section
+
+
+def test_a_restore_for_a_request_reads_the_rule_candidates_once(
+    mgr: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore's instructions and its search's rules list are the same candidates: one
+    keyword query and one read of them, not one each."""
+    sid, _ = long_session(mgr)
+    mgr.flush()
+    searcher = mgr._writer.searcher  # type: ignore[attr-defined]
+    calls: list[object] = []
+    read = type(searcher)._rule_candidates
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(searcher), "_rule_candidates", counted)
+    context = mgr.restore(sid, 1_000, query="Show me the rows batch 7 rejected.")
+    assert len(calls) == 1
+    assert RULE in context.text  # (and the rule is still pinned)
 
 
 def test_a_rule_message_the_query_found_also_shows_what_it_asks_about(

@@ -177,7 +177,8 @@ def restore_session(
     # what the user asked the agent to keep doing, whatever the query (text/instructions.py):
     # the user's messages holding an instruction's words, found by the keyword index (reading
     # the user's last 400 messages took ~20-40 ms at 10k events), kept when a pattern says so
-    users = kept(newest_first(searcher.rule_messages(session.id)))
+    rule_candidates = searcher.rule_messages(session.id)  # (read once: the search below too)
+    users = kept(newest_first(rule_candidates))
     instructions = standing(users)
     if query:
         # a request for work shows the rules that bear on it first: the section's ceiling
@@ -205,6 +206,7 @@ def restore_session(
         # best-passage.md)
         by_passages=False,
         shown_by_lines=False,  # (restore/passages.py chooses what it shows of an event)
+        rule_candidates=rule_candidates,
     )
     relevant = [
         (hit.event, hit.score)

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..events import Event, Passage
-from ..ranking.keyword.terms import tokens
-from ..search.passage_terms import Analysis, lines_together, porter_stem, query_stems
+from ..search.passage_terms import Analysis, held_stems, lines_together, query_stems
+from ..text.instructions import sentences
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
 
@@ -121,9 +120,8 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
     query's words (at least :data:`RELATIVE_SCORE` of the best match), those with a line
     holding more of the query's words together first (:data:`LINES_FIRST`), then the
     search's best passage, then by BM25; then the search's best passage if it matches none,
-    then the
-    passage after each of those (its reply, its continuation). Empty when nothing is
-    relevant.
+    then the passage after each of those (its reply, its continuation). Empty when nothing
+    is relevant.
 
     Words first: the search's passage is the event's nearest *by meaning* to the whole query,
     which on long events was the passage holding the answer less often than the one sharing
@@ -335,9 +333,6 @@ def _covering(analysis: Analysis, best: Passage) -> list[int]:
     return found
 
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
 def matching_sentences(text: str, relevance: Relevance, most: int = 2) -> tuple[str, ...]:
     """The sentences of ``text`` (a message: not cut into passages) that hold the most of the
     query's words, two or more, best first, at most ``most``: what of a pinned rule's message
@@ -347,10 +342,10 @@ def matching_sentences(text: str, relevance: Relevance, most: int = 2) -> tuple[
     ...                    Relevance.of("How often do the passwords rotate?"))
     ('The passwords rotate every 90 days.',)
     """
-    wanted = set(relevance.words)
+    wanted = frozenset(relevance.words)
     scored: list[tuple[int, int, str]] = []
-    for place, sentence in enumerate(_SENTENCES.split(text)):
-        held = len(wanted.intersection(porter_stem(token) for token in tokens(sentence)))
+    for place, sentence in enumerate(sentences(text)):
+        held = len(held_stems(sentence, wanted))
         if held >= 2:
             scored.append((-held, place, sentence.strip()))
     return tuple(sentence for _, _, sentence in sorted(scored)[:most])

@@ -28,6 +28,7 @@ __all__ = [
     "Analysis",
     "analysed",
     "forget_analyses",
+    "held_stems",
     "lines_together",
     "needs_analysis",
     "porter_stem",
@@ -259,6 +260,11 @@ def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> di
 _HEADING = re.compile(r"^\s*(?:#|\[[^\]]+\]\s*$)|:\s*$")
 
 
+def held_stems(text: str, wanted: frozenset[str]) -> frozenset[str]:
+    """The stems of ``wanted`` that ``text`` (a line, a sentence) holds."""
+    return wanted.intersection(porter_stem(token) for token in tokens(text))
+
+
 def _best_line(text: str, wanted: frozenset[str]) -> int:
     """How many of ``wanted`` the best line of ``text`` holds, with its heading's."""
     best = 0
@@ -267,7 +273,7 @@ def _best_line(text: str, wanted: frozenset[str]) -> int:
         if line.lstrip().startswith("```"):  # a code block's fence ends its heading's reach
             heading = frozenset()
             continue
-        held = wanted.intersection(porter_stem(token) for token in tokens(line))
+        held = held_stems(line, wanted)
         if _HEADING.search(line):
             heading = held
             best = max(best, len(held))

@@ -184,11 +184,14 @@ class Searcher:
         current_only: bool = True,
         by_passages: bool = True,
         shown_by_lines: bool = True,
+        rule_candidates: Sequence[Event] | None = None,
     ) -> Hits:
         """The best ``k`` events for ``query`` (module docstring). ``by_passages=False``
         ranks long events whole in the keyword half; ``shown_by_lines=False`` leaves each
         long hit the passage its ranking chose (restore, which chooses what it shows of an
-        event itself: re-choosing for its ~60 candidates cost it ~7-9 ms)."""
+        event itself: re-choosing for its ~60 candidates cost it ~7-9 ms);
+        ``rule_candidates``: :meth:`rule_messages` of the searched session, already read by
+        the caller, for a search with no filter but the session (restore reads them once)."""
         if mode not in _MODES:
             raise InvalidInput(
                 f"Unknown search mode {shown(mode)}; use one of {', '.join(_MODES)}."
@@ -256,7 +259,11 @@ class Searcher:
                 seq not in spans or keyword_place < semantic_places.get(seq, keyword_place + 1)
             ):
                 spans[seq] = span
-        rules = self._rules(query, flt, partitions, exclude) if mode == "hybrid" else []
+        rules = (
+            self._rules(query, flt, partitions, exclude, rule_candidates)
+            if mode == "hybrid"
+            else []
+        )
         if rules:  # (Hit.ranks: a rule may come up by this list alone)
             places["rule"] = {seq: place for place, seq in enumerate(rules, start=1)}
         if recency is not None:
@@ -305,7 +312,7 @@ class Searcher:
         for seq, event in found.items():
             analysis = analysed(event, cutter, indexed.get(seq))
             together = lines_together(event.content, analysis, stems) if analysis else {}
-            if not analysis or not together:
+            if analysis is None or not together:
                 continue
             cuts = analysis.spans
             now = cuts.index(spans[seq]) if spans[seq] in cuts else -1
@@ -478,15 +485,19 @@ class Searcher:
         flt: EventFilter,
         partitions: list[tuple[str, bool]],
         exclude: frozenset[int],
+        candidates: Sequence[Event] | None = None,
     ) -> list[int]:
         """The user's messages in the searched session that set a standing rule, best
         matching first, when ``query`` asks for work (``search/rules.py``), else none (and
-        none for a search over more than one session)."""
+        none for a search over more than one session); ``candidates``: the session's rule
+        candidates when the caller has read them."""
         if not _RULE_WEIGHT or flt.session_id is None or not is_task_request(query):
             return []  # rules are a session's, as restore pins them (and cheap to find there)
         if flt.kinds is not None and "message" not in flt.kinds:
             return []
-        users = [e for e in self._rule_candidates(flt, partitions) if e.seq not in exclude]
+        if candidates is None:
+            candidates = self._rule_candidates(flt, partitions)
+        users = [e for e in candidates if e.seq not in exclude]
         return self.rules_bearing_on(query, newest_first(users))
 
     def rules_bearing_on(self, query: str, messages: list[Event]) -> list[int]:

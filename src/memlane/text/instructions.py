@@ -39,6 +39,7 @@ __all__ = [
     "INSTRUCTION_CANDIDATES",
     "INSTRUCTION_WORDS",
     "USER_MESSAGES",
+    "sentences",
     "standing",
     "statements",
 ]
@@ -121,6 +122,16 @@ _STATEMENTS: OrderedDict[tuple[str, int], tuple[str, ...]] = OrderedDict()
 _LOCK = threading.Lock()
 
 
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences as its rules are read (restore finds what it shows of
+    a message by these, so every reader splits alike).
+
+    >>> sentences("Thanks! Always add type hints.\\nWhat is a monad?")
+    ['Thanks!', 'Always add type hints.', 'What is a monad?']
+    """
+    return _SENTENCES.split(text)
+
+
 def statements(text: str) -> tuple[str, ...]:
     """The sentences of ``text`` that state a standing instruction or a preference.
 
@@ -132,7 +143,7 @@ def statements(text: str) -> tuple[str, ...]:
     ()
     """
     found: list[str] = []
-    for sentence in _SENTENCES.split(text):
+    for sentence in sentences(text):
         sentence = sentence.strip()
         if not sentence or len(sentence) > _MAX_SENTENCE or _NOT_A_RULE.search(sentence):
             continue
