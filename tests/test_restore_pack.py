@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from memlane.core.lru import SizedLru
 from memlane.errors import BudgetTooSmall
 from memlane.events import DEFAULT_IMPORTANCE, Event, Session
 from memlane.restore import (
@@ -473,10 +474,10 @@ def test_cached_summaries_are_exact_and_user_summarisers_bypass_them(
         ]
         mgr.record_tool_output(session.id, {"run": run, "results": rows}, tool="pytest")
         mgr.add_message(session.id, "user", f"run {run} done; what failed?")
-    packer._SUMMARIES = packer._SummaryCache()
+    packer._SUMMARIES = SizedLru(2_048)
     cold = mgr.restore(session.id, 1500)
     assert cold.report.to_dict()["counts"]["summarised"] >= 3
-    assert len(packer._SUMMARIES._items) >= 3
+    assert len(packer._SUMMARIES) >= 3
     warm = mgr.restore(session.id, 1500)
     assert warm.text == cold.text and warm.report == cold.report
     calls: list[int] = []

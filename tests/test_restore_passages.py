@@ -39,7 +39,8 @@ ANSWER = "The weekly snapshots are copied to the cold bucket pg-archive-eu and k
 QUESTION = "Where are the weekly snapshots copied to?"
 HEADER = re.compile(
     r"^- \[(?P<what>[^,\]]+), (?P<when>\d{4}-\d\d-\d\d \d\d:\d\d), (?P<size>[\d,]+) tokens — "
-    r"passages? (?P<numbers>\d+(?:, \d+)*(?: and \d+)?) of (?P<count>\d+|the first \d+)"
+    r"passages? (?P<numbers>\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*(?: and \d+(?:-\d+)?)?) "
+    r"of (?P<count>\d+|the first \d+)"
     r"(?:, cut)?\]$",
     re.MULTILINE,
 )
@@ -230,7 +231,7 @@ def test_passages_apart_have_an_ellipsis_between_them_and_adjacent_ones_none() -
     adjacent = ev(3, "message", "\n\n".join(paragraphs), role="assistant")
     ctx = pack(candidates([adjacent], chatter(20)), 1_200, TOK)
     assert item_of(ctx, adjacent).passages == (3, 4, 5)
-    block = ctx.text[ctx.text.index("passages 3, 4 and 5 of 9") :]
+    block = ctx.text[ctx.text.index("passages 3-5 of 9") :]
     assert "…" not in block.split("Part 6 covers")[0]
     assert block.count("Part 4 covers") == 1  # the two passages joined: nothing said twice
 
@@ -605,19 +606,19 @@ def test_the_kept_analyses_stay_within_their_byte_bound(monkeypatch: pytest.Monk
         taken = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    estimated = passage_terms._ANALYSES_SIZE[0]
+    estimated = passage_terms._ANALYSES.size
     assert all(made) and estimated == sum(passage_terms._bytes(a) for a in made)
     assert taken / 2 <= estimated <= taken * 2, (estimated, taken)
 
     bound = estimated // 4
-    monkeypatch.setattr(passage_terms, "_ANALYSES_BYTES", bound)
+    monkeypatch.setattr(passage_terms._ANALYSES, "limit", bound)
     passage_terms.analysed(events[0])  # (kept: now the most recently used)
     passage_terms.analysed(ev(99, "message", long_text(3)))  # a new one: the oldest go
-    assert passage_terms._ANALYSES_SIZE[0] <= bound
+    assert passage_terms._ANALYSES.size <= bound
     assert not passage_terms.needs_analysis(events[0], passage_terms.Cutter())
     assert passage_terms.needs_analysis(events[1], passage_terms.Cutter())
     passage_terms.forget_analyses()
-    assert passage_terms._ANALYSES_SIZE[0] == 0
+    assert passage_terms._ANALYSES.size == 0
 
 
 def inventory(answer_row: int = 250) -> tuple[str, str]:

@@ -35,6 +35,7 @@ from ..core.scope import Scope, partition_of
 from ..engine.storage import Storage
 from ..memory import DOC_USER, MEMORY_SESSION
 from ..search.passage_terms import forget_analyses
+from ..search.records import forget_record_views
 from ..store.base import EventFilter, SessionFilter
 
 __all__ = ["ErasureReceipt", "erase_user"]
@@ -138,8 +139,10 @@ def erase_user(
             json.dumps({"agent": agent_id, "started_us": started, "partitions": partitions}),
         )
     # the long events' passages and word counts this process keeps for search and restore
-    # (search/passage_terms.py) are let go of too: they are derived from erased text
+    # (search/passage_terms.py) and the JSON outputs' records (search/records.py) are let
+    # go of too: they are derived from erased text
     forget_analyses()
+    forget_record_views()
     unreachable = list(_ALWAYS_UNREACHED)
     unreachable += store.scrub(partitions)
     if buffer is not None:

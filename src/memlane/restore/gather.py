@@ -254,6 +254,7 @@ def restore_session(
             passages=passages,
             cutter=cutter,
             indexed=indexed,
+            payload_of=functools.partial(_whole_payload, store),
             instructions=instructions,
         ),
         max_tokens,
@@ -266,6 +267,13 @@ def restore_session(
         recalled = set(context.report.included_ids("relevant"))
         searcher.count_recalls([event.seq for event, _ in relevant if event.id in recalled])
     return context
+
+
+def _whole_payload(store: Log, event: Event) -> Any:
+    """The payload of ``event`` in full (it was read with its preview): a JSON output that
+    restore shows by the records a query asks about (restore/records.py, once per output)."""
+    found = store.events_by_seq([event.seq]).get(event.seq)
+    return None if found is None else found.payload
 
 
 def _about_user(store: Log, searcher: Searcher, session: Session, text: str) -> list[Event]:

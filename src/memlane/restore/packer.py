@@ -14,15 +14,15 @@ restore/text.py's.
 from __future__ import annotations
 
 import bisect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..core.lru import MISSING, SizedLru
 from ..events import Event
 from ..search.passage_terms import analysed
+from ..search.records import record_view
 from ..text.passages import Cutter
 from ..text.shrink import (
     bounded_text,
@@ -70,6 +70,10 @@ __all__ = [
 
 #: Below this many tokens left, an event that does not fit is dropped, not summarised.
 MIN_USEFUL_TOKENS = 24
+#: Records of one JSON output shown at most while sections are filled (a record is a
+#: passage of its own: search/records.py); a question about many of them ("which tests
+#: failed?") is answered by each that holds its words, not by three.
+RECORDS_SHOWN = 24
 #: A summary of an event with a payload gets at least this many tokens (and 1/32 of the
 #: budget), or it is dropped: a few dozen tokens of a large JSON document tell a reader
 #: nothing, and each summary costs restore a few milliseconds.
@@ -90,39 +94,13 @@ _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not r
 _NOTHING = Relevance({}, {})
 
 
-class _SummaryCache:
-    """Extractive summaries already made, per (event, token target, tokenizer).
-
-    An agent restores its session every turn, and the same large tool outputs are summarised
-    to the same targets each time: summarising a JSON preview costs ~2 ms, so twelve of them
-    were most of a restore. Events never change once recorded (their id fixes content and
-    payload), and the extractive summary is deterministic, so a cached one is exact. A
-    user's summariser is never cached here (it may be an LLM whose answers vary).
-    """
-
-    def __init__(self, size: int = 2_048) -> None:
-        self._items: OrderedDict[tuple[Any, ...], tuple[str | None, str | None, str]] = (
-            OrderedDict()
-        )
-        self._size = size
-        self._lock = threading.Lock()  # restores run in several threads at once
-
-    def get(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, str] | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[Any, ...], value: tuple[str | None, str | None, str]) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-_SUMMARIES = _SummaryCache()
+#: Extractive summaries already made, per (event, token target, tokenizer). An agent
+#: restores its session every turn, and the same large tool outputs are summarised to the
+#: same targets each time: summarising a JSON preview costs ~2 ms, so twelve of them were
+#: most of a restore. Events never change once recorded (their id fixes content and
+#: payload), and the extractive summary is deterministic, so a cached one is exact. A
+#: user's summariser is never cached here (it may be an LLM whose answers vary).
+_SUMMARIES: SizedLru[tuple[str | None, str | None, str]] = SizedLru(2_048)
 
 
 @dataclass(frozen=True)
@@ -187,6 +165,8 @@ class Packer:
     asked: bool = False
     cutter: Cutter = field(default_factory=Cutter)  # how the index cut long events
     indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)  # its spans
+    #: the whole payload of an event read with its preview (JSON outputs shown by records)
+    payload_of: Callable[[Event], Any] | None = None
     sizes: dict[str, int] = field(default_factory=dict)
     passage_costs: dict[str, dict[tuple[object, ...], int]] = field(default_factory=dict)
     #: each event's shown content, by the event object (kept, so its id is never reused):
@@ -323,14 +303,24 @@ class Packer:
         allowance = int(left * SUMMARY_SHARE)
         if allowance < LEAST_PASSAGES:
             return None  # (most candidates meet a spent share: no ranking for them)
-        analysis = self.analysis(event, section)
-        if analysis is None:
+        readable = self.readable(event, section)
+        if readable is None:
             return None
-        order = ranked(event, analysis, self.relevance_in(section))
+        seen, analysis, relevance, records = readable
+        order = ranked(seen, analysis, relevance, follow=not records)
         if not order:
             return None
-        pricing = self.pricing(event, analysis)
-        return shown(event, analysis, order, self.size_of(event), allowance, pricing)
+        pricing = self.pricing(seen, analysis)
+        most = RECORDS_SHOWN if records else None
+        return shown(
+            seen,
+            analysis,
+            order[: 4 * RECORDS_SHOWN],
+            self.size_of(seen),
+            allowance,
+            pricing,
+            most=most,
+        )
 
     @staticmethod
     def may_fit_whole(event: Event, passages: Shown, left: int) -> bool:
@@ -365,16 +355,17 @@ class Packer:
         """More of a long event shown by its passages, within ``allowance`` tokens: the whole
         when it fits, else its relevant passages and then the passages beside them."""
         event, section = block.event, block.section
-        analysis = self.analysis(event, section)
-        if analysis is None:
+        readable = self.readable(event, section)
+        if readable is None:
             return None
+        seen, analysis, relevance, records = readable
         if too_big(event, allowance, self.content_of(event)) is None:
             text = render_block(event, self.content_of(event), payload_json(event))
             full = self.tok.count(text + "\n")
             if full <= allowance:
                 why = f"{block.basis}; whole"
                 return Block(event, section, text, full, "included", why, event.content)
-        order = ranked(event, analysis, self.relevance_in(section))
+        order = ranked(seen, analysis, relevance, follow=not records)
         if not order:
             return None
         picked = {i for i, _ in order}
@@ -384,20 +375,38 @@ class Packer:
             key=lambda i: (min(abs(i - j) for j in near or [0]), i),
         )
         order += [(i, "beside a chosen passage") for i in beside]
-        size = self.size_of(event)
+        size = self.size_of(seen)
         everything = len(analysis.spans)
-        pricing = self.pricing(event, analysis)
-        chosen = shown(event, analysis, order, size, allowance, pricing, most=everything)
+        pricing = self.pricing(seen, analysis)
+        chosen = shown(seen, analysis, order, size, allowance, pricing, most=everything)
         if chosen is None:
             return None
         return self.passage_block(event, section, chosen, block.basis, None)
 
-    def analysis(self, event: Event, section: str) -> Analysis | None:
-        """The passages of ``event`` if it is a long text that may be shown by them (not the
-        goal or the summary, which stand alone, nor a payload, which is summarised as JSON)."""
-        if section in TIMELESS or event.kind == "summary" or shown_payload(event) is not None:
+    def readable(
+        self, event: Event, section: str
+    ) -> tuple[Event, Analysis, Relevance, bool] | None:
+        """What ``event`` is shown by passages of in ``section``, with its passages and what
+        makes one relevant: a long text's content, or a JSON tool output's records when a
+        query may ask about them (search/records.py: the search's passage is of the
+        flattened content, not of the records, so only the query's words choose). None: not
+        shown by passages — the goal or the summary, which stand alone; a payload that is
+        not a JSON output's (summarised as JSON); a text that fits the embedder whole. The
+        last item says whether the passages are a JSON output's records."""
+        if section in TIMELESS or event.kind == "summary":
             return None
-        return analysed(event, self.cutter, self.indexed.get(event.seq))
+        relevance = self.relevance_in(section)
+        # (records only for the caller's query: the default one, the goal's words, matches
+        # most records of an output about it, and the JSON summary keeps the unusual ones)
+        view = record_view(event, self.payload_of) if self.asked and relevance.words else None
+        if view is not None:
+            analysis = analysed(view.event, self.cutter, view.spans)
+            if analysis is not None:
+                return view.event, analysis, replace(relevance, best={}), True
+        if shown_payload(event) is not None:
+            return None
+        analysis = analysed(event, self.cutter, self.indexed.get(event.seq))
+        return None if analysis is None else (event, analysis, relevance, False)
 
     def relevance_in(self, section: str) -> Relevance:
         """What makes a passage relevant in ``section``: the query, or the default one
@@ -462,7 +471,7 @@ class Packer:
         tok = self.tok
         key = (event.id, event.preview, target, tok.model, tok.encoding_name, tok.margin)
         cached = _SUMMARIES.get(key)
-        if cached is None:
+        if cached is MISSING:
             made: list[str] = []
             content, payload = self._split_summary(event, target, made)
             cached = (content, payload, made[-1] if made else "")

@@ -115,13 +115,16 @@ class Shown:
     tokens: int = 0  # the block's count (its text and a line end)
 
 
-def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple[int, str]]:
+def ranked(
+    event: Event, analysis: Analysis, relevance: Relevance, *, follow: bool = True
+) -> list[tuple[int, str]]:
     """The relevant passages of ``event`` best first, as ``(index, why)``: those matching the
     query's words (at least :data:`RELATIVE_SCORE` of the best match), those with a line
     holding more of the query's words together first (:data:`LINES_FIRST`), then the
     search's best passage, then by BM25; then the search's best passage if it matches none,
-    then the passage after each of those (its reply, its continuation). Empty when nothing
-    is relevant.
+    then (``follow``) the passage after each of those (its reply, its continuation; not for
+    a JSON output's records, where the next record is another one). Empty when nothing is
+    relevant.
 
     Words first: the search's passage is the event's nearest *by meaning* to the whole query,
     which on long events was the passage holding the answer less often than the one sharing
@@ -150,6 +153,8 @@ def ranked(event: Event, analysis: Analysis, relevance: Relevance) -> list[tuple
         terms = "matches query terms " + ", ".join(found)
         order.append((i, f"best passage of the search, {terms}" if i in searched else terms))
     order += [(i, "best passage of the search") for i in searched if i not in matching]
+    if not follow:
+        return order
     # then the passage after each of them: a question's answer is the next turn, a
     # heading's or a log line's substance the lines after it (long-events benchmark: the
     # answer sat in the passage after a chosen one in 15 of the 19 questions restore lost to
@@ -250,8 +255,23 @@ def _which(numbers: Sequence[int], count: str, *, cut: bool) -> str:
 
 
 def _numbers(numbers: Sequence[int]) -> str:
-    """``3``, ``3 and 5``, ``1, 3 and 5``."""
-    said = [str(n) for n in numbers]
+    """``3``, ``3 and 5``, ``1, 3 and 5``; a run of three or more as ``7-9`` (a JSON
+    output's records shown side by side are many).
+
+    >>> _numbers([3]), _numbers([1, 3, 5]), _numbers([2, 7, 8, 9, 10, 12])
+    ('3', '1, 3 and 5', '2, 7-10 and 12')
+    """
+    said: list[str] = []
+    run: list[int] = []
+    for n in [*numbers, None]:
+        if n is not None and run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if len(run) >= 3:
+            said.append(f"{run[0]}-{run[-1]}")
+        else:
+            said += [str(m) for m in run]
+        run = [] if n is None else [n]
     return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
 
 

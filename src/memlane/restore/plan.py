@@ -182,6 +182,7 @@ def _pack(
         asked=candidates.query is not None,
         cutter=candidates.cutter,
         indexed=candidates.indexed,
+        payload_of=candidates.payload_of,
     )
 
     goal_events = [e for e in candidates.pinned if e.kind == "goal"]

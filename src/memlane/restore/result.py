@@ -8,7 +8,7 @@ chat messages and a report of every event's fate (:class:`RestoredContext`,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -98,6 +98,10 @@ class RestoreCandidates:
     #: the spans the index holds for the long candidates, by seq (read once: the others are
     #: cut with ``cutter``)
     indexed: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
+    #: the whole payload of an event read with only its preview (``Event.preview``): a JSON
+    #: tool output is shown by the records a query asks about (restore/records.py); None:
+    #: such an output is summarised from its preview
+    payload_of: Callable[[Event], Any] | None = None
     #: the user's messages that state standing instructions or preferences, newest first
     #: (those whose rules bear most on a request for work before them: search/rules.py),
     #: each with those sentences (text/instructions.py)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import Stemmer
 
+from ..core.lru import MISSING, SizedLru
 from ..events import Event
 from ..ranking.keyword.terms import query_words, tokens
 from ..text.passages import MAX_PASSAGES, PASSAGE_TOKENS, Cutter
@@ -46,11 +47,9 @@ _ANALYSES_BYTES = 32 * 1024 * 1024
 _ENTRY_BYTES = 24  # a stem's count in a passage's Counter (its key is shared with _STEMS)
 _PASSAGE_BYTES = 200  # a passage's Counter, span and length
 _SHORT_CHARS = 254  # (no text this short needs passages: a word piece is a character or more)
-_ANALYSES: OrderedDict[tuple[str, int, int, str, Hashable], Analysis | None] = OrderedDict()
-_ANALYSES_SIZE = [0]  # the estimated bytes of _ANALYSES (a list: changed under _LOCK)
 _REACH = MAX_PASSAGES * PASSAGE_TOKENS * 12  # the characters passage_spans reads at most
-_LOCK = threading.Lock()  # restores run in several threads at once
-_MISSING = object()
+# (by event and cutter; _bytes is read when an analysis is kept, so it may come below)
+_ANALYSES: SizedLru[Analysis | None] = SizedLru(_ANALYSES_BYTES, lambda made: _bytes(made))
 
 
 @dataclass(frozen=True)
@@ -85,29 +84,20 @@ def analysed(
     if not event.id:
         return _analyse(content, cutter)
     key = _key(event, cutter)
-    with _LOCK:
-        found = _ANALYSES.get(key, _MISSING)
-        if found is not _MISSING:
-            _ANALYSES.move_to_end(key)
-            return found  # type: ignore[return-value]
-    # (outside the lock: other restores go on meanwhile)
+    found = _ANALYSES.get(key)
+    if found is not MISSING:
+        return found
+    # (made outside the cache's lock: other restores go on meanwhile)
     made = _analyse(content, cutter, indexed)
-    with _LOCK:
-        if key not in _ANALYSES:
-            _ANALYSES[key] = made
-            _ANALYSES_SIZE[0] += _bytes(made)
-        while _ANALYSES_SIZE[0] > _ANALYSES_BYTES and len(_ANALYSES) > 1:
-            _ANALYSES_SIZE[0] -= _bytes(_ANALYSES.popitem(last=False)[1])
+    _ANALYSES.put(key, made)
     return made
 
 
 def forget_analyses() -> None:
     """Let go of every kept analysis and stemmed token (an erasure: they are derived from the
     erased text; a process that wants the memory back)."""
-    with _LOCK:
-        _ANALYSES.clear()
-        _ANALYSES_SIZE[0] = 0
-        _STEMS.clear()
+    _ANALYSES.clear()
+    _STEMS.clear()
 
 
 def _bytes(analysis: Analysis | None) -> int:
@@ -130,8 +120,7 @@ def needs_analysis(event: Event, cutter: Cutter) -> bool:
     events every turn: restore reads the index's spans only for the others)."""
     if len(event.content) <= max(_SHORT_CHARS, cutter.window - 2) or not event.id:
         return False
-    with _LOCK:
-        return _key(event, cutter) not in _ANALYSES
+    return _key(event, cutter) not in _ANALYSES
 
 
 def _analyse(
