@@ -164,11 +164,20 @@ def test_scoring_by_passages_reads_no_payload(
         (previewed if previews else whole).append(len(seqs))
         return read(seqs, previews=previews)
 
+    contents = store.event_contents
+    texts: list[int] = []
+
+    def text_spy(seqs: Any) -> Any:
+        texts.append(len(seqs))
+        return contents(seqs)
+
     monkeypatch.setattr(store, "events_by_seq", spy)
+    monkeypatch.setattr(store, "event_contents", text_spy)
     hits = mgr.search("which test failed in the pytest run outcome?", k=2, session_id=session.id)
     assert len(hits) == 2
     assert whole == [2]  # the hits only
-    assert previewed and max(previewed) >= 4  # (the outputs, long candidates, were scored)
+    assert texts and max(texts) >= 4  # (the outputs, long candidates, were scored: ids
+    # and contents only)
 
 
 def test_a_day_named_in_words_finds_its_iso_date_in_a_listing(

@@ -677,3 +677,29 @@ def test_a_setting_under_the_heading_the_question_names_is_shown() -> None:
     check(ctx, 700)
     assert answer in ctx.text
     assert "BATCH_SIZE = 200" not in ctx.text  # the first block, under the prose, is not shown
+
+
+def test_a_passage_cut_to_fit_fits_any_allowance_a_smaller_one_fit() -> None:
+    """A cut passage's lines are indented after it is summarised to the room left: the first
+    try can overflow the allowance by the indents, and a larger allowance then showed
+    nothing where a smaller one showed the cut passage (a listing at 600 tokens)."""
+    from memlane.restore.passages import Pricing, _cut
+    from memlane.search.passage_terms import analysed
+
+    lines = [
+        f"-rw-r--r-- 1 pg pg {1_000_000 + n * 7_919:>10} Feb {n % 28 + 1:2d} 02:00 "
+        f"billing-2026-02-{n % 28 + 1:02d}.sql.gz"
+        for n in range(120)
+    ]
+    event = ev(3, "tool_output", "\n".join(lines))
+    analysis = analysed(event)
+    assert analysis is not None
+    count = Pricing.plain(event, analysis, TOK.count).count
+    fitted = False
+    for allowance in range(80, 320, 3):
+        cut = _cut(event, analysis, (2, "matches"), 3_000, allowance, count)
+        if cut is not None:
+            assert cut.tokens <= allowance
+            fitted = True
+        else:
+            assert not fitted, f"allowance {allowance} showed nothing; a smaller one fit"

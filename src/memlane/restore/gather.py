@@ -200,11 +200,12 @@ def restore_session(
         count_recall=False,
         exclude=pinned_seqs | {event.seq for event in newest},  # excluded ids go below
         previews=True,
-        # ranked by whole events: restore shows long ones by their passages itself, and
-        # scoring them by their best passage here moved restore's evidence by -1.6 to +1.0
-        # points on the long-events sets (docs/decisions/2026-11-28-long-events-by-their-
-        # best-passage.md)
-        by_passages=False,
+        # conversations ranked by whole events: restore shows long ones by their passages
+        # itself, and scoring them by their best passage here moved restore's evidence by
+        # -1.6 to +1.0 points on the long-events sets (tech chats: -2 / -3 / -1 at 2k / 4k
+        # / 8k); a log, a table, a config block by its best passage (generated agent runs
+        # +13 / +9 / +3; docs/decisions/2026-11-28-a-line-holding-the-query-words.md)
+        by_passages="lines",
         shown_by_lines=False,  # (restore/passages.py chooses what it shows of an event)
         rule_candidates=rule_candidates,
     )

@@ -314,13 +314,18 @@ def _cut(
     head = header(event, size, [index + 1], _of(analysis), cut=True)
     room = allowance - count("- " + head + INDENT + "\n") - 1
     start, stop = analysis.spans[index]
-    text = summarize_text(event.content[start:stop], room, count) if room > 8 else None
-    if not text:
-        return None
-    lines = collapse_repeats(text.splitlines())
-    result = _shown(head, lines, [index + 1], _of(analysis), f"{index + 1}: {why}, cut")
-    tokens = count(result.text + "\n")
-    return replace(result, tokens=tokens) if tokens <= allowance else None
+    for _ in range(4):  # the lines' indents are counted after: shrink by more than the
+        # excess (a summary's size moves by whole lines), and retry
+        text = summarize_text(event.content[start:stop], room, count) if room > 8 else None
+        if not text:
+            return None
+        lines = collapse_repeats(text.splitlines())
+        result = _shown(head, lines, [index + 1], _of(analysis), f"{index + 1}: {why}, cut")
+        tokens = count(result.text + "\n")
+        if tokens <= allowance:
+            return replace(result, tokens=tokens)
+        room -= tokens - allowance + room // 16
+    return None
 
 
 def _of(analysis: Analysis) -> str:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import Stemmer
 
@@ -31,10 +32,14 @@ __all__ = [
     "forget_analyses",
     "held_stems",
     "lines_together",
+    "made_of_lines",
+    "most_together",
     "needs_analysis",
     "porter_stem",
     "query_stems",
 ]
+
+K = TypeVar("K")
 
 _STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
 # What the kept analyses may take, by an estimate of their size (:func:`_bytes`): an event
@@ -220,7 +225,13 @@ def query_stems(query: str | None) -> dict[str, str]:
     return words
 
 
-def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> dict[int, int]:
+def lines_together(
+    content: str,
+    analysis: Analysis,
+    stems: Iterable[str],
+    longest: int | None = None,
+    at_least: int = 2,
+) -> dict[int, int]:
     """For each passage of ``content`` (cut as ``analysis`` says) with a line that holds two
     or more of ``stems`` together, how many that line holds, on its best line: a table's
     row, a log line, a setting that names what a question asks about. A line under a heading
@@ -231,17 +242,77 @@ def lines_together(content: str, analysis: Analysis, stems: Iterable[str]) -> di
     together: dict[int, int] = {}
     if len(wanted) < 2:
         return together
+    at_least = max(2, at_least)
     for i, terms in enumerate(analysis.terms):
-        present = sum(1 for stem in wanted if terms[stem])
-        if present < 2:
+        present = len(wanted & terms.keys())
+        if present < at_least:
             continue
         start, stop = analysis.spans[i]
         text = content[start:stop].strip()
         if "\n" in text:
-            present = _best_line(text, wanted)
-        if present >= 2:
+            present = _best_line(text, wanted, longest, at_least)
+        elif longest is not None and len(text) > longest:
+            continue
+        if present >= at_least:
             together[i] = present
     return together
+
+
+#: A text "made of lines" has at least this many lines, of at most this many characters on
+#: average: a log, a table, a listing, a config block — not prose, whose paragraphs are
+#: lines of hundreds of characters, nor an answer mixing prose and code (restore ranks
+#: those whole: docs/decisions/2026-11-28-a-line-holding-the-query-words.md).
+LINES_AT_LEAST = 8
+LINE_CHARS_ON_AVERAGE = 80
+
+
+def made_of_lines(text: str) -> bool:
+    """Whether ``text`` is made of short lines (:data:`LINES_AT_LEAST`,
+    :data:`LINE_CHARS_ON_AVERAGE`).
+
+    >>> made_of_lines("\\n".join(f"2026-03-07 ERROR svc[{i}]: timed out" for i in range(20)))
+    True
+    >>> made_of_lines("\\n\\n".join(["A paragraph of prose that goes on for a while. " * 4] * 5))
+    False
+    """
+    lines = text.count("\n") + 1
+    return lines >= LINES_AT_LEAST and len(text) <= LINE_CHARS_ON_AVERAGE * lines
+
+
+def most_together(
+    analysed_events: Mapping[K, tuple[str, Analysis]], stems: Iterable[str], longest: int
+) -> tuple[int, list[K]]:
+    """The most of ``stems`` one short line (``longest`` characters at most) of any of
+    ``analysed_events`` holds together (0 below two), and the events that hold it. Bounded
+    work: each event's passages give an upper bound from their stem counts, and only the
+    events whose bound reaches the best count found so far are read line by line."""
+    wanted = frozenset(stems)
+    if len(wanted) < 2:
+        return 0, []
+    bounds = sorted(
+        (
+            (
+                max(
+                    (len(wanted & terms.keys()) for terms in analysis.terms),
+                    default=0,
+                ),
+                key,
+            )
+            for key, (_, analysis) in analysed_events.items()
+        ),
+        key=lambda pair: -pair[0],
+    )
+    top, holders = 0, []
+    for bound, key in bounds:
+        if bound < max(2, top):
+            break
+        content, analysis = analysed_events[key]
+        found = max(lines_together(content, analysis, wanted, longest, top).values(), default=0)
+        if found > top:
+            top, holders = found, [key]
+        elif found == top and found:
+            holders.append(key)
+    return top, holders
 
 
 #: A line that names what the lines after it are about: a comment or Markdown heading, an
@@ -254,18 +325,34 @@ def held_stems(text: str, wanted: frozenset[str]) -> frozenset[str]:
     return wanted.intersection(porter_stem(token) for token in tokens(text))
 
 
-def _best_line(text: str, wanted: frozenset[str]) -> int:
-    """How many of ``wanted`` the best line of ``text`` holds, with its heading's."""
+def _best_line(text: str, wanted: frozenset[str], longest: int | None = None, need: int = 2) -> int:
+    """How many of ``wanted`` the best line of ``text`` holds, with its heading's (lines
+    over ``longest`` characters not counted), when at least ``need`` (else 0 or less).
+
+    A line is tokenized only when it may hold ``need``: a porter stem less its last letter
+    is the start of the word it came from ("timed" → "time", "happy" → "happi"), so an ASCII
+    line whose lowercase text holds fewer of those starts than ``need`` cannot (a search
+    reads the lines of ~50 long events: tokenizing every one was most of its time on logs).
+    """
+    starts = [stem[:-1] if len(stem) >= 3 else stem for stem in wanted]
     best = 0
     heading: frozenset[str] = frozenset()
     for line in text.split("\n"):
-        if line.lstrip().startswith("```"):  # a code block's fence ends its heading's reach
+        bare = line.strip()
+        if bare.startswith("```"):  # a code block's fence ends its heading's reach
             heading = frozenset()
             continue
-        held = held_stems(line, wanted)
-        if _HEADING.search(line):
-            heading = held
-            best = max(best, len(held))
-        else:
-            best = max(best, len(held | heading))
+        if longest is not None and len(line) > longest:
+            continue
+        # (the pattern is tried only on a line that may be a heading: most are not)
+        if (bare[:1] in ("#", "[") or bare.endswith(":")) and _HEADING.search(line):
+            heading = held_stems(line, wanted)
+            best = max(best, len(heading))
+            continue
+        low = line.lower()
+        # (the tokenizer folds accents: a line that is not ASCII is tokenized whatever)
+        may_hold = sum(1 for start in starts if start in low) if low.isascii() else len(starts)
+        if len(heading) + may_hold < max(need, best + 1):
+            continue
+        best = max(best, len(held_stems(line, wanted) | heading))
     return best

@@ -460,6 +460,18 @@ class SqlStore:
                 out[event.seq] = event
         return out
 
+    def event_contents(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+        out: dict[int, tuple[str, str]] = {}
+        now = now_us()
+        for chunk in batched(list(seqs)):
+            for seq, event_id, content in self._read(
+                f"SELECT e.seq, e.id, e.content FROM events e "
+                f"WHERE e.seq IN ({marks(chunk)}) AND {LIVE}",
+                [*chunk, now],
+            ):
+                out[int(seq)] = (str(event_id), str(content))
+        return out
+
     def event_times(self, seqs: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
         for chunk in batched(list(seqs)):

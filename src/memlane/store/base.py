@@ -194,6 +194,11 @@ class LogReader(Protocol):
 
     def event_times(self, seqs: Sequence[int]) -> dict[int, int]: ...
 
+    def event_contents(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """The id and content of each live event of ``seqs`` (what cutting a long event into
+        passages reads: a full read of its row cost search ~4 ms a restore)."""
+        ...
+
     def get_meta(self, key: str, tx: Tx | None = None) -> str | None: ...
 
     def buffer_epoch(self) -> int:
