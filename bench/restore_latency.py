@@ -102,8 +102,10 @@ def forget_summaries() -> None:
         from memlane.restore import packer
     except ImportError:
         return
-    if hasattr(packer, "_SummaryCache"):
+    if hasattr(packer, "_SummaryCache"):  # (the library before core/lru.py)
         packer._SUMMARIES = packer._SummaryCache()
+    else:
+        packer._SUMMARIES.clear()
 
 
 def timed(mgr: SessionManager, session: str, query: str | None, runs: int) -> dict[str, float]:

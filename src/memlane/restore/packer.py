@@ -369,10 +369,13 @@ class Packer:
         if not order:
             return None
         picked = {i for i, _ in order}
-        near = [n - 1 for n in block.passages]
+        near = [n - 1 for n in block.passages] or [0]
+        # (a JSON output's records beside the chosen ones only: they are thousands)
+        reach = RECORDS_SHOWN if records else len(analysis.spans)
+        around = {i for j in near for i in range(j - reach, j + reach + 1)}
         beside = sorted(
-            (i for i in range(len(analysis.spans)) if i not in picked),
-            key=lambda i: (min(abs(i - j) for j in near or [0]), i),
+            (i for i in around if 0 <= i < len(analysis.spans) and i not in picked),
+            key=lambda i: (min(abs(i - j) for j in near), i),
         )
         order += [(i, "beside a chosen passage") for i in beside]
         size = self.size_of(seen)

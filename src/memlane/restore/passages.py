@@ -77,6 +77,8 @@ LINES_FIRST = True
 # BM25's constants (the usual ones; the "corpus" is one event's passages)
 _K1 = 1.2
 _B = 0.75
+#: The most tokens one more passage number adds to a block's header (", 1234")
+_NUMBER_TOKENS = 4
 #: The fewest tokens a block of passages is given: its header is ~25, and a passage cut to
 #: fewer than ~40 tells nothing.
 LEAST_PASSAGES = 64
@@ -137,14 +139,10 @@ def ranked(
     scores = _bm25(analysis, stems)
     together = lines_together(event.content, analysis, stems) if LINES_FIRST else {}
     top = max(scores, default=0.0)
-    matching = [
-        i
-        for i in sorted(
-            range(len(scores)),
-            key=lambda i: (-together.get(i, 0), i not in searched, -scores[i], i),
-        )
-        if top > 0 and scores[i] >= top * RELATIVE_SCORE
-    ]
+    matching = sorted(
+        (i for i, score in enumerate(scores) if top > 0 and score >= top * RELATIVE_SCORE),
+        key=lambda i: (-together.get(i, 0), i not in searched, -scores[i], i),
+    )
     order: list[tuple[int, str]] = []
     for i in matching:
         found = dict.fromkeys(  # (a word of several stems, "batch_size", is named once)
@@ -203,18 +201,27 @@ def shown(
     why = dict(order)
     gap = pricing.short(INDENT + "…")
     named = _named(event, size)
+
+    def head_of(trial: list[int]) -> int:
+        return pricing.short(f"- {named}{_which([i + 1 for i in trial], _of(analysis), cut=False)}")
+
     chosen: list[int] = []
+    chosen_head = 0  # the exact price of the header naming `chosen`
     used = 0
     for index, _ in order:
         if len(chosen) >= most:
             break
         trial = sorted([*chosen, index])
-        numbers = [i + 1 for i in trial]
-        head = pricing.short(f"- {named}{_which(numbers, _of(analysis), cut=False)}")
+        # a number more in the header costs at most _NUMBER_TOKENS (", 1234"): the header
+        # is counted exactly only for a passage that fits so (a JSON output's records are
+        # tried by the dozen, and counting each trial's header was most of a restore)
+        head = chosen_head + _NUMBER_TOKENS if chosen else head_of(trial)
         gaps = sum(1 for a, b in itertools.pairwise(trial) if b > a + 1)
-        price = head + sum(pricing.passage(i) for i in trial) + gap * gaps + 1  # (+ "\n")
-        if price <= allowance:
-            chosen, used = trial, price
+        rest = sum(pricing.passage(i) for i in trial) + gap * gaps + 1  # (+ "\n")
+        if head + rest <= allowance:
+            exact = head_of(trial) if chosen else head
+            if exact + rest <= allowance:
+                chosen, used, chosen_head = trial, exact + rest, exact
     if chosen:
         return replace(_block(event, analysis, chosen, size, why), tokens=used)
     if not order or allowance < LEAST_PASSAGES:
@@ -383,13 +390,12 @@ def _bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
     average = sum(analysis.lengths) / n or 1.0
     scores = [0.0] * n
     for stem in stems:
-        df = sum(1 for terms in analysis.terms if terms[stem])
-        if not df:
+        holding = analysis.holding(stem)
+        if not holding:
             continue
+        df = len(holding)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        for i, terms in enumerate(analysis.terms):
-            tf = terms[stem]
-            if tf:
-                norm = _K1 * (1 - _B + _B * analysis.lengths[i] / average)
-                scores[i] += idf * tf * (_K1 + 1) / (tf + norm)
+        for i, tf in holding:
+            norm = _K1 * (1 - _B + _B * analysis.lengths[i] / average)
+            scores[i] += idf * tf * (_K1 + 1) / (tf + norm)
     return scores

@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 K = TypeVar("K")
+#: stems whose passages one analysis keeps (:meth:`Analysis.holding`)
+_STEMS_HELD = 64
 
 _STEMS_CACHED = 65_536  # distinct tokens whose porter stem is kept (~100 bytes each)
 # What the kept analyses may take, by an estimate of their size (:func:`_bytes`): an event
@@ -69,6 +71,21 @@ class Analysis:
     whole: bool
     #: each passage's tokens as shown, per tokenizer (kept with the event's passages)
     costs: dict[tuple[object, ...], int] = field(default_factory=dict, compare=False)
+    #: the passages holding each stem asked about so far, with its count in each
+    #: (:meth:`holding`): a JSON output's records are thousands of passages
+    _holding: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
+
+    def holding(self, stem: str) -> tuple[tuple[int, int], ...]:
+        """``(passage, count)`` of each passage holding ``stem``, in order (kept: an agent asks
+        about the same events with the same words turn after turn)."""
+        found = self._holding.get(stem)
+        if found is None:
+            found = tuple(
+                (i, count) for i, terms in enumerate(self.terms) if (count := terms.get(stem, 0))
+            )
+            if len(self._holding) < _STEMS_HELD:
+                self._holding[stem] = found
+        return found
 
 
 def analysed(
@@ -243,8 +260,9 @@ def lines_together(
     if len(wanted) < 2:
         return together
     at_least = max(2, at_least)
-    for i, terms in enumerate(analysis.terms):
-        present = len(wanted & terms.keys())
+    held = Counter(i for stem in wanted for i, _ in analysis.holding(stem))
+    for i in sorted(held):
+        present = held[i]
         if present < at_least:
             continue
         start, stop = analysis.spans[i]

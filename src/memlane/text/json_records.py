@@ -43,9 +43,9 @@ RECORD_CHARS = 320
 #: about a text passage's size); a longer line is cut at spaces.
 PASSAGE_CHARS = 640
 #: The record lines of one output made at most: a megabyte output is shown by the records
-#: of its first ~200,000 characters (the keyword index still reads all of it). It bounds the
+#: of its first ~64,000 characters (the keyword index still reads all of it). It bounds the
 #: work and the memory one output costs a restore (its lines are cut and stemmed once).
-VIEW_CHARS = 200_000
+VIEW_CHARS = 64_000
 
 
 def record_lines(
