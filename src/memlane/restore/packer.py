@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.lru import MISSING, SizedLru
 from ..events import Event
@@ -92,6 +92,17 @@ TIMELESS = ("goal", "earlier")
 UNDATED = (*TIMELESS, "user", "reference")
 _CHARS_PER_TOKEN_CEILING = 16  # beyond this many chars per token left, do not render in full
 _NOTHING = Relevance({}, {})
+
+
+class Readable(NamedTuple):
+    """What a long event is shown by passages of (:meth:`Packer.readable`): the event as
+    read (its content, or a JSON output's records as its content), its passages, what makes
+    one relevant, and whether the passages are a JSON output's records."""
+
+    event: Event
+    analysis: Analysis
+    relevance: Relevance
+    records: bool
 
 
 #: Extractive summaries already made, per (event, token target, tokenizer). An agent
@@ -386,16 +397,13 @@ class Packer:
             return None
         return self.passage_block(event, section, chosen, block.basis, None)
 
-    def readable(
-        self, event: Event, section: str
-    ) -> tuple[Event, Analysis, Relevance, bool] | None:
+    def readable(self, event: Event, section: str) -> Readable | None:
         """What ``event`` is shown by passages of in ``section``, with its passages and what
         makes one relevant: a long text's content, or a JSON tool output's records when a
         query may ask about them (search/records.py: the search's passage is of the
         flattened content, not of the records, so only the query's words choose). None: not
         shown by passages — the goal or the summary, which stand alone; a payload that is
-        not a JSON output's (summarised as JSON); a text that fits the embedder whole. The
-        last item says whether the passages are a JSON output's records."""
+        not a JSON output's (summarised as JSON); a text that fits the embedder whole."""
         if section in TIMELESS or event.kind == "summary":
             return None
         relevance = self.relevance_in(section)
@@ -405,11 +413,11 @@ class Packer:
         if view is not None:
             analysis = analysed(view.event, self.cutter, view.spans)
             if analysis is not None:
-                return view.event, analysis, replace(relevance, best={}), True
+                return Readable(view.event, analysis, replace(relevance, best={}), records=True)
         if shown_payload(event) is not None:
             return None
         analysis = analysed(event, self.cutter, self.indexed.get(event.seq))
-        return None if analysis is None else (event, analysis, relevance, False)
+        return None if analysis is None else Readable(event, analysis, relevance, records=False)
 
     def relevance_in(self, section: str) -> Relevance:
         """What makes a passage relevant in ``section``: the query, or the default one

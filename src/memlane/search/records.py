@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.lru import MISSING, SizedLru
@@ -33,15 +33,13 @@ _SHORT_CHARS = 1_000
 _OUTPUTS = ("tool_output", "step")
 
 
+@dataclass(frozen=True, slots=True)
 class RecordView:
     """The event seen as its record lines (``event``: content = the lines, no payload) and
-    their passages' spans (``spans``)."""
+    their passages' spans (``spans``: a record each)."""
 
-    __slots__ = ("event", "spans")
-
-    def __init__(self, event: Event, spans: list[tuple[int, int]]) -> None:
-        self.event = event
-        self.spans = spans
+    event: Event
+    spans: list[tuple[int, int]]
 
 
 def is_json_output(event: Event) -> bool:

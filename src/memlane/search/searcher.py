@@ -144,15 +144,13 @@ _LINE_CHARS = 200
 
 
 _HELPERS: ThreadPoolExecutor | None = None
+_HELPERS_LOCK = threading.Lock()
 _NO_TIME = from_us(0)
 
 
 def _text_only(event_id: str, content: str) -> Event:
     """An event as cutting it into passages reads it: its id and content."""
     return Event(event_id, "", "", "", content, _NO_TIME)
-
-
-_HELPERS_LOCK = threading.Lock()
 
 
 def _helpers() -> ThreadPoolExecutor:
@@ -213,9 +211,10 @@ class Searcher:
         rule_candidates: Sequence[Event] | None = None,
     ) -> Hits:
         """The best ``k`` events for ``query`` (module docstring). ``by_passages=False``
-        ranks long events whole in the keyword half, ``"lines"`` all but those made of
-        short lines (:func:`~memlane.search.passage_terms.made_of_lines`: a log, a table,
-        a config block); ``shown_by_lines=False`` leaves each
+        ranks long events whole in the keyword half; ``"lines"`` scores by their best
+        passage only those made of short lines (:func:`~memlane.search.passage_terms.
+        made_of_lines`: a log, a table, a config block: restore's choice, which ranks
+        conversations whole); ``shown_by_lines=False`` leaves each
         long hit the passage its ranking chose (restore, which chooses what it shows of an
         event itself: re-choosing for its ~60 candidates cost it ~7-9 ms);
         ``rule_candidates``: :meth:`rule_messages` of the searched session, already read by
@@ -385,8 +384,8 @@ class Searcher:
         by_passages: bool | Literal["lines"],
     ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
         """Hybrid search's keyword half (with context), long events also scored by their
-        best passage unless ``by_passages`` is false, and the span of each one's best
-        passage; run beside the semantic half."""
+        best passage unless ``by_passages`` is false (``"lines"``: those made of short lines
+        only), and the span of each one's best passage; run beside the semantic half."""
         ranked = self._keyword(query, depth, flt, partitions, content_only=False)
         if not by_passages:
             return ranked, {}
