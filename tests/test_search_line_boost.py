@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlane import SessionManager
-from memlane.search import passage_terms
-from memlane.search import searcher as searcher_module
+from memlane.events import Event
+from memlane.search import long_hits, passage_terms
 from memlane.search.passage_terms import analysed, held_stems, lines_together, query_stems
 from memlane.testing import HashEmbedder
 
@@ -79,16 +80,13 @@ def test_the_log_whose_one_line_holds_the_question_is_ranked_first_by_keyword(
     hit = next(hit for hit in hits if hit.event.id == planted)
     assert hit.passage is not None and ANSWER in hit.passage.text
     # without the boost the logs that hold each word more often come first
-    monkeypatch.setattr(searcher_module, "_LINE_BOOST", 0.0)
+    monkeypatch.setattr(long_hits, "_LINE_BOOST", 0.0)
     assert keyword_place(mgr, sid, planted) in (None, *range(2, 11))
 
 
 def test_a_line_longer_than_the_limit_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Prose paragraphs are lines too: only short lines (a log line, a row, a setting)
     count for the ranking, or a paragraph holding many of the words would be raised."""
-    from datetime import datetime, timezone
-
-    from memlane.events import Event
 
     prose = " ".join(["The email-dispatcher host was fine and nothing timed out there."] * 6)
     text = "\n".join([prose] + [f"row {i}: nothing to see on host web-{i}" for i in range(60)])
@@ -150,9 +148,6 @@ def test_the_prefilter_reads_what_reading_every_line_reads(
 
 
 def test_most_together_names_every_event_holding_the_most() -> None:
-    from datetime import datetime, timezone
-
-    from memlane.events import Event
 
     now = datetime.now(timezone.utc)
     filler = "\n".join(f"line {i} with nothing of note in it at all" for i in range(40))

@@ -272,7 +272,7 @@ def restore_session(
 
 def _whole_payload(store: Log, event: Event) -> Any:
     """The payload of ``event`` in full (it was read with its preview): a JSON output that
-    restore shows by the records a query asks about (restore/records.py, once per output)."""
+    restore shows by the records a query asks about (search/records.py, once per output)."""
     found = store.events_by_seq([event.seq]).get(event.seq)
     return None if found is None else found.payload
 

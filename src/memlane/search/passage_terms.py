@@ -260,7 +260,7 @@ def lines_together(
     if len(wanted) < 2:
         return together
     at_least = max(2, at_least)
-    held = Counter(i for stem in wanted for i, _ in analysis.holding(stem))
+    held = _held_per_passage(analysis, wanted)
     for i in sorted(held):
         present = held[i]
         if present < at_least:
@@ -309,13 +309,7 @@ def most_together(
         return 0, []
     bounds = sorted(
         (
-            (
-                max(
-                    (len(wanted & terms.keys()) for terms in analysis.terms),
-                    default=0,
-                ),
-                key,
-            )
+            (max(_held_per_passage(analysis, wanted).values(), default=0), key)
             for key, (_, analysis) in analysed_events.items()
         ),
         key=lambda pair: -pair[0],
@@ -331,6 +325,12 @@ def most_together(
         elif found == top and found:
             holders.append(key)
     return top, holders
+
+
+def _held_per_passage(analysis: Analysis, wanted: frozenset[str]) -> Counter[int]:
+    """How many of ``wanted`` each passage holding any of them holds (from its stem counts:
+    the most any one of its lines can hold)."""
+    return Counter(i for stem in wanted for i, _ in analysis.holding(stem))
 
 
 #: A line that names what the lines after it are about: a comment or Markdown heading, an

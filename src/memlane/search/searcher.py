@@ -15,7 +15,7 @@ names ("the questions I asked", "what did Caroline say": ``search/speaker.py``),
 request for work in one session, the user's standing rules (``search/rules.py``).
 A long event in hybrid's keyword ranking scores the better of its whole text and its best
 passage (with its context), and a hybrid hit shows the passage of the half that placed it
-higher, or one whose line holds more of the query's words together (``_shown_spans``).
+higher, or one whose line holds more of the query's words together (``search/long_hits.py``).
 Each search first embeds what it needs of what is still pending in the partitions it reads
 (read-your-writes, bounded: ``Indexer.catch_up``), and counts one recall for every event it
 returns (restore ranks frequently recalled events higher).
@@ -40,25 +40,16 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ..core.clock import from_us, now_us, to_us
+from ..core.clock import now_us, to_us
 from ..core.scope import Scope, partition_of
 from ..core.seams import VectorMatch, Vectors
 from ..errors import InvalidInput, StoreFull, StoreReadOnly, StoreUnavailable, shown
 from ..events import Event, Hit, Hits, Passage, validate_kinds
-from ..ranking.keyword.scoring import PassageTerms
 from ..store.base import EventFilter, SearchedLog
 from ..text.instructions import INSTRUCTION_CANDIDATES, INSTRUCTION_WORDS, USER_MESSAGES
 from ..text.passages import Cutter
 from .fusion import reciprocal_rank_fusion, tied_ranks
-from .passage_terms import (
-    Analysis,
-    analysed,
-    lines_together,
-    made_of_lines,
-    most_together,
-    needs_analysis,
-    query_stems,
-)
+from .long_hits import LongHits
 from .recalls import RecallCounts
 from .recency import Recency
 from .rules import is_task_request, newest_first, ranked_rules
@@ -131,26 +122,10 @@ _QUERY_CACHE_SIZE = 256
 # A long hit shows a passage whose one line holds more of the query's words together than
 # the passage its ranking chose (False: the ranking's passage; for measurement).
 _LINES_FIRST = True
-# A long event whose one short line (a log line, a table's row, a setting under its
-# service's heading; at most _LINE_CHARS characters) holds the most of the query's words
-# of any keyword candidate's has its best passage's keyword score raised by this share:
-# BM25 reads a passage as a bag of words, and a log or a config block holds each word of
-# "which host timed out in email-dispatcher?" on some line. Generated agent runs any@10
-# 0.851 -> 0.910 (config 0.385 -> 0.769), mixed 0.857 -> 0.878; tech chats 0.860 / 0.838 ->
-# 0.868 / 0.831 (docs/decisions/2026-11-28-a-line-holding-the-query-words.md). 0 turns
-# it off.
-_LINE_BOOST = 0.5
-_LINE_CHARS = 200
 
 
 _HELPERS: ThreadPoolExecutor | None = None
 _HELPERS_LOCK = threading.Lock()
-_NO_TIME = from_us(0)
-
-
-def _text_only(event_id: str, content: str) -> Event:
-    """An event as cutting it into passages reads it: its id and content."""
-    return Event(event_id, "", "", "", content, _NO_TIME)
 
 
 def _helpers() -> ThreadPoolExecutor:
@@ -178,6 +153,7 @@ class Searcher:
         self.store: SearchedLog = storage.log
         self.indexer = indexer
         self.scope = scope
+        self.long_hits = LongHits(self.store, storage, lambda: indexer.cutter)
         #: False on a read-only store: searches skip their side writes (recall counts, the
         #: catch-up of pending embeddings) instead of trying them
         self.writes = writes
@@ -303,7 +279,7 @@ class Searcher:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
         if spans and shown_by_lines and _LINES_FIRST:
-            spans = self._shown_spans(query, events, spans)
+            spans = self.long_hits.shown_spans(query, events, spans)
         hits = Hits(
             (
                 Hit(
@@ -320,33 +296,6 @@ class Searcher:
         if count_recall:
             self.count_recalls([hit.event.seq for hit in hits])
         return hits
-
-    def _shown_spans(
-        self, query: str, events: Mapping[int, Event], spans: dict[int, tuple[int, int]]
-    ) -> dict[int, tuple[int, int]]:
-        """``spans`` (the passage each long hit shows, as the ranking that placed it found
-        it), with a passage whose one line holds more of the query's words together instead
-        where there is one (``search/passage_terms.py``: a table's row, a log line; the
-        ranking scored passages by their words, not by where they sit)."""
-        stems = query_stems(query)
-        found = {seq: events[seq] for seq in spans if seq in events}
-        if len(stems) < 2 or not found:
-            return spans
-        cutter = self.indexer.cutter
-        uncut = [seq for seq, event in found.items() if needs_analysis(event, cutter)]
-        indexed = self.storage.passage_spans(uncut) if uncut else {}
-        shown = dict(spans)
-        for seq, event in found.items():
-            analysis = analysed(event, cutter, indexed.get(seq))
-            together = lines_together(event.content, analysis, stems) if analysis else {}
-            if analysis is None or not together:
-                continue
-            cuts = analysis.spans
-            now = cuts.index(spans[seq]) if spans[seq] in cuts else -1
-            best = max(together, key=lambda i: (together[i], i == now, -i))
-            if together[best] > together.get(now, 0):
-                shown[seq] = cuts[best]
-        return shown
 
     def count_recalls(self, seqs: Sequence[int]) -> None:
         """One more recall for each event: counted in memory, written in batches
@@ -389,71 +338,8 @@ class Searcher:
         ranked = self._keyword(query, depth, flt, partitions, content_only=False)
         if not by_passages:
             return ranked, {}
-        return self._by_passages(query, partitions, ranked, lines_only=by_passages == "lines")
-
-    def _by_passages(
-        self,
-        query: str,
-        partitions: list[tuple[str, bool]],
-        keyword: list[tuple[int, float]],
-        *,
-        lines_only: bool = False,
-    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
-        """Hybrid search's keyword ranking with each long event in it scored by the better
-        of its whole text and its best passage (with its context): a long message whose one
-        paragraph holds every word of the question ranked below shorter ones that each hold
-        some of them (docs/decisions/2026-11-28-long-events-by-their-best-passage.md); and
-        the span of each long event's best passage, which its hit shows when this ranking
-        placed it higher than the semantic one. The passages are the vector index's
-        (``search/passage_terms.py``, cached by event). The long events whose one short
-        line holds the most of the query's words score their best passage higher
-        (:data:`_LINE_BOOST`)."""
-        candidates = [seq for seq, _ in keyword]
-        if not candidates:
-            return keyword, {}
-        cutter = self.indexer.cutter
-        cuts: dict[int, tuple[tuple[int, int], ...]] = {}
-        read: dict[int, tuple[str, Analysis]] = {}  # (each long candidate's content and cut)
-
-        def passages_of(seqs: list[int]) -> dict[int, PassageTerms]:
-            # (each event's id and content alone: what its passages are cut from)
-            events = {
-                seq: _text_only(event_id, content)
-                for seq, (event_id, content) in self.store.event_contents(seqs).items()
-                if not lines_only or made_of_lines(content)
-            }
-            uncut = [seq for seq, event in events.items() if needs_analysis(event, cutter)]
-            indexed = self.storage.passage_spans(uncut) if uncut else {}
-            found: dict[int, PassageTerms] = {}
-            for seq, event in events.items():
-                analysis = analysed(event, cutter, indexed.get(seq))
-                if analysis is not None:
-                    found[seq] = list(zip(analysis.terms, analysis.lengths, strict=True))
-                    cuts[seq] = analysis.spans
-                    read[seq] = (event.content, analysis)
-            return found
-
-        better = self.store.keyword_passage_scores(
-            with_days_as_written(query), partitions, candidates, passages_of
-        )
-        if _LINE_BOOST and read:
-            top, holders = most_together(read, query_stems(query), _LINE_CHARS)
-            for seq in holders if top >= 2 else ():
-                if seq in better:
-                    score, index = better[seq]
-                    better[seq] = (score * (1 + _LINE_BOOST), index)
-        scores = dict(keyword)
-        best: dict[int, tuple[int, int]] = {}
-        raised = False
-        for seq, (score, index) in better.items():
-            if score > 0 and 0 <= index < len(cuts.get(seq, ())):
-                best[seq] = cuts[seq][index]
-            if score > scores.get(seq, 0.0):
-                scores[seq], raised = score, True
-        if not raised:
-            return keyword, best
-        place = {seq: i for i, seq in enumerate(candidates)}  # ties: the earlier candidate
-        return sorted(scores.items(), key=lambda pair: (-pair[1], place[pair[0]])), best
+        lines_only = by_passages == "lines"
+        return self.long_hits.by_passages(query, partitions, ranked, lines_only=lines_only)
 
     def _semantic_or_nothing(
         self,
