@@ -253,3 +253,6 @@ def test_postgres_reads_a_previewed_output_whole_for_its_records(postgres_url: s
         assert answer(payload, 300) in ctx.text
         item = next(item for item in ctx.report.items if item.event_id == event.id)
         assert item.action == "passages"
+        # and a search hit of it names the record (Hit.records), as on SQLite
+        hit = next(hit for hit in manager.search(QUESTION, k=5) if hit.event.id == event.id)
+        assert answer(payload, 300) in hit.records[0]

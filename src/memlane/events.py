@@ -293,6 +293,13 @@ class Hit:
     one-mode search has one). A ranking that is missing did not find it among its best
     candidates. ``None`` when the hit was not made by a search.
 
+    ``records``: for a JSON tool output (a payload, or a text that is JSON) of 1,000
+    characters or more, the records the query's words point at, best first, at most three,
+    each as its path and its JSON — ``'data.invoices[23]: {"id": 23, "status": "overdue"}'``
+    (a record too big for one line is its members' lines). The event's content flattens the
+    payload, so its passage no longer says which fields belong to one record. Empty for any
+    other event, or when no record holds a word of the query.
+
     >>> from datetime import timezone
     >>> when = datetime(2026, 11, 27, tzinfo=timezone.utc)
     >>> hit = Hit(Event("01J", "s", "a", "fact", "uses Postgres", when), 0.21,
@@ -305,6 +312,7 @@ class Hit:
     score: float
     passage: Passage | None = None
     ranks: Mapping[str, int] | None = None
+    records: tuple[str, ...] = ()
 
 
 class Hits(list[Hit]):

@@ -4,6 +4,7 @@ bounded output) and over stdio with `memlane mcp` as a real subprocess."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -514,6 +515,24 @@ def test_large_content_comes_back_truncated(tmp_path: Path) -> None:
         # the store keeps everything
         with SessionManager("agent", db, embedder=HashEmbedder(), background=False) as sync:
             assert sync.get_event(recorded["id"]).content == big
+
+    _run(test)
+
+
+def test_a_json_output_s_hit_names_its_records(tmp_path: Path) -> None:
+    rows = [{"host": f"web-{i}", "state": "down" if i == 17 else "up"} for i in range(80)]
+
+    async def test() -> None:
+        async with _manager(tmp_path / "s.db") as mgr, _connected(mgr) as client:
+            sid = (await _ok(client, "start_session", goal="g"))["id"]
+            # a tool's response as it came, pretty-printed JSON text
+            output = json.dumps({"hosts": rows}, indent=2)
+            await _ok(client, "record", session_id=sid, kind="tool_output", content=output)
+            await _ok(client, "record", session_id=sid, kind="fact", content="web-17 is ours")
+            hits = (await _ok(client, "search_memory", query="which host is down"))["hits"]
+        found = next(hit for hit in hits if hit["event"]["kind"] == "tool_output")
+        assert found["records"][0] == 'hosts[17]: {"host":"web-17","state":"down"}'
+        assert all(hit["records"] == [] for hit in hits if hit is not found)
 
     _run(test)
 

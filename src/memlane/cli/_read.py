@@ -364,6 +364,7 @@ def search(
                         "start": hit.passage.start,
                         "stop": hit.passage.stop,
                     },
+                    "records": list(hit.records),
                     **event_to_dict(hit.event),
                 }
                 for rank, hit in enumerate(hits, start=1)
@@ -412,6 +413,13 @@ def _print_hits(env: Env, hits: list[Hit], query: str, label: str) -> None:
             Text.assemble((f"{score.ljust(width)}  ", "bold"), located),
         )
         width = max(40, env.out.width - 8)
+        if hit.records:
+            # a JSON output: the records the query points at, each with its path
+            shown = "record" if len(hit.records) == 1 else f"{len(hit.records)} records"
+            grid.add_row("", Text(f"{shown} of its payload", style="dim"))
+            for record in hit.records:
+                grid.add_row("", snippet(record, query, width=width))
+            continue
         if hit.passage is None:
             grid.add_row("", snippet(event.content, query, width=width))
             continue

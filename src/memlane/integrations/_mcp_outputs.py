@@ -96,6 +96,11 @@ class SearchHit(BaseModel):
         description="For a long event found by one of its passages, that passage (the "
         "event's content may be cut; this is the part that answers).",
     )
+    records: list[str] = Field(
+        default_factory=list,
+        description="For a JSON tool output, the records the query's words point at, best "
+        "first, each as its path and JSON: 'data.invoices[23]: {\"id\": 23, ...}'.",
+    )
 
 
 class SearchResult(BaseModel):

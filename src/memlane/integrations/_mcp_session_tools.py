@@ -147,6 +147,7 @@ def session_read_tools(manager: Callable[[], AsyncSessionManager], cap: int) -> 
                         start=hit.passage.start,
                         stop=hit.passage.stop,
                     ),
+                    records=[record[:cap] for record in hit.records],
                 )
                 for hit in hits
             ],

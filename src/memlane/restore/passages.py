@@ -27,13 +27,18 @@ packer decides between the passages and the whole event (restore/packer.py).
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..events import Event, Passage
-from ..search.passage_terms import Analysis, held_stems, lines_together, query_stems
+from ..search.passage_terms import (
+    RELATIVE_SCORE,
+    Analysis,
+    held_stems,
+    matching_passages,
+    query_stems,
+)
 from ..text.instructions import sentences
 from ..text.shrink import summarize_text
 from .text import INDENT, collapse_repeats, label_of, utc
@@ -62,21 +67,6 @@ WHOLE_WITHIN = 1.3
 #: may add more at the end). Measured: 1 and 2 lose 2-8 points at 2k-4k tokens, 5 is no
 #: better than 3.
 MAX_SHOWN = 3
-#: A passage matching the query's words is shown only when it scores at least this share of
-#: the event's best-matching passage: one common word shared with the query does not make a
-#: passage relevant. Measured: 0.3 is at least as good as 0.5 everywhere, 0.8 loses 1-4
-#: points, 0.15 wins on conversations and loses on tool outputs.
-RELATIVE_SCORE = 0.3
-#: Passages are ranked first by how many of the query's words one of their lines holds
-#: together (a table's row, a log line, a setting): on the long-events benchmark's tool
-#: outputs, the row a question names sat in a passage that held its words less often than
-#: others holding each of them in different rows (generated runs, restore at 2k / 4k / 8k
-#: 0.505 / 0.649 / 0.777 -> 0.543 / 0.691 / 0.830; conversations within a question or three).
-#: False: BM25 alone (for measurement).
-LINES_FIRST = True
-# BM25's constants (the usual ones; the "corpus" is one event's passages)
-_K1 = 1.2
-_B = 0.75
 #: The most tokens one more passage number adds to a block's header (", 1234")
 _NUMBER_TOKENS = 4
 #: The fewest tokens a block of passages is given: its header is ~25, and a passage cut to
@@ -121,12 +111,12 @@ def ranked(
     event: Event, analysis: Analysis, relevance: Relevance, *, follow: bool = True
 ) -> list[tuple[int, str]]:
     """The relevant passages of ``event`` best first, as ``(index, why)``: those matching the
-    query's words (at least :data:`RELATIVE_SCORE` of the best match), those with a line
-    holding more of the query's words together first (:data:`LINES_FIRST`), then the
-    search's best passage, then by BM25; then the search's best passage if it matches none,
-    then (``follow``) the passage after each of those (its reply, its continuation; not for
-    a JSON output's records, where the next record is another one). Empty when nothing is
-    relevant.
+    query's words (:func:`~memlane.search.passage_terms.matching_passages`: at least
+    :data:`RELATIVE_SCORE` of the best match, those with a line holding more of the query's
+    words together first, then the search's best passage, then by BM25); then the search's
+    best passage if it matches none, then (``follow``) the passage after each of those (its
+    reply, its continuation; not for a JSON output's records, where the next record is
+    another one). Empty when nothing is relevant.
 
     Words first: the search's passage is the event's nearest *by meaning* to the whole query,
     which on long events was the passage holding the answer less often than the one sharing
@@ -135,14 +125,7 @@ def ranked(
     """
     best = relevance.best.get(event.id)
     searched = _covering(analysis, best) if best is not None else []
-    stems = list(relevance.words)
-    scores = _bm25(analysis, stems)
-    together = lines_together(event.content, analysis, stems) if LINES_FIRST else {}
-    top = max(scores, default=0.0)
-    matching = sorted(
-        (i for i, score in enumerate(scores) if top > 0 and score >= top * RELATIVE_SCORE),
-        key=lambda i: (-together.get(i, 0), i not in searched, -scores[i], i),
-    )
+    matching = matching_passages(event.content, analysis, relevance.words, first=searched)
     order: list[tuple[int, str]] = []
     for i in matching:
         found = dict.fromkeys(  # (a word of several stems, "batch_size", is named once)
@@ -381,21 +364,3 @@ def matching_sentences(text: str, relevance: Relevance, most: int = 2) -> tuple[
         if held >= 2:
             scored.append((-held, place, sentence.strip()))
     return tuple(sentence for _, _, sentence in sorted(scored)[:most])
-
-
-def _bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
-    """Each passage's BM25 score for ``stems`` among the event's own passages (a word in
-    every passage is the event's topic, not a reason to prefer one of them)."""
-    n = len(analysis.spans)
-    average = sum(analysis.lengths) / n or 1.0
-    scores = [0.0] * n
-    for stem in stems:
-        holding = analysis.holding(stem)
-        if not holding:
-            continue
-        df = len(holding)
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        for i, tf in holding:
-            norm = _K1 * (1 - _B + _B * analysis.lengths[i] / average)
-            scores[i] += idf * tf * (_K1 + 1) / (tf + norm)
-    return scores

@@ -6,7 +6,9 @@ its content and no payload: restore's passages (restore/passages.py) then rank i
 lines by the query's words and show the best, under a header naming the output. Made once
 per output and kept (an agent restores the same outputs every turn): by event, with the
 output's size, in a bounded cache that an erasure empties. (In search's room beside the
-passages' analyses, which it shares its life with; restore is its one reader today.)
+passages' analyses, which it shares its life with.) A search hit of such an output names the
+records its query's words point at (:func:`best_records`, :attr:`memlane.Hit.records`):
+the flattened content its passage is cut from has lost which fields belong to one record.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from typing import Any
 from ..core.lru import MISSING, SizedLru
 from ..events import Event
 from ..text.json_records import line_spans, record_lines, record_of
+from ..text.passages import Cutter
 from ..text.shrink import dumps
+from .passage_terms import analysed, matching_passages, query_stems
 
-__all__ = ["RecordView", "forget_record_views", "record_view"]
+__all__ = ["RECORDS_IN_HIT", "RecordView", "best_records", "forget_record_views", "record_view"]
+
+#: The records a search hit names at most (:attr:`memlane.Hit.records`)
+RECORDS_IN_HIT = 3
 
 #: What the kept views may hold, in characters of their text (each at most
 #: :data:`~memlane.text.json_records.VIEW_CHARS`).
@@ -76,6 +83,25 @@ def record_view(event: Event, payload_of: Callable[[Event], Any] | None) -> Reco
     made = _view(event, payload_of)  # (outside the cache's lock)
     _VIEWS.put(key, made)
     return made
+
+
+def best_records(event: Event, query: str, cutter: Cutter) -> tuple[str, ...]:
+    """The records of ``event``, a JSON tool output, that ``query``'s words point at, best
+    first (at most :data:`RECORDS_IN_HIT`), each as its path and its JSON
+    (``data.invoices[23]: {"id": 23, ...}``; a record too big for a line is its members'
+    lines): ranked as restore ranks passages, by how many of the words one line holds, then
+    BM25 (``search/passage_terms.matching_passages``). Empty when ``event`` is not a JSON
+    output of some size, was read by its preview only, or no record holds a query word."""
+    view = record_view(event, None)
+    if view is None:
+        return ()
+    words = query_stems(query)
+    analysis = analysed(view.event, cutter, view.spans) if words else None
+    if analysis is None:
+        return ()
+    content = view.event.content
+    chosen = matching_passages(content, analysis, words)[:RECORDS_IN_HIT]
+    return tuple(content[slice(*analysis.spans[i])].strip() for i in chosen)
 
 
 def forget_record_views() -> None:

@@ -52,6 +52,7 @@ from .fusion import reciprocal_rank_fusion, tied_ranks
 from .long_hits import LongHits
 from .recalls import RecallCounts
 from .recency import Recency
+from .records import best_records
 from .rules import is_task_request, newest_first, ranked_rules
 from .speaker import mentions_a_name, named_in, speaker_named, speaker_of
 from .when import time_windows, with_days_as_written
@@ -278,6 +279,7 @@ class Searcher:
         else:
             ranked = rankings[0][:k]
         events = self.store.events_by_seq([seq for seq, _ in ranked], previews=previews)
+        cutter = self.indexer.cutter
         if spans and shown_by_lines and _LINES_FIRST:
             spans = self.long_hits.shown_spans(query, events, spans)
         hits = Hits(
@@ -287,6 +289,8 @@ class Searcher:
                     score,
                     _passage(events[seq], spans.get(seq)),
                     {name: found[seq] for name, found in places.items() if seq in found},
+                    # (restore reads a JSON output's records itself)
+                    best_records(events[seq], query, cutter) if shown_by_lines else (),
                 )
                 for seq, score in ranked
                 if seq in events
