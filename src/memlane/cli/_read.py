@@ -323,7 +323,8 @@ def search(
     as_json: bool,
 ) -> None:
     """Search past events by meaning and keywords: ranked hits with score, kind, session
-    and a snippet.
+    and a snippet (a long event's matching passage; a JSON tool output's records the
+    query points at, each with its path).
 
     The header names the scores' scale, which depends on --mode: fused (RRF) for hybrid
     (rank fusion, at most about 0.3), cosine for semantic (at most 1), BM25 for keyword
