@@ -408,7 +408,7 @@ def matching_passages(
     then by BM25. Restore shows these of a long event; a JSON output's hit names its
     records by them (``search/records.py``)."""
     stems = list(words)
-    scores = passage_bm25(analysis, stems)
+    scores = _passage_bm25(analysis, stems)
     together = lines_together(content, analysis, stems) if LINES_FIRST else {}
     top = max(scores, default=0.0)
     preferred = frozenset(first)
@@ -418,7 +418,7 @@ def matching_passages(
     )
 
 
-def passage_bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
+def _passage_bm25(analysis: Analysis, stems: Sequence[str]) -> list[float]:
     """Each passage's BM25 score for ``stems`` among the event's own passages (a word in
     every passage is the event's topic, not a reason to prefer one of them)."""
     n = len(analysis.spans)
