@@ -17,6 +17,7 @@ import pytest
 from memlane import SessionManager
 from memlane.search.records import forget_record_views, record_view
 from memlane.testing import HashEmbedder
+from memlane.text import json_records
 from memlane.text.json_records import PASSAGE_CHARS, VIEW_CHARS, line_spans, record_lines
 from memlane.text.tokens import tokenizer_for
 
@@ -196,6 +197,40 @@ def test_record_lines_of_a_deep_value_do_not_recurse() -> None:
         deep = {f"k{i % 3}": deep, "pad": "x" * 100}
     lines, _ = record_lines(deep)
     assert lines and any('"bottom"' in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "key", ["a]b[c", "we\nird", "x: y", 'say "hi"', "app.version", "", "line\u2028sep"]
+)
+def test_a_key_that_looks_like_a_path_still_gives_one_line_and_one_passage_a_record(
+    key: str,
+) -> None:
+    """Keys come from tools: one holding a bracket, a newline, ": ", a quote or a dot is
+    written quoted, so that each record stays one line whose path names it (before, "a]b[c"
+    made every record's path "a]" and packed seven records into one passage; a newline split
+    a record's line in two)."""
+    rows = [{"id": i, "status": "zz" if i == 5 else "ok", "pad": "p" * 40} for i in range(60)]
+    payload = {key: rows, "page": 1}
+    lines, whole = record_lines(payload)
+    assert whole and len(lines) == 61
+    assert all("\n" not in line and "\u2028" not in line for line in lines)
+    text = "\n".join(lines)
+    spans = line_spans(text, key=json_records.record_of)
+    records = [text[start:stop] for start, stop in spans]
+    assert len(records) == 61  # a passage a record (and the page)
+    for i, line in enumerate(lines[:60]):
+        path = json_records.record_of(line)
+        assert path.endswith(f"[{i}]") and json.loads(path[: -len(f"[{i}]")]) == key
+        assert json.loads(line[len(path) + 2 :]) == rows[i]
+
+
+def test_a_hit_names_the_one_record_under_an_odd_key(mgr: SessionManager) -> None:
+    rows = [{"id": i, "status": "zz" if i == 5 else "ok", "pad": "p" * 40} for i in range(100)]
+    sid = mgr.start_session("probe").id
+    event = mgr.record_tool_output(sid, {"a]b[c": rows}, tool="inventory")
+    mgr.flush()
+    hit = next(h for h in mgr.search("status zz", k=3, session_id=sid) if h.event.id == event.id)
+    assert hit.records[0] == '"a]b[c"[5]: {"id":5,"pad":"' + "p" * 40 + '","status":"zz"}'
 
 
 def test_line_spans_pack_whole_lines_and_cut_only_a_line_too_long() -> None:

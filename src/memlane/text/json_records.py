@@ -22,6 +22,7 @@ many ("which tests failed?") by each record that holds its words.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -74,7 +75,7 @@ def record_lines(
         if isinstance(item, Mapping | list | tuple) and item and not _fits(item, width):
             if isinstance(item, Mapping):
                 stack.extend(
-                    (sub, f"{path}.{key}" if path else str(key))
+                    (sub, f"{path}.{_segment(key)}" if path else _segment(key))
                     for key, sub in reversed(list(item.items()))
                 )
             else:
@@ -85,6 +86,23 @@ def record_lines(
         lines.append(line)
         size += len(line) + 1
     return lines, True
+
+
+#: a key written into a path as it is: none of the characters that separate a path's parts
+#: (``.``, ``[``, ``]``), end it (``:``), quote it, or break its line
+_PLAIN_KEY = re.compile(r'[^\x00-\x1f\x7f\x85\u2028\u2029.\[\]:"]+')
+
+
+def _segment(key: Any) -> str:
+    """``key`` as a part of a path: as it is, or JSON-quoted when it holds a character that
+    would make the path say something else (``"a.b"``, ``"rows[0]"``, a newline: a record's
+    line must stay one line, and its path must name one record).
+
+    >>> _segment("invoices"), _segment("app.version"), _segment("we\\nird"), _segment("")
+    ('invoices', '"app.version"', '"we\\\\nird"', '""')
+    """
+    text = str(key)
+    return text if _PLAIN_KEY.fullmatch(text) else dumps(text)
 
 
 def _fits(value: Any, width: int) -> bool:
@@ -116,10 +134,28 @@ def record_of(line: str) -> str:
 
     >>> record_of('data.invoices[23].customer: {"name":"Mara Bakery"}'), record_of("page: 3")
     ('data.invoices[23]', '')
+    >>> record_of('"a]b"[2].status: "ok"')  # (a quoted key's own brackets are not an index)
+    '"a]b"[2]'
     """
-    path = line.split(": ", 1)[0]
-    end = path.find("]")
-    return path[: end + 1] if end >= 0 else ""
+    ends = line.find(": ")
+    quote = line.find('"')
+    if quote < 0 or 0 <= ends < quote:  # no quoted key in the path: the common case
+        path = line if ends < 0 else line[:ends]
+        end = path.find("]")
+        return path[: end + 1] if end >= 0 else ""
+    at, size = 0, len(line)
+    while at < size:
+        char = line[at]
+        if char == '"':  # a quoted key: skip to its closing quote, over escapes
+            at += 1
+            while at < size and line[at] != '"':
+                at += 2 if line[at] == "\\" else 1
+        elif char == "]":
+            return line[: at + 1]
+        elif line.startswith(": ", at):
+            return ""
+        at += 1
+    return ""
 
 
 def line_spans(
