@@ -17,7 +17,9 @@ agent (``background=True``, as a server would), searches each agent once in a sh
 (its *first search*: its partitions are read then), and then searches random agents
 ``--steady`` times. Reported: manager opening time, first-search and steady p50 / p95 (ms,
 hybrid, k = 10), peak and final RSS (MB), worker threads, and the caches' bytes against the
-limit with the partitions dropped to keep it.
+limit with the partitions dropped to keep it, and the keyword snapshot files the run left
+beside the store (``--keep-snapshots``: the next run starts with them, as a second process
+on the store would).
 """
 
 from __future__ import annotations
@@ -136,6 +138,12 @@ def main() -> None:
     parser.add_argument("--limits", nargs="+", default=["1GB", "64MB", "none"])
     parser.add_argument("--steady", type=int, default=3000)
     parser.add_argument("--before", type=Path, help="the src/ folder of the code to compare")
+    parser.add_argument(
+        "--keep-snapshots",
+        action="store_true",
+        help="start each run with the keyword snapshot files earlier runs left (default: "
+        "removed, so that every run starts as the store's first process)",
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if args.postgres:
@@ -151,19 +159,23 @@ def measure(args: argparse.Namespace) -> None:
     sample = args.store.with_suffix(".sample.npy")
     if args.build:
         build(target, args.agents, args.events, sample)
-    # the before side has no limit to set: it runs once, first
-    runs = [(name, src, limit) for name, src in sides(args.before) for limit in args.limits]
-    runs = [run for run in runs if run[0] == "after" or run[2] == args.limits[0]]
+    # each limit on each side, the sides alternating (code from before the limit existed
+    # ignores MEMLANE_CACHE_LIMIT: its rows then repeat one figure)
+    runs = [(name, src, limit) for limit in args.limits for name, src in sides(args.before)]
+    folder = args.store.parent / f"{args.store.name}.memlane-cache"
     for name, src, limit in runs:
         os.environ["MEMLANE_CACHE_LIMIT"] = limit
+        if not args.keep_snapshots:  # (each run starts as the first process on the store)
+            for path in folder.glob("keywords-*"):
+                path.unlink()
         try:
             found = run_child(
                 src, CHILD, json.dumps(target), args.agents, args.steady, HERE, sample
             )
         except subprocess.CalledProcessError as failed:  # (say why, go on with the rest)
             found = {"failed": failed.stderr.strip().splitlines()[-1][:300]}
-        shown = limit if name == "after" else "(none)"
-        print(json.dumps({"side": name, "limit": shown, **found}), flush=True)
+        saved = len(list(folder.glob("keywords-*")))
+        print(json.dumps({"side": name, "limit": limit, **found, "snapshots": saved}), flush=True)
 
 
 if __name__ == "__main__":

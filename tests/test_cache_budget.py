@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,3 +189,61 @@ def _flt(mgr: SessionManager) -> object:
     from memlane.store.base import EventFilter
 
     return EventFilter(mgr.scope)
+
+
+def _keyword_cache(mgr: SessionManager) -> Any:
+    return mgr._engine.storage.log._keywords
+
+
+def test_a_dropped_keyword_partition_is_read_again_from_a_snapshot(
+    db_path: Path, tight: CacheBudget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition the limit drops is saved (of any size: snapshots were for big partitions
+    only), and read back from that file instead of tokenizing its events again — with the
+    same results, and the events recorded since read from the log."""
+    first, second = _agents(db_path, 2)
+    query = "agent 0 note 3 about topic 3"
+    before = [(h.event.id, h.score) for h in first.search(query, k=5)]
+    memlane.set_cache_limit(1)  # the next search of the second agent drops the first's
+    second.search("note about topic 3", k=5)
+    cache = _keyword_cache(first)
+    files = sorted(p.name for p in cache._snapshots.folder.glob("keywords-*"))
+    assert len(files) == 1, files  # the first agent's partition, dropped
+    session = first.start_session("later")
+    first.record_fact(session.id, "a zebra crossing was painted")
+    first.flush()
+    read: list[int] = []
+    rows_of = cache._source.keyword_rows
+    monkeypatch.setattr(
+        cache._source,
+        "keyword_rows",
+        lambda *args: read.append(len(found := rows_of(*args))) or found,
+    )
+    assert [(h.event.id, h.score) for h in first.search(query, k=5)] == before
+    # the snapshot's last row (checked) and the two events since (the new session's goal and
+    # the fact), not the agent's 40 facts again
+    assert sum(read) <= 3, read
+    zebra = first.search("zebra crossing painted", k=1, kinds="fact")
+    assert zebra[0].event.content == "a zebra crossing was painted"
+    first.close()
+    second.close()
+
+
+def test_an_erasure_after_a_drop_leaves_the_erased_words_unfound(
+    db_path: Path, tight: CacheBudget
+) -> None:
+    """The snapshot of a dropped partition holds an erased user's words: it must not bring
+    them back (the erasure moves the store's generation; the file is not used)."""
+    first, second = _agents(db_path, 2)
+    session = first.start_session("private", user_id="u-erased")
+    first.add_message(session.id, "user", "my locker code is quetzalcoatl")
+    first.flush()
+    assert first.search("quetzalcoatl", k=3, mode="keyword")
+    memlane.set_cache_limit(1)
+    second.search("note about topic 3", k=5)  # drops the first agent's partition: saved
+    assert list(_keyword_cache(first)._snapshots.folder.glob("keywords-*"))
+    first.erase_user("u-erased")
+    assert not first.search("quetzalcoatl", k=3, mode="keyword")
+    assert all("quetzalcoatl" not in h.event.content for h in first.search("quetzalcoatl", k=3))
+    first.close()
+    second.close()

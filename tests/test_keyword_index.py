@@ -736,6 +736,12 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     monkeypatch.setattr(keyword_terms, "_SCAN_BYTES", 7)  # stems across the chunks' edges
     assert words.stems_of(some) == expected
     assert words.stems_of(np.arange(1001)) == [*stems, "zebra"]
+    # a snapshot's part of it: stems and hashes of ids frozen and in the dict
+    picked = np.sort(some)
+    named = [[*stems, "zebra"][i] for i in picked]
+    part_blob, part_hashes = words.vocabulary(picked)
+    assert part_blob == _blob(*named)
+    assert part_hashes.tolist() == [keyword_terms.stem_hash(stem) for stem in named]
     blob, hashes = words.vocabulary()
     assert blob == _blob(*stems, "zebra")
     assert hashes.tolist() == [keyword_terms.stem_hash(stem) for stem in (*stems, "zebra")]
@@ -746,6 +752,11 @@ def test_words_keep_many_stems_compactly_with_the_same_ids(
     for start in range(0, 1000, 100):
         words.ids([f"token{i}" for i in range(start, start + 100)])
     assert len(words._by_token) <= 150
+    # the dict's hashes are kept between calls: a stem registered since is hashed at the next
+    yak = words.term("yak")
+    _, hashes = words.vocabulary(np.array([0, yak]))
+    assert hashes.tolist() == [keyword_terms.stem_hash(stems[0]), keyword_terms.stem_hash("yak")]
+    assert words.vocabulary()[1][-1] == keyword_terms.stem_hash("yak")
 
 
 def test_sealed_segments_bound_every_merge(

@@ -1,4 +1,5 @@
-"""Snapshots of big keyword partitions beside a SQLite file, for a new process's index.
+"""Snapshots of keyword partitions beside a SQLite file: of big ones for a new process's index,
+and of any the process's cache limit drops, for their next search.
 
 A process builds the in-memory keyword index of a partition by tokenizing every event in it
 (``_keyword_cache.py``): 24 s at 1M events, in a background thread, while searches rank with
@@ -6,7 +7,9 @@ FTS5 (~1 s a query at that size). Once a partition of more than a search's own s
 been built in the background, it is saved (its per-row columns, session links, postings and
 the stems their term ids stand for; no text) as ``keywords-<digest>.asmkw`` in
 ``<database>.memlane-cache/``, and the next process's background build loads it and tokenizes
-only the events added since (and saves it again once those are a quarter of it).
+only the events added since (and saves it again once those are a quarter of it). A partition
+of any size is saved too when the cache limit drops it (``KeywordCache._keep_on_disk``), and
+read back from its file at its agent's next search.
 
 A snapshot holds the stems of its own partition's rows and nothing else: the process's
 vocabulary (:class:`~memlane.ranking.keyword.terms.Words`) also holds every other partition's
