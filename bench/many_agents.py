@@ -166,7 +166,7 @@ def measure(args: argparse.Namespace) -> None:
     for name, src, limit in runs:
         os.environ["MEMLANE_CACHE_LIMIT"] = limit
         if not args.keep_snapshots:  # (each run starts as the first process on the store)
-            for path in folder.glob("keywords-*"):
+            for path in [*folder.glob("keywords-*"), *folder.glob("vectors-*")]:
                 path.unlink()
         try:
             found = run_child(
@@ -174,7 +174,7 @@ def measure(args: argparse.Namespace) -> None:
             )
         except subprocess.CalledProcessError as failed:  # (say why, go on with the rest)
             found = {"failed": failed.stderr.strip().splitlines()[-1][:300]}
-        saved = len(list(folder.glob("keywords-*")))
+        saved = len([*folder.glob("keywords-*"), *folder.glob("vectors-*")])
         print(json.dumps({"side": name, "limit": limit, **found, "snapshots": saved}), flush=True)
 
 

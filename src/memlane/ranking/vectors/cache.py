@@ -343,6 +343,15 @@ def _best(scores: Matrix, k: int) -> npt.NDArray[np.intp]:
     return np.flatnonzero(scores >= kth)
 
 
+def _holds_last(part: _Partition, vector: Matrix) -> bool:
+    """Whether ``part``'s last row is ``vector`` (the log's): by its codes, or by its exact
+    values in a partition too small to keep codes."""
+    last = part.size - 1
+    if part.coded:
+        return bool(np.array_equal(part.encode(vector[None, :])[0][0], part.codes[last]))
+    return bool(np.array_equal(as_float32(part.matrix[last : last + 1])[0], vector))
+
+
 class VectorCache:
     """In-memory matrices of one database, refreshed incrementally from the store."""
 
@@ -426,6 +435,20 @@ class VectorCache:
             self._snapshots.save(name, part, self._codes, self._cleared, self._seen)
         return part
 
+    def _keep_on_disk(self, name: str, part: _Partition) -> None:
+        """Save a partition the byte limit drops, of any size, unless its snapshot is less than
+        :data:`REWRITE_GROWTH` behind it: its next search loads the file (~1 ms at 1,000
+        rows) instead of reading every vector from the log and coding its columns again
+        (docs/decisions/2026-11-29-dropped-partitions-kept-on-disk.md). Not after an
+        erasure touched it (it holds the erased vectors as dead rows)."""
+        if self._snapshots is None or not part.size or part.erased:
+            return
+        if not part.in_memory and not part.coded:  # (never: a partition keeps one or both)
+            return
+        if part.snapshot_size and part.size < part.snapshot_size * (1 + REWRITE_GROWTH):
+            return
+        self._snapshots.save(name, part, self._codes, self._cleared, self._seen)
+
     def _from_snapshot(self, name: str) -> _Partition | None:
         """The partition from its snapshot file, if the index was not cleared since, the
         deletion log still reaches back to it (its later deletions are applied), and the log
@@ -447,9 +470,7 @@ class VectorCache:
             or not found
             or found[0][0] != part.last_vid
             or found[0][1] != part.seqs[last]
-            or not np.array_equal(
-                part.encode(decode_vector(found[0][6])[None, :])[0][0], part.codes[last]
-            )
+            or not _holds_last(part, decode_vector(found[0][6]))
         ):
             self._snapshots.remove(name)
             return None
@@ -491,7 +512,9 @@ class VectorCache:
         candidates_vid: list[npt.NDArray[np.int64]] = []
         with self._lock:
             for name in self._budget.take_dropped(self):  # (over the process's limit)
-                self._partitions.pop(name, None)
+                dropped = self._partitions.pop(name, None)
+                if dropped is not None:
+                    self._keep_on_disk(name, dropped)
             for name, owner_only in partitions:
                 part = self._refresh(name)
                 if part is None or part.size == 0:

@@ -1,4 +1,5 @@
-"""Snapshots of big vector partitions beside a SQLite file, for a process's first search.
+"""Snapshots of vector partitions beside a SQLite file: of big ones for a process's first
+search, and of any the process's cache limit drops, for their next search.
 
 A new process's first semantic search reads every vector of its partitions from the log to
 build the in-memory codes (``_vector_cache.py``): ~0.3 s more at 100k events than from a
@@ -8,7 +9,9 @@ and filter columns, their signs and where the store keeps each vector, and its v
 half precision, as the store and the partition keep them) while the partition keeps them in
 memory; no text) in the
 folder ``<database>.memlane-cache/``; the next process loads it and reads from the log only the
-vectors added since.
+vectors added since. A partition of any size is saved too when the cache limit drops it
+(``VectorCache._keep_on_disk``: a small one has no codes, its vectors are the file), and read
+back from its file at its next search.
 
 A snapshot is used only while the vector index was not cleared since it was written and the
 store's deletion log still reaches back to it (the vectors deleted since are then marked
@@ -102,11 +105,14 @@ class VectorSnapshots(SnapshotFolder):
             # component beyond half precision's range)
             part.matrix = saved["matrix"] if part.in_memory else np.zeros((0, part.dim), np.float32)
             part.half_ok = part.matrix.dtype == np.float16
-            part.coded = True  # (only a partition ranked by its codes is saved)
-            part.codes = np.ascontiguousarray(saved["codes"])
-            part.signs = np.ascontiguousarray(saved["signs"])
+            part.coded = "codes" in saved  # (a small partition the cache limit dropped: none)
+            if not part.coded and not part.in_memory:
+                raise _Stale
+            if part.coded:
+                part.codes = np.ascontiguousarray(saved["codes"])
+                part.signs = np.ascontiguousarray(saved["signs"])
+                part.scales = saved["scales"]
             part.vids = saved["vids"]
-            part.scales = saved["scales"]
             part.seqs = saved["seqs"]
             part.times = saved["times"]
             part.live = saved["live"]
@@ -144,10 +150,13 @@ class VectorSnapshots(SnapshotFolder):
         n = part.size
         arrays: dict[str, Any] = {
             **({"matrix": _half(part.matrix[:n])} if part.in_memory else {}),
-            "codes": part.codes[:n],
-            "signs": part.signs[:, :n],
+            # (a partition too small to be ranked by codes keeps none: a dropped one, saved)
+            **(
+                {"codes": part.codes[:n], "signs": part.signs[:, :n], "scales": part.scales[:n]}
+                if part.coded
+                else {}
+            ),
             "vids": part.vids[:n],
-            "scales": part.scales[:n],
             "seqs": part.seqs[:n],
             "times": part.times[:n],
             "live": part.live[:n],
