@@ -266,7 +266,10 @@ def test_an_erasure_after_a_drop_leaves_the_erased_words_unfound(
     second.search("note about topic 3", k=5)
     folder = _keyword_cache(first)._snapshots.folder
     assert list(folder.glob("keywords-*")) and list(folder.glob("vectors-*"))
+    assert any(b"quetzalcoatl" in path.read_bytes() for path in folder.iterdir())
     first.erase_user("u-erased")
+    # the erasure removed the files of the partitions it touched (the word's stem was saved)
+    assert not any(b"quetzalcoatl" in path.read_bytes() for path in folder.iterdir())
     assert not first.search("quetzalcoatl", k=3, mode="keyword")
     for mode in ("hybrid", "semantic"):
         hits = first.search("my locker code is quetzalcoatl", k=50, mode=mode)
