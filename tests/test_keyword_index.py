@@ -1005,3 +1005,38 @@ def test_a_search_by_fts5_writes_the_newest_pending_rows_first(
         mgr.flush()
         ((seq, _),) = store.fts_search("zebra", flt, 5, content_only=True)
         assert seq == next(e.seq for e in mgr.events(sid) if e.id == old.id)
+
+
+@pytest.mark.parametrize("adopt_freeze_from", [1, 1024])
+def test_words_adopt_a_renumbered_snapshot_by_its_stored_hashes(
+    monkeypatch: pytest.MonkeyPatch, adopt_freeze_from: int
+) -> None:
+    """A snapshot stores its stems' hashes: renumbering it into a process that holds other
+    stems uses them (hashing each stem again was most of a dropped partition's reload), gives
+    the ids hashing would, and keeps the new stems' hashes for the next save — with the
+    process's newer stems frozen first (1) or still in its dict (1024)."""
+    monkeypatch.setattr(keyword_terms, "FREEZE_FROM", 4)
+    monkeypatch.setattr(keyword_terms, "ADOPT_FREEZE_FROM", adopt_freeze_from)
+    stems = ["run", "dog", "cat", "owl", "emu", "yak", "cow", "bee"]
+    hashes = np.array([keyword_terms.stem_hash(stem) for stem in stems], np.uint64)
+    expected_words = Words()
+    for stem in ["owl", "ant", "cat", "fox", "gnu"]:  # four frozen, one in the dict
+        expected_words.term(stem)
+    expected = expected_words.adopt(_blob(*stems))
+    words = Words()
+    for stem in ["owl", "ant", "cat", "fox", "gnu"]:
+        words.term(stem)
+    words.vocabulary()  # (the dict's hashes in step before the adoption)
+
+    def no_hashing(stem: str) -> int:
+        raise AssertionError(f"hashed {stem!r} again")
+
+    monkeypatch.setattr(keyword_terms, "stem_hash", no_hashing)
+    renumbered = words.adopt(_blob(*stems), hashes)
+    assert renumbered is not None and expected is not None
+    assert renumbered.tolist() == expected.tolist()
+    # the new stems' hashes were kept: a save of all of them hashes nothing
+    blob, saved = words.vocabulary(np.sort(renumbered))
+    assert sorted(blob.split(b"\0")) == sorted(stem.encode() for stem in stems)
+    by_stem = dict(zip(stems, hashes.tolist(), strict=True))
+    assert saved.tolist() == [by_stem[stem.decode()] for stem in blob.split(b"\0")]

@@ -45,6 +45,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # gathers in a dict before moving them into its compact table.
 TOKEN_CACHE = 65_536
 FREEZE_FROM = 65_536
+# A snapshot renumbered into the process freezes its dict first once it holds this many.
+ADOPT_FREEZE_FROM = 1_024
 
 # Function words that match nearly every event: dropping them from the query keeps BM25 from
 # scoring (and SQLite from visiting) most of the index for no ranking gain. Morphology is
@@ -168,13 +170,17 @@ class _Frozen:
             hashes = stem_hashes(blob)
         return cls(blob, hashes)
 
-    def get(self, stems: list[str]) -> npt.NDArray[np.int32]:
-        """The id of each of ``stems``, -1 for those it does not hold (one binary search for
-        all: ~1 µs a stem, against ~3 one by one)."""
+    def get(
+        self, stems: list[str], hashes: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.int32]:
+        """The id of each of ``stems`` (``hashes``: their :func:`stem_hash` es, when known),
+        -1 for those it does not hold (one binary search for all: ~1 µs a stem, against ~3
+        one by one)."""
         if not self.count:
             return np.full(len(stems), -1, np.int32)
-        wanted = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
-        at, there = located(self.hashes, wanted)
+        if hashes is None:
+            hashes = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+        at, there = located(self.hashes, hashes)
         return np.where(there, self.ids[at], -1).astype(np.int32)
 
     def stems(self, ids: npt.NDArray[np.integer[Any]]) -> list[str]:
@@ -270,18 +276,25 @@ class Words:
         """The id of ``stem`` (registered if new)."""
         return self.terms([stem])[0]
 
-    def terms(self, stems: list[str]) -> list[int]:
-        """The id of each of ``stems`` (new ones registered, in order)."""
+    def terms(self, stems: list[str], hashes: npt.NDArray[np.uint64] | None = None) -> list[int]:
+        """The id of each of ``stems`` (new ones registered, in order). ``hashes``: their
+        :func:`stem_hash` es when the caller has them (a snapshot stores them)."""
         by_stem = self._by_stem
         known = [by_stem.get(stem, -1) for stem in stems]
         missing = [i for i, term in enumerate(known) if term < 0]
         if missing:
-            frozen = self._frozen.get([stems[i] for i in missing]).tolist()
-            for i, term in zip(missing, frozen, strict=True):
+            wanted = None if hashes is None else hashes[missing]
+            frozen = self._frozen.get([stems[i] for i in missing], wanted).tolist()
+            # the new stems' hashes are kept for the next save when known and in step
+            newer_hashes = self._newer_hashes
+            keep = wanted is not None and len(newer_hashes) == len(by_stem)
+            for at, (i, term) in enumerate(zip(missing, frozen, strict=True)):
                 if term < 0:  # new, or registered just now for an earlier one of the list
                     term = by_stem.get(stems[i], -1)
                     if term < 0:
                         term = by_stem[stems[i]] = len(self)
+                        if keep:
+                            newer_hashes.append(int(wanted[at]))  # type: ignore[index]
                 known[i] = term
             # (after the ids are given: a freeze renumbers nothing, it only moves stems)
             if len(by_stem) >= max(FREEZE_FROM, self._frozen.count // 4):
@@ -323,7 +336,7 @@ class Words:
             known.extend(map(stem_hash, itertools.islice(self._by_stem, len(known), None)))
         newer = np.asarray(known, np.uint64)
         if ids is None or len(ids) == len(self):  # (all of them)
-            words = "\0".join(self._by_stem).encode()
+            words = self._newer_blob()
             blob = b"\0".join(part for part in (self._frozen.blob, words) if part)
             return blob, np.concatenate((self._frozen.hashes_by_id(), newer))
         ids = np.asarray(ids, np.int64)
@@ -345,14 +358,39 @@ class Words:
         if not len(self):
             self._frozen = _Frozen.of(blob, hashes)
             return None
-        known, _ = self.vocabulary()
-        if len(blob) <= len(known):
-            if not blob or known == blob or known.startswith(blob + b"\0"):
-                return None
-        elif blob.startswith(known + b"\0"):
-            self.terms(blob[len(known) + 1 :].decode().split("\0"))
+        if not blob:
             return None
-        return np.asarray(self.terms(blob.decode().split("\0")), np.int32)
+        stems = blob.decode().split("\0")
+        if hashes is None:
+            hashes = np.fromiter(map(stem_hash, stems), np.uint64, len(stems))
+        if self._may_begin_alike(stems):
+            known = b"\0".join(part for part in (self._frozen.blob, self._newer_blob()) if part)
+            if len(blob) <= len(known):
+                if known == blob or known.startswith(blob + b"\0"):
+                    return None
+            elif blob.startswith(known + b"\0"):
+                self.terms(stems[len(self) :], hashes[len(self) :])
+                return None
+        # Renumbered: one binary search in the compact table by the stored hashes, then the
+        # dict for the stems it lacks (every stem through the dict and the stemmer's hash took
+        # 12-19 ms a 6,600-stem snapshot: most of the reload of a dropped partition).
+        if len(self._by_stem) >= max(ADOPT_FREEZE_FROM, self._frozen.count // 16):
+            self._freeze()  # (amortised as in terms(): the dict grows by a sixteenth first)
+        ids = self._frozen.get(stems, hashes)
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            ids[new] = self.terms([stems[i] for i in new.tolist()], hashes[new])
+        return ids
+
+    def _may_begin_alike(self, stems: list[str]) -> bool:
+        """Whether ``stems`` could begin the process's stems, or they ``stems``: compared at
+        the first and at the last both hold (two stems cut out of the vocabulary, where a join
+        of all of it at every snapshot loaded cost as much as the renumbering)."""
+        last = min(len(stems), len(self)) - 1
+        return self.stems_of(np.array([0, last])) == [stems[0], stems[last]]
+
+    def _newer_blob(self) -> bytes:
+        return "\0".join(self._by_stem).encode()
 
     def query_stems(self, text: str) -> list[str] | None:
         """The distinct stems an FTS5 query of ``text`` (:func:`fts_query`) would match (a
