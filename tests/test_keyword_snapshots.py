@@ -338,3 +338,39 @@ def test_a_first_search_waits_for_a_snapshot_load_not_for_a_build_from_the_log(
         file.unlink()
     with opened(db) as mgr:
         assert _first_keyword_search_by(mgr) == "fts5"  # (from the log: not waited for)
+
+
+@pytest.mark.parametrize("whole_bytes", [1 << 20, 64])
+def test_snapshot_arrays_round_trip_read_whole_or_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole_bytes: int
+) -> None:
+    """A small snapshot file is read in one call, a big one an array at a time (the limit
+    moved to read this one both ways): the same arrays, each its own writable copy (a view
+    into the whole file would keep all of it alive after the others were replaced); a file
+    cut short is refused either way."""
+    from memlane.ranking import snapshot_files
+    from memlane.ranking.snapshot_files import read_arrays, write_arrays
+
+    monkeypatch.setattr(snapshot_files, "_READ_WHOLE_BYTES", whole_bytes)
+    arrays = {
+        "codes": np.arange(12, dtype=np.uint8).reshape(3, 4),
+        "hashes": np.array([2**63 + 5, 7], np.uint64),
+        "empty": np.zeros(0, np.float32),
+        "seqs": np.arange(37, dtype=np.int64),  # (296 bytes, then 24 of padding)
+    }
+    path = tmp_path / "file"
+    with path.open("wb") as file:
+        write_arrays(file, {"format": 1}, arrays)
+    with path.open("rb") as file:
+        meta, found = read_arrays(file)
+    assert meta == {"format": 1} and found.keys() == arrays.keys()
+    for name, array in arrays.items():
+        assert found[name].dtype == array.dtype and np.array_equal(found[name], array)
+        owner = found[name]
+        while owner.base is not None:  # (a reshape's view of its own copy)
+            owner = owner.base
+        assert isinstance(owner, np.ndarray) and owner.nbytes == array.nbytes
+        assert found[name].flags.writeable
+    path.write_bytes(path.read_bytes()[:-40])  # (the last array's bytes cut)
+    with path.open("rb") as file, pytest.raises(ValueError, match="truncated"):
+        read_arrays(file)
