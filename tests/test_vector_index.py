@@ -170,3 +170,55 @@ def test_the_seams_keep_their_sides_apart() -> None:
                 if isinstance(node, ast.ImportFrom) and node.module:
                     name = "." * node.level + node.module
                     assert not name.lstrip(".").startswith(other), (module.name, name)
+
+
+def test_a_search_reads_the_spans_of_passages_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache knows which rows are a long event's passages: a search whose hits are all
+    short events reads no span from the store (60 rows by vid were ~2 ms of a hybrid search),
+    one that finds a long event reads its passage's, and a partition read back from its
+    snapshot file knows them too."""
+    with SessionManager(
+        "a", embedder=HashEmbedder(), background=False, db_path=tmp_path / "s.db"
+    ) as mgr:
+        session = mgr.start_session("spans")
+        long = mgr.add_message(session.id, "assistant", _essay("gardens", PLANTED))
+        for fact in FACTS:
+            mgr.add_message(session.id, "user", fact)
+        mgr.flush()
+        vectors = mgr._writer.storage.vectors
+        store = vectors._store  # type: ignore[attr-defined]
+        asked: list[object] = []
+        read = store.read
+
+        def counted(sql: str, params: object = ()) -> object:
+            if "part, start, stop FROM vectors WHERE vid" in sql:
+                asked.append(params)
+            return read(sql, params)
+
+        monkeypatch.setattr(store, "read", counted)
+        hits = mgr.search(FACTS[1], k=1, mode="semantic", session_id=session.id)
+        assert hits[0].event.content == FACTS[1] and hits[0].passage is None
+        assert asked == []
+        hit = mgr.search(PLANTED, k=1, mode="semantic", session_id=session.id)[0]
+        assert hit.event.id == long.id and hit.passage is not None and PLANTED in hit.passage.text
+        assert len(asked) == 1
+        # the flag survives a snapshot: the partition saved, dropped and read back
+        cache = vectors._cache  # type: ignore[attr-defined]
+        name = partition_of("a", None)
+        cache._keep_on_disk(name, cache._partitions.pop(name))
+        loaded: list[object] = []
+        from_snapshot = cache._from_snapshot
+
+        def spied(partition: str) -> object:
+            loaded.append(from_snapshot(partition))
+            return loaded[-1]
+
+        monkeypatch.setattr(cache, "_from_snapshot", spied)
+        again = mgr.search(PLANTED, k=1, mode="semantic", session_id=session.id)[0]
+        assert len(loaded) == 1 and loaded[0] is not None  # (from the file, not the log)
+        assert again.passage == hit.passage and len(asked) == 2
+        assert cache._partitions[name].passages.any()
+        assert mgr.search(FACTS[1], k=1, mode="semantic", session_id=session.id)[0].passage is None
+        assert len(asked) == 2

@@ -139,7 +139,7 @@ class PgVectorCache(VectorCache):
             connect,
             "vectors",
             f"t.seq * {PARTS} + t.part, t.seq, e.session_id, e.agent_id, e.kind, "
-            "e.created_us, t.embedding",
+            "e.created_us, t.embedding, t.stop > 0",
             "vectors t JOIN events e ON e.seq = t.seq",
             seq_at=1,
         )

@@ -108,7 +108,9 @@ class PgVectors(VectorTable):
         if self._cache is not None:
             filters = RowQuery.of(flt, allowed)
             found = self._cache.search(query, list(partitions), flt.scope.agent_id, k, filters)
-            return self._matches([(seq, score, vid % PARTS) for seq, score, vid in found])
+            return self._matches(
+                [(seq, score, vid % PARTS, passage) for seq, score, vid, passage in found]
+            )
         dim = self._vector_dim()
         if dim is None or dim != len(query):
             return []
@@ -156,25 +158,27 @@ class PgVectors(VectorTable):
                         "SELECT seq, 1 - distance, part FROM hits ORDER BY distance, seq",
                         (query, *params, query, want),
                     ).fetchall()
-            best: dict[int, tuple[int, float, int]] = {}
+            best: dict[int, tuple[int, float, int, bool]] = {}
             for seq, score, part in rows:
-                best.setdefault(int(seq), (int(seq), float(score), int(part)))
+                best.setdefault(int(seq), (int(seq), float(score), int(part), True))
             if len(best) >= k or len(rows) < want:
                 return self._matches(list(best.values())[:k])
             want *= 4
 
-    def _matches(self, found: list[tuple[int, float, int]]) -> list[VectorMatch]:
-        """``(seq, score, part)`` as :class:`VectorMatch`, each with its passage's span."""
+    def _matches(self, found: list[tuple[int, float, int, bool]]) -> list[VectorMatch]:
+        """``(seq, score, part, passage)`` as :class:`VectorMatch`, each with its passage's
+        span, read for those that may be one (the cache knows; the SQL path does not)."""
         spans: dict[tuple[int, int], tuple[int, int]] = {}
-        if found:  # (part 0 is a whole event or a long one's first passage: ask for all)
+        passages = [seq for seq, _, _, passage in found if passage]
+        if passages:  # (part 0 is a whole event or a long one's first passage: ask for all)
             rows = self._store.read(
                 "SELECT seq, part, start, stop FROM vectors WHERE seq = ANY(?) AND stop > 0",
-                ([seq for seq, _, _ in found],),
+                (passages,),
             )
             spans = {(int(seq), int(part)): (int(a), int(b)) for seq, part, a, b in rows}
         return [
             VectorMatch(seq, score, part, *spans.get((seq, part), (0, 0)))
-            for seq, score, part in found
+            for seq, score, part, _ in found
         ]
 
     def _vector_dim(self) -> int | None:

@@ -143,6 +143,8 @@ class _Partition(PartitionRows):
         # their signs in bits, one row of 64-bit words per word of the vector (_quantized.py)
         self.signs = np.zeros((-(-dim // 64), 0), np.uint64)
         self.vids = np.zeros(0, np.int64)  # where the store keeps each row's vector
+        # whether the row's vector is a long event's passage (its span is read for a hit)
+        self.passages = np.zeros(0, np.bool_)
         self.scales = np.zeros(0, np.float32)
         self.live = np.zeros(0, np.bool_)  # False: the vector was deleted since it was read
         self.dead = 0
@@ -172,6 +174,7 @@ class _Partition(PartitionRows):
             self.signs = grown
             self._grow("scales", capacity, np.float32)
         self._grow("vids", capacity, np.int64)
+        self._grow("passages", capacity, np.bool_)
         self._grow("live", capacity, np.bool_, fill=1)
 
     def _grow(self, name: str, capacity: int, dtype: Any, fill: int = 0) -> None:
@@ -219,6 +222,7 @@ class _Partition(PartitionRows):
             + self.scales.nbytes
             + self.signs.nbytes
             + self.vids.nbytes
+            + self.passages.nbytes
             + self.column_bytes()
         )
 
@@ -493,6 +497,7 @@ class VectorCache:
                     (eight, scales) if part.in_memory else quantize4(vectors)
                 )
             part.vids[start:end] = [row[0] for row in rows]
+            part.passages[start:end] = [bool(row[7]) for row in rows]
             part.append_columns(self._codes, rows, first=1)
             part.size = end
             part.last_vid = rows[-1][0]
@@ -504,12 +509,14 @@ class VectorCache:
         agent_id: str,
         k: int,
         filters: RowQuery,
-    ) -> list[tuple[int, float, int]]:
+    ) -> list[tuple[int, float, int, bool]]:
         """The best ``k`` events over the given ``(partition, owner_only)`` pairs, each once
-        as ``(seq, cosine, vid)`` of its best row (a long event has a row per passage)."""
+        as ``(seq, cosine, vid, passage)`` of its best row (a long event has a row per
+        passage; ``passage``: that row is one)."""
         candidates_seq: list[npt.NDArray[np.int64]] = []
         candidates_score: list[npt.NDArray[np.float32]] = []
         candidates_vid: list[npt.NDArray[np.int64]] = []
+        candidates_passage: list[npt.NDArray[np.bool_]] = []
         with self._lock:
             for name in self._budget.take_dropped(self):  # (over the process's limit)
                 dropped = self._partitions.pop(name, None)
@@ -532,13 +539,18 @@ class VectorCache:
                 candidates_seq.append(part.seqs[positions])
                 candidates_score.append(scores)
                 candidates_vid.append(part.vids[positions])
+                candidates_passage.append(part.passages[positions])
         if not candidates_seq:
             return []
         all_seq = np.concatenate(candidates_seq)
         all_score = np.concatenate(candidates_score)
         all_vid = np.concatenate(candidates_vid)
+        all_passage = np.concatenate(candidates_passage)
         order = np.lexsort((all_seq, -all_score))[:k]  # ties broken by storage order
-        return [(int(all_seq[i]), float(all_score[i]), int(all_vid[i])) for i in order]
+        return [
+            (int(all_seq[i]), float(all_score[i]), int(all_vid[i]), bool(all_passage[i]))
+            for i in order
+        ]
 
     def _distinct(
         self,

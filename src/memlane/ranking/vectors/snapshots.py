@@ -113,6 +113,8 @@ class VectorSnapshots(SnapshotFolder):
                 part.signs = np.ascontiguousarray(saved["signs"])
                 part.scales = saved["scales"]
             part.vids = saved["vids"]
+            # (a file from before the flag: every row may be a passage, its span then read)
+            part.passages = saved.get("passages", np.ones(size, np.bool_))
             part.seqs = saved["seqs"]
             part.times = saved["times"]
             part.live = saved["live"]
@@ -157,6 +159,7 @@ class VectorSnapshots(SnapshotFolder):
                 else {}
             ),
             "vids": part.vids[:n],
+            "passages": part.passages[:n],
             "seqs": part.seqs[:n],
             "times": part.times[:n],
             "live": part.live[:n],
