@@ -317,7 +317,8 @@ class _Rows:
     # vectors: a row's vid is its position + 1
     def vector_rows(self, partition: str, after_vid: int, limit: int) -> list[Any]:
         end = min(after_vid + limit, len(self.corpus.seqs))
-        return [(i + 1, *self._columns(i), self._blob(i)) for i in range(after_vid, end)]
+        # (the last column: whether the vector is a long event's passage; none is here)
+        return [(i + 1, *self._columns(i), self._blob(i), False) for i in range(after_vid, end)]
 
     def _blob(self, i: int) -> bytes:
         assert self.corpus.vectors is not None
