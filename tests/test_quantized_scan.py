@@ -328,22 +328,24 @@ def _partition_of(vectors: np.ndarray) -> Any:
     part.reserve(len(vectors), exact=True)
     n = len(vectors)
     part.matrix[:n] = vectors
-    codes, scales = quantize(vectors)
-    part.codes[:n], part.scales[:n] = codes, scales
-    part.signs[:, :n] = binarize(codes).T
+    if part.coded:  # (a partition under APPROXIMATE_FROM keeps no codes)
+        codes, scales = quantize(vectors)
+        part.codes[:n], part.scales[:n] = codes, scales
+        part.signs[:, :n] = binarize(codes).T
     part.vids[:n] = part.seqs[:n] = np.arange(1, n + 1)
     part.size = n
     return part
 
 
+@pytest.mark.parametrize("approximate_from", [100, 10**9])
 @pytest.mark.parametrize("share", [0.9, 0.3])
 def test_a_filter_of_most_rows_ranks_as_a_partition_of_only_those(
-    monkeypatch: pytest.MonkeyPatch, share: float
+    monkeypatch: pytest.MonkeyPatch, share: float, approximate_from: int
 ) -> None:
     """A session that is most of its partition is scanned whole with the other rows scored
-    -inf (no copy of its codes); a small one by its rows. Either way the result is the one
-    a partition holding only the chosen rows gives."""
-    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", 100)
+    -inf (no copy of its codes or vectors); a small one by its rows. Either way, by codes
+    first or exactly, the result is the one a partition holding only the chosen rows gives."""
+    monkeypatch.setattr(vector_cache, "APPROXIMATE_FROM", approximate_from)
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(3_000, 64)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -494,3 +496,24 @@ def test_a_small_partition_keeps_half_precision_and_no_codes(
     assert np.array_equal(part.codes[:n], loaded.codes[:n])
     assert np.array_equal(part.scales[:n], loaded.scales[:n])
     assert np.array_equal(part.signs[:, :n], loaded.signs[:, :n])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_best_distinct_rows_of_an_exact_scan_are_those_a_full_sort_gives(seed: int) -> None:
+    """An exact scan's rows are chosen in growing steps, not by sorting all of them: the
+    events (and each one's best row) must be the full sort's, with many rows an event (a
+    long event's passages) and tied scores."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 3_000))
+    seqs = rng.integers(0, max(2, n // int(rng.integers(1, 40))), size=n).astype(np.int64)
+    scores = rng.integers(0, 60, size=n).astype(np.float32) / 60  # (many ties)
+    positions = rng.permutation(n * 2)[:n].astype(np.intp)  # (positions a partition chose)
+    where = np.full(n * 2, -1, np.int64)
+    where[positions] = seqs
+    for k in (1, 5, 37, n):
+        got, got_scores = vector_cache._best_distinct(where, positions, scores, k)
+        want, want_scores = vector_cache._first_of_each(where, positions, scores)
+        assert len(got) >= min(k, len(want))
+        assert list(got[:k]) == list(want[:k])
+        assert list(got_scores[:k]) == list(want_scores[:k])
+        assert len(set(where[got])) == len(got)  # (each event once)

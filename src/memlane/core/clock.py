@@ -49,8 +49,8 @@ def to_us(value: datetime | str, what: str = "created_at") -> int:
 
 def from_us(value: int) -> datetime:
     """The aware UTC datetime for microseconds since the epoch."""
-    seconds, micros = divmod(int(value), 1_000_000)
-    return datetime.fromtimestamp(seconds, timezone.utc).replace(microsecond=micros)
+    # one addition: fromtimestamp and replace were 4.5 µs an event read (a restore reads ~800)
+    return _EPOCH + timedelta(microseconds=int(value))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$")

@@ -11,7 +11,7 @@ from typing import Any
 from ..core import canonical_json
 from ..core.clock import from_us
 from ..core.seams import Cursor
-from ..events import Event, Session
+from ..events import Event, Session, stored_event
 
 __all__ = [
     "EVENTS_JOIN",
@@ -62,25 +62,27 @@ _INSERT_EVENT = (
 
 
 def row_to_event(row: Sequence[Any]) -> Event:
-    return Event(
-        seq=int(row[0]),
-        id=row[1],
-        session_id=row[2],
-        agent_id=row[3],
-        kind=row[4],
-        content=row[5],
-        payload=canonical_json.loads(row[6]),
-        importance=float(row[7]),
-        tags=tuple(canonical_json.loads(row[8])),
-        metadata=canonical_json.loads(row[9]),
-        status=row[10],
-        created_at=from_us(row[11]),
-        token_count=int(row[12]),
-        recall_count=int(row[13]),
-        indexed=bool(row[14]),
-        expires_at=None if row[15] is None else from_us(row[15]),
-        payload_chars=None if len(row) < 17 or row[16] is None else int(row[16]),
-        preview=len(row) > 17 and bool(row[17]),
+    return stored_event(
+        {
+            "seq": int(row[0]),
+            "id": row[1],
+            "session_id": row[2],
+            "agent_id": row[3],
+            "kind": row[4],
+            "content": row[5],
+            "payload": canonical_json.loads(row[6]),
+            "importance": float(row[7]),
+            "tags": tuple(canonical_json.loads(row[8])),
+            "metadata": canonical_json.loads(row[9]),
+            "status": row[10],
+            "created_at": from_us(row[11]),
+            "token_count": int(row[12]),
+            "recall_count": int(row[13]),
+            "indexed": bool(row[14]),
+            "expires_at": None if row[15] is None else from_us(row[15]),
+            "payload_chars": None if len(row) < 17 or row[16] is None else int(row[16]),
+            "preview": len(row) > 17 and bool(row[17]),
+        }
     )
 
 
