@@ -17,6 +17,7 @@ from .errors import InvalidInput, SessionManagerError, shown
 
 __all__ = [
     "DEFAULT_IMPORTANCE",
+    "IMPORTANT_FROM",
     "KINDS",
     "MESSAGE_ROLES",
     "POOL_ACCESS",
@@ -34,8 +35,13 @@ __all__ = [
     "validate_kinds",
 ]
 
+#: Importance at or above which restore() shows an event as "important" (the store keeps
+#: these events in a partial index of their own, ``events_important``: its condition is this
+#: number, written out in the migration that made it, so it cannot change on its own).
+IMPORTANT_FROM = 0.7
+
 #: Built-in event kinds and the importance each gets when the caller gives none.
-#: Importance is 0..1; restore() treats events at or above 0.7 as "important".
+#: Importance is 0..1; restore() treats events at or above IMPORTANT_FROM as "important".
 DEFAULT_IMPORTANCE: Mapping[str, float] = {
     "goal": 1.0,
     "decision": 0.8,

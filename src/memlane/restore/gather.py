@@ -22,7 +22,7 @@ from typing import Any
 from ..core.canonical_json import check_text
 from ..core.clock import from_us, now_us, to_us
 from ..errors import InvalidInput, StoreUnavailable, shown
-from ..events import Event, Session
+from ..events import IMPORTANT_FROM, Event, Session
 from ..memory import KEY, KNOWLEDGE_SESSION, MEMORY_SESSION, USER
 from ..protocols import Summarizer
 from ..search.passage_terms import needs_analysis
@@ -36,7 +36,7 @@ from .summaries import covers
 
 __all__ = ["restore_session"]
 
-IMPORTANCE_THRESHOLD = 0.7
+IMPORTANCE_THRESHOLD = IMPORTANT_FROM
 IMPORTANT_CANDIDATES = 200
 PENDING_CANDIDATES = 500
 USER_FACT_CANDIDATES = 200

@@ -347,6 +347,11 @@ END
 $$;
 """
 
+# SQLite's 0018_important_events, in log order as PostgreSQL's other session index is
+_IMPORTANT_EVENTS = """
+CREATE INDEX events_important ON events (session_id, created_us, seq) WHERE importance >= 0.7;
+"""
+
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
@@ -367,4 +372,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0014_passages", _PASSAGES),
     ("0015_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
     ("0016_half_vectors", _HALF_VECTORS),
+    ("0017_important_events", _IMPORTANT_EVENTS),
 )

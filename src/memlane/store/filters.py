@@ -32,6 +32,7 @@ from ..core.canonical_json import check_text
 from ..core.clock import now_us
 from ..core.seams import EventFilter, SessionFilter
 from ..errors import InvalidFilter, InvalidInput, shown
+from ..events import IMPORTANT_FROM
 
 __all__ = ["DIALECTS", "LIVE", "compile_where", "event_where", "marks", "session_where"]
 
@@ -325,7 +326,13 @@ def event_where(
     if flt.exclude_statuses:
         parts.append(f"(e.status IS NULL OR e.status NOT IN ({marks(flt.exclude_statuses)}))")
         params.extend(flt.exclude_statuses)
-    if flt.min_importance is not None:
+    if flt.min_importance == IMPORTANT_FROM:
+        # written out, as the partial index events_important's condition is: a planner
+        # matches an index's condition by its text (PostgreSQL's generic plans, SQLite's
+        # rule), and restore's read of a session's important events walks that index (200
+        # of a 10k-event session: 6.2 → 0.6 ms) instead of every newer event
+        parts.append(f"e.importance >= {IMPORTANT_FROM!r}")
+    elif flt.min_importance is not None:
         parts.append("e.importance >= ?")
         params.append(flt.min_importance)
     if flt.since_us is not None:
