@@ -63,10 +63,13 @@ def _call_ids(event: Event) -> set[str]:
     return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
 
-def message_tokens(tok: Tokenizer, system: str, turns: list[dict[str, Any]]) -> int:
+def message_tokens(
+    tok: Tokenizer, system: str, turns: list[dict[str, Any]], system_tokens: int | None = None
+) -> int:
     # The system message is counted as its content, as ``text`` is; each turn adds its
     # framing, which stands in for the "- user: " the same line costs in ``text``.
-    total = tok.count(system)
+    # (``system_tokens``: the system message's count, when the caller has it)
+    total = tok.count(system) if system_tokens is None else system_tokens
     for turn in turns:
         total += tok.count(str(turn["content"])) + MESSAGE_OVERHEAD
         extra = {k: v for k, v in turn.items() if k not in ("role", "content")}

@@ -112,9 +112,12 @@ class RestoreCandidates:
 class RestoreReport:
     """Why the restored text looks the way it does.
 
-    ``sections`` maps each non-empty section to the exact token count of its own text;
-    these may differ from ``token_count`` (the whole text) by a token or two, since BPE
-    counts of pieces do not add up exactly. ``shares`` says what each section was offered
+    ``sections`` maps each non-empty section to the tokens it takes of ``text``: with the
+    bundled encodings (``cl100k_base``, ``o200k_base``), its text's exact count with the
+    blank line after it (none after the last), so that they and the opening line add up to
+    ``token_count`` exactly; with a counter of your own or an estimate, the count of the
+    section's own text alone (BPE counts of pieces need not add up: a token or two may
+    differ from ``token_count``). ``shares`` says what each section was offered
     and why. ``items`` lists every candidate event once, in the order the packer first
     considered them, with its final fate.
 
