@@ -63,3 +63,37 @@ def test_a_restores_counts_are_its_texts(make_manager: object, model: str, budge
         assert sorted(report.sections.values()) == sorted(
             tok.count(text) for text in sections if not text.startswith("## Pending steps\n(+")
         )
+
+
+def test_short_pieces_are_counted_once_across_restores_but_a_callers_counter_every_time(
+    make_manager: object,
+) -> None:
+    """Time marks and headers recur in every restore of a session: their counts are kept
+    (by encoding, under the text's hash) — the same text, none of them counted again; a
+    counter of the caller's own is asked each time (it may not count the same twice)."""
+    from memlane.restore import packer
+
+    mgr = make_manager(background=False)  # type: ignore[operator]
+    session_id = _busy_session(mgr)
+    packer._SHORT_COUNTS.clear()
+    first = mgr.restore(session_id, max_tokens=1_500, model="gpt-4o")
+    kept = len(packer._SHORT_COUNTS)
+    assert kept > 5
+    again = mgr.restore(session_id, max_tokens=1_500, model="gpt-4o")
+    assert again.text == first.text and again.report.sections == first.report.sections
+    assert len(packer._SHORT_COUNTS) == kept  # (every short piece found)
+    mgr.restore(session_id, max_tokens=1_500, model="gpt-4")
+    assert len(packer._SHORT_COUNTS) > kept  # (another encoding: counted anew)
+
+    calls: list[str] = []
+
+    def own(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    before = len(packer._SHORT_COUNTS)
+    mgr.restore(session_id, max_tokens=1_500, model=own)
+    first_calls = len(calls)
+    calls.clear()
+    mgr.restore(session_id, max_tokens=1_500, model=own)
+    assert len(calls) == first_calls and len(packer._SHORT_COUNTS) == before

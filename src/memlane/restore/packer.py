@@ -85,6 +85,13 @@ SHORT_EVENT_TOKENS = 64
 KEEP_CONTENT_TOKENS = 40
 #: The largest share of the tokens left that one summarised event may take (not the goal).
 SUMMARY_SHARE = 0.5
+#: Counts of short pieces (time marks, passage headers, titles) kept across restores, per
+#: encoding: a restore of long events counted ~140 of them (~5 ms), mostly the same as the
+#: last restore's. Keyed by the text's hash, not the text (no erased words kept); a
+#: collision could only misjudge what fits, which the exact count of the whole text
+#: (restore/plan.py) corrects.
+_SHORT_COUNTS: SizedLru[int] = SizedLru(16_384)
+_SHORT = 256  # characters: longer pieces are counted each restore (and rarely repeat)
 #: Sections without time marks: the goal (dated by the opening line) and the summary
 #: (dated by its own text); each holds one event in its own share.
 TIMELESS = ("goal", "earlier")
@@ -203,7 +210,7 @@ class Packer:
         """Count a short, often repeated piece (time marks, headers) once."""
         cached = self.count_cache.get(text)
         if cached is None:
-            cached = self.count_cache[text] = self.tok.count(text) if text else 0
+            cached = self.count_cache[text] = _short_count(self.tok, text)
         return cached
 
     # -- claiming ------------------------------------------------------------------------
@@ -614,6 +621,21 @@ class Packer:
         offered_tokens = self.budget - start if offered is None else max(0, offered)
         self.shares.append(SectionShare(section, offered_tokens, self.used - start, why))
         return left_out
+
+
+def _short_count(tok: Tokenizer, text: str) -> int:
+    """``tok.count(text)``, kept across restores for a short text and a bundled encoding (a
+    caller's own counter may not count the same twice)."""
+    if not text:
+        return 0
+    if tok.custom or len(text) > _SHORT:
+        return tok.count(text)
+    key = (tok.encoding_name, tok.margin, len(text), hash(text))
+    found = _SHORT_COUNTS.get(key)
+    if found is MISSING:
+        found = tok.count(text)
+        _SHORT_COUNTS.put(key, found)
+    return found
 
 
 def head_lines(text: str, budget: int, count: Callable[[str], int]) -> str | None:
