@@ -36,7 +36,6 @@ from .summaries import covers
 
 __all__ = ["restore_session"]
 
-IMPORTANCE_THRESHOLD = IMPORTANT_FROM
 IMPORTANT_CANDIDATES = 200
 PENDING_CANDIDATES = 500
 USER_FACT_CANDIDATES = 200
@@ -146,7 +145,7 @@ def restore_session(
             replace(
                 base,
                 exclude_kinds=("goal", "pending", "summary"),
-                min_importance=IMPORTANCE_THRESHOLD,
+                min_importance=IMPORTANT_FROM,
             ),
             newest_first=True,
             limit=IMPORTANT_CANDIDATES,
