@@ -628,6 +628,40 @@ def test_reindex_rebuilds_the_keyword_text_of_long_messages(postgres_url: str) -
             ).fetchone() == (0,)
 
 
+def test_keyword_text_is_computed_in_plpgsql_with_the_same_tsvector(postgres_url: str) -> None:
+    """0018_search_text_plpgsql: ``asm_search_text`` runs as PL/pgSQL (a SQL function with a
+    SET clause ran at half the speed: bench note in the migration), and every event's
+    tsvector — written at insert, refreshed by the worker's batches and by a neighbour's
+    delete — is still the content at weight A and its context at weight B."""
+    url = store_url(postgres_url, search_cache="off")
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("survey sparse attention")
+        events = [
+            mgr.add_message(session.id, role, text)
+            for role, text in (
+                ("user", "Which kernels did the flash attention paper benchmark?"),
+                ("assistant", "It compared the fused kernel with the PyTorch baseline."),
+                ("user", "And the sliding-window variant, was it faster on A100s?"),
+                ("assistant", "Yes: 2.1x at 8k tokens, less at 2k."),
+                ("user", "Write that down as a decision."),
+            )
+        ]
+        mgr.flush()
+        mgr.delete_event(events[2].id)  # (its neighbours' context is written again)
+        with _raw_owner(url) as conn:
+            language = conn.execute(
+                "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+                "WHERE p.proname = 'asm_search_text'"
+            ).fetchone()
+            differing = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE search_text IS DISTINCT FROM "
+                "setweight(to_tsvector('english', content), 'A') || setweight(to_tsvector("
+                "'english', asm_context(session_id, seq, created_us)), 'B')) FROM events"
+            ).fetchone()
+        assert language == ("plpgsql",)
+        assert differing == (len(events), 0)  # (the goal counted, the deleted one gone)
+
+
 def test_a_store_from_before_the_fix_is_migrated(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,5 +1,5 @@
 """Restore counts its text exactly, a section at a time where the encoding lets counts add
-up (restore/plan.py ``_JoinedCount``): the sum must be the whole text's count."""
+up (restore/assembly.py ``JoinedCount``): the sum must be the whole text's count."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from memlane import SessionManager
-from memlane.restore.plan import _SECTIONS_ADD_UP
+from memlane.restore.assembly import SECTIONS_ADD_UP as _SECTIONS_ADD_UP
 from memlane.text.tokens import Tokenizer, tokenizer_for
 
 # what a section's end and a title's line may hold: punctuation that takes newlines into

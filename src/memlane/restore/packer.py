@@ -89,7 +89,7 @@ SUMMARY_SHARE = 0.5
 #: encoding: a restore of long events counted ~140 of them (~5 ms), mostly the same as the
 #: last restore's. Keyed by the text's hash, not the text (no erased words kept); a
 #: collision could only misjudge what fits, which the exact count of the whole text
-#: (restore/plan.py) corrects.
+#: (restore/assembly.py) corrects.
 _SHORT_COUNTS: SizedLru[int] = SizedLru(16_384)
 _SHORT = 256  # characters: longer pieces are counted each restore (and rarely repeat)
 #: Sections without time marks: the goal (dated by the opening line) and the summary

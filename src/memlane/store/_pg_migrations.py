@@ -352,6 +352,22 @@ _IMPORTANT_EVENTS = """
 CREATE INDEX events_important ON events (session_id, created_us, seq) WHERE importance >= 0.7;
 """
 
+# asm_search_text() in PL/pgSQL, not SQL: a SQL function with a SET clause (our
+# ``search_path``) is never inlined and ran its body at half the speed — 65 rows' keyword
+# text took 59 ms as SQL and 29 as PL/pgSQL (whose plans a session keeps), the same
+# tsvector. Every insert's trigger computes it, and the worker's batch again for the two
+# events before each of its rows (their context now holds it): ~80% of a batch's
+# database time with a fast embedder (docs/decisions/2026-11-29-keyword-text-in-plpgsql.md).
+_SEARCH_TEXT_PLPGSQL = """
+CREATE OR REPLACE FUNCTION asm_search_text(p_session TEXT, p_seq BIGINT, p_created BIGINT,
+                                           p_content TEXT)
+RETURNS TSVECTOR LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN setweight(to_tsvector('english', p_content), 'A')
+        || setweight(to_tsvector('english', asm_context(p_session, p_seq, p_created)), 'B');
+END $$;
+"""
+
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
@@ -373,4 +389,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0015_sessions_by_activity", _SESSIONS_BY_ACTIVITY),
     ("0016_half_vectors", _HALF_VECTORS),
     ("0017_important_events", _IMPORTANT_EVENTS),
+    ("0018_search_text_plpgsql", _SEARCH_TEXT_PLPGSQL),
 )
