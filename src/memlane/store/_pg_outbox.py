@@ -32,6 +32,9 @@ _CLAIM_POLL_FIRST = 0.02
 _CLAIM_POLL_MAX = 0.5
 # the pg_advisory_lock key of the first embedder registration
 _REGISTER_LOCK = 0x61736D01
+#: an event longer than this is indexed by its insert as its head only and digested by the
+#: worker (the insert trigger's ``left(content, 32768)``: 0007_deferred_digests)
+_INSERT_TSVECTOR_CHARS = 32_768
 
 
 class PgOutbox:
@@ -171,40 +174,42 @@ class PgOutbox:
                 ).fetchall()
             }
             write(tx, [row for row in batch.rows if row.seq in kept])
-            self._refresh_previous_context(tx, sorted(kept))
+            self._write_keyword_text(tx, sorted(kept))
         batch.finished = True
 
     @staticmethod
-    def _refresh_previous_context(tx: Tx, seqs: Sequence[int]) -> None:
-        """The keyword context of the two events before each of ``seqs`` now includes it
-        (0002_keyword_context in SQLite)."""
+    def _write_keyword_text(tx: Tx, seqs: Sequence[int]) -> None:
+        """The keyword text of ``seqs`` (their content and, now, their context: their insert
+        indexed the content alone, 0019_context_by_worker) and of the two events before each
+        of them, whose context now includes it (0002_keyword_context in SQLite)."""
         if not seqs:
             return
         previous = tx.execute(
             "SELECT DISTINCT p.seq FROM events x CROSS JOIN LATERAL ("
             "SELECT p.seq FROM events p WHERE p.session_id = x.session_id AND p.seq < x.seq "
-            "ORDER BY p.seq DESC LIMIT 2) p WHERE x.seq = ANY(?) ORDER BY p.seq",
+            "ORDER BY p.seq DESC LIMIT 2) p WHERE x.seq = ANY(?)",
             (list(seqs),),
         ).fetchall()
-        if not previous:
-            return
-        ids = [int(row[0]) for row in previous]
+        ids = sorted({int(row[0]) for row in previous}.union(seqs))
         # Lock in seq order, so that workers sharing neighbours queue instead of deadlocking,
         # and no stronger than the UPDATE needs: FOR UPDATE would conflict with the KEY
         # SHARE locks that other workers' vector inserts take on these rows (their FK).
         tx.execute(
             "SELECT seq FROM events WHERE seq = ANY(?) ORDER BY seq FOR NO KEY UPDATE", (ids,)
         )
-        # A flattened output indexed whole is queued for the worker again instead (its
-        # whole text is not in the database: 0007_deferred_digests).
+        # Before a row: a flattened output indexed whole is queued for the worker again
+        # instead (its whole text is not in the database: 0007_deferred_digests). A row of
+        # the batch that is digested (deferred, flattened or long) gets its context from its
+        # digest (finish_deferred), which indexes it whole.
         tx.execute(
             "UPDATE events e SET "
             "search_text = CASE WHEN e.deferred OR asm_whole_text(e.content, e.metadata) "
             "THEN e.search_text "
             "ELSE asm_search_text(e.session_id, e.seq, e.created_us, e.content) END, "
             "deferred = e.deferred OR asm_whole_text(e.content, e.metadata) "
-            "WHERE e.seq = ANY(?) AND e.indexed",
-            (ids,),
+            "WHERE e.seq = ANY(?) AND e.indexed AND NOT (e.seq = ANY(?) AND (e.deferred "
+            "OR asm_whole_text(e.content, e.metadata) OR length(e.content) > ?))",
+            (ids, list(seqs), _INSERT_TSVECTOR_CHARS),
         )
 
 
