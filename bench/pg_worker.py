@@ -1,6 +1,6 @@
 """PostgreSQL's write path without the model's cost, side by side (by hand).
 
-    python bench/pg_worker.py [--before SRC_DIR] [--events 3000] [--rounds 2]
+    python bench/pg_worker.py [--before SRC_DIR] [--events 3000] [--rounds 2] [--minilm]
 
 What the database costs the worker and ``record()`` on PostgreSQL, with the model's cost
 taken out: a deterministic ``HashEmbedder`` (microseconds a text), ``background=False``, so
@@ -12,8 +12,8 @@ the keyword text of each batch's rows and of the events before them
 (``PgOutbox._write_keyword_text``; ``_refresh_previous_context`` before 0019, which wrote the
 events before the rows only: their insert had indexed the rows whole). Each side runs in a fresh
 process with ``PYTHONPATH`` at that side's ``src``; the sides alternate ``--rounds`` times.
-With MiniLM on this machine a batch of 64 takes ~1 s to embed, so these database costs are
-a tenth of a real ingest here, and more of it on a faster CPU.
+``--minilm`` embeds with MiniLM instead (warmed up before the records): a real ingest, where
+the model's time is most of a flush.
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ from perf import agent_texts
 from memlane import SessionManager
 from memlane.embed.hashing import HashEmbedder
 n, url = int(sys.argv[1]), sys.argv[2]
+if sys.argv[4] == "minilm":
+    from memlane import MiniLMEmbedder
+    embedder = MiniLMEmbedder()
+    embedder(["warm up the model"])
+else:
+    embedder = HashEmbedder()
 spent = [0.0]
 try:
     from memlane.store._pg_outbox import PgOutbox
@@ -49,7 +55,7 @@ try:
 except (ImportError, StopIteration):
     spent = None
 texts = agent_texts(n, seed=1)
-with SessionManager("bench", url=url, embedder=HashEmbedder(), background=False) as mgr:
+with SessionManager("bench", url=url, embedder=embedder, background=False) as mgr:
     session = mgr.start_session("ingest")
     latencies = []
     for text in texts:
@@ -75,6 +81,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=3_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--postgres-url", help="use this PostgreSQL server (default: start one)")
+    parser.add_argument("--minilm", action="store_true", help="embed with MiniLM, not hashing")
     args = parser.parse_args()
     sys.path.insert(0, str(SRC.parent))
     from tests.servers import postgres_server
@@ -84,7 +91,9 @@ def main() -> None:
             for name, src in sides(args.before):
                 schema = f"bench_{name}_{round_}"
                 joined = "&" if "?" in url else "?"
-                got = run_child(src, CHILD, args.events, f"{url}{joined}schema={schema}", HERE)
+                embedder = "minilm" if args.minilm else "hash"
+                target = f"{url}{joined}schema={schema}"
+                got = run_child(src, CHILD, args.events, target, HERE, embedder)
                 print(name, json.dumps(got), flush=True)
 
 
