@@ -19,6 +19,7 @@ the model's time is most of a flush.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -86,7 +87,8 @@ def main() -> None:
     sys.path.insert(0, str(SRC.parent))
     from tests.servers import postgres_server
 
-    with postgres_server() if not args.postgres_url else _given(args.postgres_url) as url:
+    given = contextlib.nullcontext(args.postgres_url) if args.postgres_url else None
+    with given or postgres_server() as url:
         for round_ in range(args.rounds):
             for name, src in sides(args.before):
                 schema = f"bench_{name}_{round_}"
@@ -95,19 +97,6 @@ def main() -> None:
                 target = f"{url}{joined}schema={schema}"
                 got = run_child(src, CHILD, args.events, target, HERE, embedder)
                 print(name, json.dumps(got), flush=True)
-
-
-class _given:
-    """A server the caller runs: its URL, as ``postgres_server()`` yields one."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def __enter__(self) -> str:
-        return self.url
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from .packer import UNDATED, Block, Packer
 from .result import RestoreCandidates, RestoredContext, RestoreReport
 from .text import TITLES, day_stamps, stamp
 
-__all__ = ["SECTIONS", "SECTIONS_ADD_UP", "JoinedCount", "assemble", "parts_of", "section_text"]
+__all__ = ["SECTIONS", "SECTIONS_ADD_UP", "JoinedCount", "assemble"]
 
 #: The text's sections, in the order they appear.
 SECTIONS: tuple[str, ...] = tuple(TITLES)
@@ -31,11 +31,11 @@ def assemble(
     counted = JoinedCount(p.tok)
     while True:
         turns, turn_ids = chat_turns(p.by_section.get("recent", []))
-        parts = parts_of(p, frozenset())
+        parts = _parts(p, frozenset())
         text = _JOIN.join(part for _, part in parts)
         exact, part_tokens = counted(parts)
         if turn_ids:
-            system_parts = parts_of(p, turn_ids)
+            system_parts = _parts(p, turn_ids)
             system = _JOIN.join(part for _, part in system_parts)
             system_tokens, _ = counted(system_parts)
         else:
@@ -70,7 +70,7 @@ def assemble(
         }
     else:
         sections = {
-            name: tokenizer.count(section_text(p, name, blocks, frozenset()))
+            name: tokenizer.count(_section_text(p, name, blocks, frozenset()))
             for name, blocks in p.by_section.items()
             if blocks and name != "about"
         }
@@ -135,7 +135,7 @@ class JoinedCount:
         return sum(shares), shares
 
 
-def parts_of(p: Packer, leave_out: frozenset[str]) -> list[tuple[str, str]]:
+def _parts(p: Packer, leave_out: frozenset[str]) -> list[tuple[str, str]]:
     """The text's sections in order, as ``(name, text)``: joined by blank lines, the text."""
     parts = []
     for name in SECTIONS:
@@ -147,13 +147,13 @@ def parts_of(p: Packer, leave_out: frozenset[str]) -> list[tuple[str, str]]:
         if name == "about":
             parts.append((name, blocks[0].text))
             continue
-        section = section_text(p, name, blocks, leave_out)
+        section = _section_text(p, name, blocks, leave_out)
         if section:
             parts.append((name, section))
     return parts
 
 
-def section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozenset[str]) -> str:
+def _section_text(p: Packer, name: str, blocks: list[Block], leave_out: frozenset[str]) -> str:
     lines = [TITLES[name]]
     shown = [b for b in blocks if b.event.id not in leave_out]
     if not shown:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.seams import OutboxRow, Tx
+from ..text.shrink import PREVIEW_THRESHOLD
 from ._lease import held
 
 __all__ = ["OUTBOX_LEASE_SECONDS", "PgOutbox"]
@@ -32,9 +33,6 @@ _CLAIM_POLL_FIRST = 0.02
 _CLAIM_POLL_MAX = 0.5
 # the pg_advisory_lock key of the first embedder registration
 _REGISTER_LOCK = 0x61736D01
-#: an event longer than this is indexed by its insert as its head only and digested by the
-#: worker (the insert trigger's ``left(content, 32768)``: 0007_deferred_digests)
-_INSERT_TSVECTOR_CHARS = 32_768
 
 
 class PgOutbox:
@@ -200,7 +198,8 @@ class PgOutbox:
         # Before a row: a flattened output indexed whole is queued for the worker again
         # instead (its whole text is not in the database: 0007_deferred_digests). A row of
         # the batch that is digested (deferred, flattened or long) gets its context from its
-        # digest (finish_deferred), which indexes it whole.
+        # digest (finish_deferred), which indexes it whole (over PREVIEW_THRESHOLD characters
+        # an event is digested: records/validate.py's DIGEST_INLINE_CHARS).
         tx.execute(
             "UPDATE events e SET "
             "search_text = CASE WHEN e.deferred OR asm_whole_text(e.content, e.metadata) "
@@ -209,7 +208,7 @@ class PgOutbox:
             "deferred = e.deferred OR asm_whole_text(e.content, e.metadata) "
             "WHERE e.seq = ANY(?) AND e.indexed AND NOT (e.seq = ANY(?) AND (e.deferred "
             "OR asm_whole_text(e.content, e.metadata) OR length(e.content) > ?))",
-            (ids, list(seqs), _INSERT_TSVECTOR_CHARS),
+            (ids, list(seqs), PREVIEW_THRESHOLD),
         )
 
 
